@@ -1,0 +1,160 @@
+// Package strategies is the registry of lock algorithms: every strategy in
+// locklab has a name, and New builds a ready locklab.Locker from that name and
+// a locklab.Config.
+//
+//	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+//
+// Names lists what is registered, sorted; Info describes one strategy: its
+// family, a one-line summary, where it comes from, the properties it has, and
+// the weaknesses it is known for. Most registered strategies are historical
+// and broken on purpose: they are here to be raced and watched failing.
+// Register adds a strategy of your own, which then runs in the same harness,
+// matrix and conformance suite as the built-in ones.
+package strategies
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/locklab/locklab"
+)
+
+// Properties are what a strategy guarantees on one healthy Redis, with no
+// faults and no pauses. The conformance suite checks each of them, and checks
+// that a strategy lacking one really lacks it.
+type Properties struct {
+	// AtomicAcquire: concurrent acquires of a free key grant it to exactly
+	// one client.
+	AtomicAcquire bool
+	// ServerTTL: the key carries a TTL in Redis, so a crashed holder's lock
+	// goes away on its own. Without it, expiry is a timestamp in the value
+	// that clients must interpret.
+	ServerTTL bool
+	// OwnerCheckedRelease: releasing a lease that is no longer held returns
+	// locklab.ErrNotHeld and leaves the current holder's lock in place.
+	OwnerCheckedRelease bool
+	// Fencing: leases carry a fence number that grows with each acquire.
+	Fencing bool
+	// Extend: the Locker implements locklab.Extender.
+	Extend bool
+	// MultiNode: the strategy uses Config.Nodes, not Config.Pool.
+	MultiNode bool
+}
+
+// Description tells what a strategy is.
+type Description struct {
+	Name    string
+	Family  string
+	Summary string
+	// Source names the article or Redis documentation page the algorithm
+	// comes from.
+	Source string
+	// Weaknesses are the failures it is known for, each one sentence.
+	Weaknesses []string
+	Properties Properties
+}
+
+// Factory builds a Locker from a Config. It validates the Config and fails
+// with an error wrapping locklab.ErrInvalid on bad input.
+type Factory func(cfg locklab.Config) (locklab.Locker, error)
+
+type entry struct {
+	desc    Description
+	factory Factory
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]entry{}
+	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+)
+
+// Register adds a strategy under d.Name. Names are lower case letters,
+// digits, dots and dashes; registering a name twice is an error.
+func Register(d Description, f Factory) error {
+	if !nameRE.MatchString(d.Name) {
+		return locklab.Invalid("strategy name %q: use lower case letters, digits, '.' and '-'", d.Name)
+	}
+	if f == nil {
+		return locklab.Invalid("strategy %q: nil factory", d.Name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[d.Name]; dup {
+		return fmt.Errorf("strategy %q is already registered", d.Name)
+	}
+	d.Weaknesses = slices.Clone(d.Weaknesses)
+	registry[d.Name] = entry{desc: d, factory: f}
+	return nil
+}
+
+// MustRegister is Register that panics on error, for use in init functions.
+func MustRegister(d Description, f Factory) {
+	if err := Register(d, f); err != nil {
+		panic(err)
+	}
+}
+
+// ErrUnknown is wrapped by the error New and Info return for a name that is
+// not registered.
+var ErrUnknown = errors.New("unknown strategy")
+
+func unknown(name string) error {
+	return fmt.Errorf("%w %q: valid names are %s", ErrUnknown, name, strings.Join(Names(), ", "))
+}
+
+// New builds the strategy registered as name.
+func New(name string, cfg locklab.Config) (locklab.Locker, error) {
+	mu.RLock()
+	e, ok := registry[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, unknown(name)
+	}
+	l, err := e.factory(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("strategy %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// Names returns the registered names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Info describes the strategy registered as name.
+func Info(name string) (Description, error) {
+	mu.RLock()
+	e, ok := registry[name]
+	mu.RUnlock()
+	if !ok {
+		return Description{}, unknown(name)
+	}
+	d := e.desc
+	d.Weaknesses = slices.Clone(d.Weaknesses)
+	return d, nil
+}
+
+// All returns the description of every registered strategy, sorted by name.
+func All() []Description {
+	names := Names()
+	out := make([]Description, 0, len(names))
+	for _, n := range names {
+		d, _ := Info(n)
+		out = append(out, d)
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package locklab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy says how Wait spaces its attempts: exponential backoff from
+// Initial, capped at Max, each delay shortened at random by up to Jitter (a
+// fraction in [0, 1]) so that waiters do not retry in lockstep. Attempts, when
+// positive, bounds the number of attempts. The zero value means: 5ms first
+// delay, 250ms cap, factor 2, jitter 0.5, attempts until ctx is done.
+type RetryPolicy struct {
+	Initial    time.Duration
+	Max        time.Duration
+	Multiplier float64
+	Jitter     float64
+	Attempts   int
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Initial <= 0 {
+		p.Initial = 5 * time.Millisecond
+	}
+	if p.Max <= 0 {
+		p.Max = 250 * time.Millisecond
+	}
+	if p.Max < p.Initial {
+		p.Max = p.Initial
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 2
+	}
+	if p.Jitter <= 0 || p.Jitter > 1 {
+		p.Jitter = 0.5
+	}
+	return p
+}
+
+// Delay returns the pause before attempt n+1, after n failed attempts
+// (n >= 1), with jitter applied.
+func (p RetryPolicy) Delay(n int) time.Duration {
+	p = p.withDefaults()
+	d := float64(p.Initial)
+	for i := 1; i < n && d < float64(p.Max); i++ {
+		d *= p.Multiplier
+	}
+	d = min(d, float64(p.Max))
+	d -= d * p.Jitter * rand.Float64()
+	return time.Duration(d)
+}
+
+// Wait acquires key with l, retrying after ErrNotAcquired according to p
+// until it succeeds, the attempts run out, or ctx is done. Any other error
+// (Redis unreachable, bad input) is returned at once. When ctx ends the wait,
+// the error wraps both ctx.Err() and the last ErrNotAcquired, so
+// errors.Is works for either.
+func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
+	if l == nil {
+		return Lease{}, Invalid("nil Locker")
+	}
+	if err := CheckAcquire(ctx, key, ttl); err != nil {
+		return Lease{}, err
+	}
+	var timer *time.Timer
+	for n := 1; ; n++ {
+		lease, err := l.Acquire(ctx, key, ttl)
+		if err == nil {
+			return lease, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) {
+			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+				return Lease{}, fmt.Errorf("%w: %w", cerr, err)
+			}
+			return Lease{}, err
+		}
+		if p.Attempts > 0 && n >= p.Attempts {
+			return Lease{}, fmt.Errorf("locklab: gave up on %q after %d attempts: %w", key, n, err)
+		}
+		d := p.Delay(n)
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return Lease{}, fmt.Errorf("locklab: stopped waiting for %q: %w (last attempt: %w)", key, ctx.Err(), err)
+		case <-timer.C:
+		}
+	}
+}
