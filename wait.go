@@ -65,18 +65,28 @@ func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryP
 	if err := CheckAcquire(ctx, key, ttl); err != nil {
 		return Lease{}, err
 	}
-	var timer *time.Timer
+	var (
+		timer   *time.Timer
+		refusal error // the last ErrNotAcquired
+	)
+	stopped := func(cause, err error) error {
+		if refusal == nil {
+			refusal = err
+		}
+		return fmt.Errorf("locklab: stopped waiting for %q: %w (last refusal: %w)", key, cause, refusal)
+	}
 	for n := 1; ; n++ {
 		lease, err := l.Acquire(ctx, key, ttl)
 		if err == nil {
 			return lease, nil
 		}
+		if cause := ctxEnded(ctx); cause != nil {
+			return Lease{}, stopped(cause, err)
+		}
 		if !errors.Is(err, ErrNotAcquired) {
-			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-				return Lease{}, fmt.Errorf("%w: %w", cerr, err)
-			}
 			return Lease{}, err
 		}
+		refusal = err
 		if p.Attempts > 0 && n >= p.Attempts {
 			return Lease{}, fmt.Errorf("locklab: gave up on %q after %d attempts: %w", key, n, err)
 		}
@@ -89,8 +99,21 @@ func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryP
 		}
 		select {
 		case <-ctx.Done():
-			return Lease{}, fmt.Errorf("locklab: stopped waiting for %q: %w (last attempt: %w)", key, ctx.Err(), err)
+			return Lease{}, stopped(ctx.Err(), err)
 		case <-timer.C:
 		}
 	}
+}
+
+// ctxEnded returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed: a connection's read deadline, set from ctx, can fire a moment
+// before ctx reports itself done.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -36,37 +36,33 @@ func Do(ctx context.Context, c redis.Conn, cmd string, args ...any) (any, error)
 }
 
 // Script is a Lua script run with EVALSHA, falling back to EVAL the first time
-// a server has not seen it.
+// a server has not seen it. Its constant arguments are boxed once, so that a
+// run allocates only for the caller's keys and arguments.
 type Script struct {
-	s *redis.Script
+	hash, src, keyCount any
+	sha                 string
 }
 
 // NewScript wraps src, a script that takes keyCount keys.
 func NewScript(keyCount int, src string) Script {
-	return Script{redis.NewScript(keyCount, src)}
+	sha := redis.NewScript(keyCount, src).Hash()
+	return Script{hash: sha, src: src, keyCount: keyCount, sha: sha}
 }
 
 // Hash is the script's SHA1.
-func (s Script) Hash() string { return s.s.Hash() }
+func (s Script) Hash() string { return s.sha }
 
 // Do runs the script on c: EVALSHA, then EVAL if the server answers NOSCRIPT.
 func (s Script) Do(ctx context.Context, c redis.Conn, keysAndArgs ...any) (any, error) {
-	var (
-		v   any
-		err error
-	)
-	if ctx.Done() == nil {
-		v, err = s.s.Do(c, keysAndArgs...)
-	} else {
-		if err = ctx.Err(); err != nil {
-			return nil, locklab.Unavailable(err)
-		}
-		v, err = s.s.DoContext(ctx, c, keysAndArgs...)
+	args := make([]any, 2+len(keysAndArgs))
+	args[0], args[1] = s.hash, s.keyCount
+	copy(args[2:], keysAndArgs)
+	v, err := Do(ctx, c, "EVALSHA", args...)
+	if IsNoScript(err) {
+		args[0] = s.src
+		v, err = Do(ctx, c, "EVAL", args...)
 	}
-	if err != nil {
-		return nil, locklab.Unavailable(err)
-	}
-	return v, nil
+	return v, err
 }
 
 // Conn takes a connection from src for one operation. The caller closes it.
@@ -83,6 +79,9 @@ func Conn(ctx context.Context, src locklab.ConnSource) (redis.Conn, error) {
 
 // IsNoScript reports whether err is Redis's NOSCRIPT answer.
 func IsNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT")
 }

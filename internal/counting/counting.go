@@ -1,0 +1,49 @@
+// Package counting wraps a connection source and counts the commands sent
+// through it, so tests and benchmarks can report Redis commands per cycle.
+package counting
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+)
+
+// Source counts the commands sent on the connections it hands out.
+type Source struct {
+	Src locklab.ConnSource
+	n   atomic.Int64
+}
+
+// Commands returns the number of commands sent so far.
+func (s *Source) Commands() int64 { return s.n.Load() }
+
+// GetContext returns a counting connection from the wrapped source.
+func (s *Source) GetContext(ctx context.Context) (redis.Conn, error) {
+	c, err := s.Src.GetContext(ctx)
+	if err != nil {
+		return c, err
+	}
+	return conn{c, &s.n}, nil
+}
+
+type conn struct {
+	redis.Conn
+	n *atomic.Int64
+}
+
+func (c conn) Do(cmd string, args ...any) (any, error) {
+	c.n.Add(1)
+	return c.Conn.Do(cmd, args...)
+}
+
+func (c conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	c.n.Add(1)
+	return redis.DoContext(c.Conn, ctx, cmd, args...)
+}
+
+func (c conn) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(c.Conn, ctx)
+}

@@ -1,0 +1,108 @@
+// Package single holds what every single-node strategy is built from: one
+// connection source, a clock and a token source, taken from a locklab.Config
+// and checked once.
+package single
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/rcmd"
+)
+
+// Base is embedded by single-node strategies.
+type Base struct {
+	Pool   locklab.ConnSource
+	Clock  locklab.Clock
+	Tokens *locklab.TokenSource
+}
+
+// New checks cfg for a single-node strategy and applies the defaults.
+func New(cfg locklab.Config) (Base, error) {
+	if cfg.Pool == nil {
+		return Base{}, locklab.Invalid("Config.Pool is nil: a single-node strategy needs a connection source such as a *redis.Pool")
+	}
+	return Base{Pool: cfg.Pool, Clock: cfg.ClockOrDefault(), Tokens: cfg.Tokens()}, nil
+}
+
+// BeginAcquire validates an Acquire's arguments and takes a connection. The
+// caller closes it.
+func (b Base) BeginAcquire(ctx context.Context, key string, ttl time.Duration) (redis.Conn, error) {
+	if err := locklab.CheckAcquire(ctx, key, ttl); err != nil {
+		return nil, err
+	}
+	return rcmd.Conn(ctx, b.Pool)
+}
+
+// BeginRelease validates a lease given back and takes a connection. The
+// caller closes it.
+func (b Base) BeginRelease(ctx context.Context, lease locklab.Lease) (redis.Conn, error) {
+	if err := locklab.CheckLease(ctx, lease); err != nil {
+		return nil, err
+	}
+	return rcmd.Conn(ctx, b.Pool)
+}
+
+// Millis is ttl in whole milliseconds, at least 1.
+func Millis(ttl time.Duration) int64 {
+	return max(ttl.Milliseconds(), 1)
+}
+
+// NotAcquired is the error of a refused acquire.
+func NotAcquired(key string) error {
+	return &KeyError{Key: key, Err: locklab.ErrNotAcquired}
+}
+
+// NotHeld is the error of a release or extend that found the lock gone or
+// taken.
+func NotHeld(key string) error {
+	return &KeyError{Key: key, Err: locklab.ErrNotHeld}
+}
+
+// KeyError names the key a sentinel error is about.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Err.Error() + ": " + strconv.Quote(e.Key) }
+
+// Unwrap returns the sentinel.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// DelReleased turns the reply of a DEL into Release's result: nil when a key
+// was deleted, ErrNotHeld when there was none.
+func DelReleased(key string, reply any, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, _ := reply.(int64); n == 0 {
+		return NotHeld(key)
+	}
+	return nil
+}
+
+// Del sends DEL key on c and reports the result as Release does.
+func Del(ctx context.Context, c redis.Conn, key string) error {
+	v, err := rcmd.Do(ctx, c, "DEL", key)
+	return DelReleased(key, v, err)
+}
+
+// Lease builds the lease of an acquire that started at start.
+func Lease(key, token string, fence int64, start time.Time, ttl time.Duration) locklab.Lease {
+	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(ttl)}
+}
+
+// Build checks cfg and wraps the resulting Base in a strategy; it returns a
+// nil strategy with the error when cfg is bad.
+func Build[T any](cfg locklab.Config, wrap func(Base) *T) (*T, error) {
+	b, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(b), nil
+}

@@ -1,0 +1,146 @@
+package strategies
+
+import (
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/strategies/incr_expire"
+	"github.com/locklab/locklab/strategies/setnx_getset"
+	"github.com/locklab/locklab/strategies/setnxex"
+)
+
+// Family names.
+const (
+	FamilySetNXGetSet = "setnx_getset"
+	FamilyIncrExpire  = "incr_expire"
+	FamilySetNXEx     = "setnxex"
+	FamilyRedlock     = "redlock"
+)
+
+// Sources, as cited by Description.Source.
+const (
+	srcSetNXPage  = "Redis docs, SETNX command page, \"Design pattern: Locking with SETNX\" (withdrawn; seeds 000 and 004)"
+	srcTornado    = srcSetNXPage + "; release as in the tornado-redis Lock quoted in seed 000"
+	srcIncrBlog   = "blog post \"Redis实现分布式全局锁\" as surveyed in seed 000 (INCR + EXPIRE)"
+	srcSetPage    = "Redis docs, SET command page, pattern with NX and EX plus a random token"
+	srcSetNXPHP   = "seed 001 (\"解鎖redis鎖的正確姿勢\", SETNX + EXPIRE, then SET NX EX with DEL) and seed 003 (jedis setnx + expire)"
+	srcGetThenDel = "seed 003 (GET, compare the value, then DEL) and the PHP loop in seed 000"
+)
+
+// wrap adapts a family constructor to a Factory.
+func wrap[T locklab.Locker](f func(locklab.Config) (T, error)) Factory {
+	return func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+func init() {
+	MustRegister(Description{
+		Name:    "setnx-del",
+		Family:  FamilySetNXGetSet,
+		Summary: "SETNX key <unix ms + ttl + 1>; a stale stamp is recovered with DEL + SETNX; release DEL",
+		Source:  srcSetNXPage,
+		Weaknesses: []string{
+			"two clients that both see a stale stamp both DEL and SETNX and both hold the lock (C1/C2)",
+			"expiry is a client-written timestamp: a client whose clock runs ahead takes a live lock",
+			"release is a blind DEL: a holder past its deadline deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true},
+	}, wrap(setnx_getset.NewSetNXDel))
+
+	MustRegister(Description{
+		Name:    "setnx-getset",
+		Family:  FamilySetNXGetSet,
+		Summary: "SETNX key <unix ms + ttl + 1>; a stale stamp is recovered with GETSET (C4/C5); release GET, compare, DEL",
+		Source:  srcTornado,
+		Weaknesses: []string{
+			"expiry is a client-written timestamp: a client whose clock runs ahead takes a live lock",
+			"a holder past its deadline reads its successor's later stamp at release and deletes that lock",
+			"a losing GETSET still overwrites the winner's stamp, so stamps drift from what holders think",
+		},
+		Properties: Properties{AtomicAcquire: true},
+	}, wrap(setnx_getset.NewSetNXGetSet))
+
+	MustRegister(Description{
+		Name:    "incr-expire",
+		Family:  FamilyIncrExpire,
+		Summary: "INCR key == 1 wins, then EXPIRE as a second command; release DEL",
+		Source:  srcIncrBlog,
+		Weaknesses: []string{
+			"a crash between INCR and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(incr_expire.NewIncrExpire))
+
+	MustRegister(Description{
+		Name:    "incr-expire-lua",
+		Family:  FamilyIncrExpire,
+		Summary: "INCR and PEXPIRE (only when INCR returned 1) in one Lua script; release DEL",
+		Source:  srcIncrBlog + ", Lua version",
+		Weaknesses: []string{
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(incr_expire.NewIncrExpireLua))
+
+	MustRegister(Description{
+		Name:    "incr-expire-multi",
+		Family:  FamilyIncrExpire,
+		Summary: "MULTI, INCR, EXPIRE, EXEC: the EXPIRE runs on every try; release DEL",
+		Source:  srcIncrBlog + ", MULTI/EXEC version for servers without EVAL",
+		Weaknesses: []string{
+			"every failed try pushes the TTL forward: a crashed holder's lock lives as long as others keep trying (starvation)",
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(incr_expire.NewIncrExpireMulti))
+
+	MustRegister(Description{
+		Name:    "setnx-expire",
+		Family:  FamilySetNXEx,
+		Summary: "SETNX key token, then EXPIRE as a second command; release DEL",
+		Source:  srcSetNXPHP,
+		Weaknesses: []string{
+			"a crash between SETNX and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(setnxex.NewSetNXExpire))
+
+	MustRegister(Description{
+		Name:    "set-nx-px-del",
+		Family:  FamilySetNXEx,
+		Summary: "SET key token NX PX ttl; release blind DEL",
+		Source:  srcSetNXPHP,
+		Weaknesses: []string{
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(setnxex.NewSetNXPXDel))
+
+	MustRegister(Description{
+		Name:    "set-nx-px-getdel",
+		Family:  FamilySetNXEx,
+		Summary: "SET key token NX PX ttl; release GET, compare the token, DEL (two commands)",
+		Source:  srcGetThenDel,
+		Weaknesses: []string{
+			"check-then-act: the key can expire and be taken between the GET and the DEL, which then deletes the successor's lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true},
+	}, wrap(setnxex.NewSetNXPXGetDel))
+
+	MustRegister(Description{
+		Name:    "set-nx-px",
+		Family:  FamilySetNXEx,
+		Summary: "SET key token NX PX ttl + INCR of a fence counter in one script; release Lua compare-and-delete",
+		Source:  srcSetPage + "; compare-and-delete script in seeds 000, 001, 002; fencing after Kleppmann, \"How to do distributed locking\"",
+		Weaknesses: []string{
+			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",
+			"one node: a restart without persistence, or a failover to a replica that missed the write, loses the lock",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
+	}, wrap(setnxex.NewSetNXPX))
+}

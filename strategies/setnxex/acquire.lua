@@ -1,0 +1,10 @@
+-- set-nx-px acquire: take the lock and draw its fencing number in one step.
+-- KEYS[1]  the lock key
+-- KEYS[2]  the hash of fence counters (field: the lock key; never expires)
+-- ARGV[1]  the holder's random token
+-- ARGV[2]  the TTL in milliseconds
+-- Returns the new fence number, or nil (false) when the lock is held.
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('hincrby', KEYS[2], KEYS[1], 1)
+end
+return false

@@ -1,0 +1,10 @@
+-- set-nx-px extend: compare-and-PEXPIRE. It never re-creates a lapsed lock.
+-- KEYS[1]  the lock key
+-- ARGV[1]  the token the holder wrote at acquire
+-- ARGV[2]  the new TTL in milliseconds
+-- Returns 1 when the TTL was reset, 0 when the lock is gone or not ours.
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+else
+  return 0
+end

@@ -1,0 +1,250 @@
+// Package setnxex holds the locks that put an expiry on the key itself: first
+// with two commands (SETNX, then EXPIRE), then atomically with SET NX PX
+// (Redis 2.6.12), with three ways of releasing it.
+//
+//   - SetNXExpire ("setnx-expire"): SETNX key token, then PEXPIRE. A crash
+//     between the two leaves a key that never expires: deadlock.
+//   - SetNXPXDel ("set-nx-px-del"): SET key token NX PX ttl; release is a blind
+//     DEL, which deletes the successor's lock when the holder ran past its
+//     TTL.
+//   - SetNXPXGetDel ("set-nx-px-getdel"): release GETs the key and DELs it when
+//     the token matches: two commands, so the key can expire and be taken by
+//     another client between the check and the delete.
+//   - SetNXPX ("set-nx-px"): release is a Lua compare-and-delete, and acquire
+//     draws a fencing number from a per-key counter in the same script.
+//
+// The articles these come from use EX (seconds); locklab uses PX and PEXPIRE
+// so that TTLs can be milliseconds. Nothing else about the algorithms
+// changes.
+package setnxex
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/rcmd"
+	"github.com/locklab/locklab/internal/single"
+)
+
+// FenceHash is the Redis hash that holds SetNXPX's fence counters: field
+// <lock key>, value the last fence number drawn for that lock. Counters never
+// expire, so fence numbers keep growing across holders.
+const FenceHash = "locklab:fences"
+
+// fenceHashArg is FenceHash boxed once.
+var fenceHashArg any = FenceHash
+
+// SetNXExpire is the "setnx-expire" strategy: SETNX key token, then PEXPIRE
+// key ttl as a second command; release is DEL. If the client crashes between
+// the two commands the key has no TTL and nobody can ever acquire it again.
+type SetNXExpire struct{ single.Base }
+
+// NewSetNXExpire builds a SetNXExpire from cfg.Pool, cfg.Clock and cfg.Rand.
+func NewSetNXExpire(cfg locklab.Config) (*SetNXExpire, error) {
+	return single.Build(cfg, func(b single.Base) *SetNXExpire { return &SetNXExpire{b} })
+}
+
+// Acquire sends SETNX, and on success PEXPIRE. Like the code it comes from,
+// it does not check the PEXPIRE: the lease is granted either way.
+func (l *SetNXExpire) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	c, err := l.BeginAcquire(ctx, key, ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	token, err := l.Tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	start := l.Clock.Now()
+	v, err := rcmd.Do(ctx, c, "SETNX", key, token)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	if n, _ := v.(int64); n != 1 {
+		return locklab.Lease{}, single.NotAcquired(key)
+	}
+	rcmd.Do(ctx, c, "PEXPIRE", key, single.Millis(ttl)) // unchecked, as in the original
+	return single.Lease(key, token, 0, start, ttl), nil
+}
+
+// Release deletes the key, whoever holds it.
+func (l *SetNXExpire) Release(ctx context.Context, lease locklab.Lease) error {
+	return blindDel(ctx, l.Base, lease)
+}
+
+func blindDel(ctx context.Context, b single.Base, lease locklab.Lease) error {
+	c, err := b.BeginRelease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return single.Del(ctx, c, lease.Key)
+}
+
+// setNX sends SET key token NX PX ttl: the atomic acquire shared by
+// SetNXPXDel and SetNXPXGetDel.
+func setNX(ctx context.Context, b single.Base, key string, ttl time.Duration) (locklab.Lease, error) {
+	c, err := b.BeginAcquire(ctx, key, ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	token, err := b.Tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	start := b.Clock.Now()
+	v, err := rcmd.Do(ctx, c, "SET", key, token, "NX", "PX", single.Millis(ttl))
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	if v == nil {
+		return locklab.Lease{}, single.NotAcquired(key)
+	}
+	return single.Lease(key, token, 0, start, ttl), nil
+}
+
+// SetNXPXDel is the "set-nx-px-del" strategy: SET key token NX PX ttl, and a
+// blind DEL to release. A holder that runs past its TTL deletes the lock of
+// whoever acquired it next.
+type SetNXPXDel struct{ single.Base }
+
+// NewSetNXPXDel builds a SetNXPXDel from cfg.
+func NewSetNXPXDel(cfg locklab.Config) (*SetNXPXDel, error) {
+	return single.Build(cfg, func(b single.Base) *SetNXPXDel { return &SetNXPXDel{b} })
+}
+
+// Acquire sends SET key token NX PX ttl.
+func (l *SetNXPXDel) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	return setNX(ctx, l.Base, key, ttl)
+}
+
+// Release deletes the key, whoever holds it.
+func (l *SetNXPXDel) Release(ctx context.Context, lease locklab.Lease) error {
+	return blindDel(ctx, l.Base, lease)
+}
+
+// SetNXPXGetDel is the "set-nx-px-getdel" strategy: SET key token NX PX ttl;
+// release GETs the key and DELs it when it still holds the token. Check and
+// delete are two commands: between them the key can expire and be acquired
+// by another client, whose lock the DEL then removes.
+type SetNXPXGetDel struct{ single.Base }
+
+// NewSetNXPXGetDel builds a SetNXPXGetDel from cfg.
+func NewSetNXPXGetDel(cfg locklab.Config) (*SetNXPXGetDel, error) {
+	return single.Build(cfg, func(b single.Base) *SetNXPXGetDel { return &SetNXPXGetDel{b} })
+}
+
+// Acquire sends SET key token NX PX ttl.
+func (l *SetNXPXGetDel) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	return setNX(ctx, l.Base, key, ttl)
+}
+
+// Release sends GET, and DEL when the value is the lease's token.
+func (l *SetNXPXGetDel) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.BeginRelease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := rcmd.Do(ctx, c, "GET", lease.Key)
+	if err != nil {
+		return err
+	}
+	if b, ok := v.([]byte); !ok || string(b) != lease.Token {
+		return single.NotHeld(lease.Key)
+	}
+	return single.Del(ctx, c, lease.Key)
+}
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed extend.lua
+	extendSrc string
+
+	acquireScript = rcmd.NewScript(2, acquireSrc)
+	releaseScript = rcmd.NewScript(1, releaseSrc)
+	extendScript  = rcmd.NewScript(1, extendSrc)
+)
+
+// SetNXPX is the "set-nx-px" strategy, the lock the Redis SET page
+// recommends for a single instance: acquire runs SET key token NX PX ttl and,
+// when it succeeds, HINCRBY of the lock's fence counter, in one Lua script; release
+// is the Lua compare-and-delete; Extend is a compare-and-PEXPIRE.
+//
+// It is safe on one Redis without faults as long as the holder finishes
+// within its TTL. A holder that pauses past its TTL (GC, swapping, a stopped
+// VM) still believes it holds the lock while a successor does too; only a
+// resource that checks Lease.Fence can refuse the stale holder's writes.
+type SetNXPX struct{ single.Base }
+
+var _ locklab.Extender = (*SetNXPX)(nil)
+
+// NewSetNXPX builds a SetNXPX from cfg.
+func NewSetNXPX(cfg locklab.Config) (*SetNXPX, error) {
+	return single.Build(cfg, func(b single.Base) *SetNXPX { return &SetNXPX{b} })
+}
+
+// Acquire runs the acquire script: one command.
+func (l *SetNXPX) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	c, err := l.BeginAcquire(ctx, key, ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	token, err := l.Tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	start := l.Clock.Now()
+	v, err := acquireScript.Do(ctx, c, key, fenceHashArg, token, single.Millis(ttl))
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	fence, ok := v.(int64)
+	if !ok {
+		return locklab.Lease{}, single.NotAcquired(key)
+	}
+	return single.Lease(key, token, fence, start, ttl), nil
+}
+
+// Release runs the compare-and-delete script: one command.
+func (l *SetNXPX) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.BeginRelease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := releaseScript.Do(ctx, c, lease.Key, lease.Token)
+	return single.DelReleased(lease.Key, v, err)
+}
+
+// Extend resets the TTL of a lock still held with lease's token and returns
+// the lease with its new deadline. It fails with ErrNotHeld when the lock is
+// gone or held by another token, and never re-creates it.
+func (l *SetNXPX) Extend(ctx context.Context, lease locklab.Lease, ttl time.Duration) (locklab.Lease, error) {
+	if err := locklab.CheckAcquire(ctx, lease.Key, ttl); err != nil {
+		return locklab.Lease{}, err
+	}
+	c, err := l.BeginRelease(ctx, lease)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	start := l.Clock.Now()
+	v, err := extendScript.Do(ctx, c, lease.Key, lease.Token, single.Millis(ttl))
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	if n, _ := v.(int64); n != 1 {
+		return locklab.Lease{}, single.NotHeld(lease.Key)
+	}
+	lease.Until = start.Add(ttl)
+	return lease, nil
+}

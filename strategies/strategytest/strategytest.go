@@ -1,0 +1,348 @@
+// Package strategytest is the conformance suite every registered strategy
+// passes against real Redis servers. Run it on a strategy of your own after
+// registering it:
+//
+//	func TestMyLock(t *testing.T) {
+//		srv := redistest.Start(t, 1) // or any real Redis you run
+//		strategytest.Run(t, "my-lock", func() locklab.Config {
+//			return locklab.Config{Pool: srv[0].Pool}
+//		})
+//	}
+//
+// The suite reads the strategy's declared Properties. For each property the
+// strategy has, it checks that the property holds; for each it lacks, it
+// checks that the weakness is really there and says so in the test log,
+// rather than skipping: a strategy that is unsafe by design passes the suite
+// by being unsafe exactly as documented.
+package strategytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/strategies"
+)
+
+// TTL used where a test waits for expiry.
+const shortTTL = 80 * time.Millisecond
+
+// longTTL outlives any test.
+const longTTL = time.Minute
+
+// Run runs the suite for the strategy registered as name. newConfig returns a
+// Config on live Redis servers (Pool, or Nodes for a multi-node strategy); it
+// is called once per sub-test. Keys are unique per sub-test, so servers can
+// be shared.
+func Run(t *testing.T, name string, newConfig func() locklab.Config) {
+	d, err := strategies.Info(name)
+	require.NoError(t, err)
+	p := d.Properties
+	s := &suite{name: name, props: p, newConfig: newConfig}
+
+	t.Run("AcquireRelease", s.acquireRelease)
+	t.Run("SecondAcquireRefusedWhileHeld", s.secondRefused)
+	t.Run("AcquireAfterTTL", s.acquireAfterTTL)
+	t.Run("ReleaseOfLeaseNotHeld", s.releaseNotHeld)
+	t.Run("ServerTTL", s.serverTTL)
+	t.Run("Fencing", s.fencing)
+	t.Run("Extend", s.extend)
+	t.Run("BadInput", s.badInput)
+	t.Run("ContextCancelled", s.ctxCancelled)
+	t.Run("Unreachable", s.unreachable)
+	t.Run("Race50", s.race50)
+}
+
+type suite struct {
+	name      string
+	props     strategies.Properties
+	newConfig func() locklab.Config
+}
+
+func (s *suite) locker(t *testing.T) (locklab.Locker, locklab.Config) {
+	t.Helper()
+	cfg := s.newConfig()
+	l, err := strategies.New(s.name, cfg)
+	require.NoError(t, err)
+	return l, cfg
+}
+
+// key returns a key unique to the running sub-test.
+func key(t *testing.T) string { return "locklab:test:" + t.Name() }
+
+// firstNode is where the suite inspects keys.
+func firstNode(cfg locklab.Config) locklab.ConnSource {
+	if cfg.Pool != nil {
+		return cfg.Pool
+	}
+	return cfg.Nodes[0]
+}
+
+func do(t *testing.T, src locklab.ConnSource, cmd string, args ...any) any {
+	t.Helper()
+	c, err := src.GetContext(context.Background())
+	require.NoError(t, err)
+	defer c.Close()
+	v, err := c.Do(cmd, args...)
+	require.NoError(t, err)
+	return v
+}
+
+func (s *suite) acquireRelease(t *testing.T) {
+	ctx := context.Background()
+	l, cfg := s.locker(t)
+	k := key(t)
+	before := cfg.ClockOrDefault().Now()
+	lease, err := l.Acquire(ctx, k, longTTL)
+	require.NoError(t, err)
+	assert.Equal(t, k, lease.Key)
+	assert.NotEmpty(t, lease.Token)
+	assert.True(t, lease.Until.After(before), "Until %v should be after the start %v", lease.Until, before)
+	assert.False(t, lease.Until.After(before.Add(longTTL).Add(time.Second)), "Until %v is later than start + ttl", lease.Until)
+	require.NoError(t, l.Release(ctx, lease))
+	lease2, err := l.Acquire(ctx, k, longTTL)
+	require.NoError(t, err, "acquire after release")
+	require.NoError(t, l.Release(ctx, lease2))
+}
+
+func (s *suite) secondRefused(t *testing.T) {
+	ctx := context.Background()
+	a, _ := s.locker(t)
+	b, _ := s.locker(t)
+	k := key(t)
+	lease, err := a.Acquire(ctx, k, longTTL)
+	require.NoError(t, err)
+	_, err = b.Acquire(ctx, k, longTTL)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired)
+	assert.NotErrorIs(t, err, locklab.ErrUnavailable)
+	assert.Contains(t, err.Error(), k, "the error names the key")
+	require.NoError(t, a.Release(ctx, lease))
+}
+
+// expire acquires k with shortTTL and waits until it has lapsed.
+func expire(t *testing.T, l locklab.Locker, k string) locklab.Lease {
+	t.Helper()
+	lease, err := l.Acquire(context.Background(), k, shortTTL)
+	require.NoError(t, err)
+	time.Sleep(shortTTL + 40*time.Millisecond)
+	return lease
+}
+
+func (s *suite) acquireAfterTTL(t *testing.T) {
+	a, _ := s.locker(t)
+	b, _ := s.locker(t)
+	k := key(t)
+	expire(t, a, k)
+	lease, err := b.Acquire(context.Background(), k, longTTL)
+	require.NoError(t, err, "the lock of a holder that never released must become free after its TTL")
+	require.NoError(t, b.Release(context.Background(), lease))
+}
+
+// releaseNotHeld: A's lease lapses, B acquires, A releases. A strategy with
+// an owner-checked release refuses and leaves B's lock; one without deletes
+// B's lock, which is its documented weakness.
+func (s *suite) releaseNotHeld(t *testing.T) {
+	ctx := context.Background()
+	a, _ := s.locker(t)
+	b, _ := s.locker(t)
+	c, _ := s.locker(t)
+	k := key(t)
+	stale := expire(t, a, k)
+	bl, err := b.Acquire(ctx, k, longTTL)
+	require.NoError(t, err)
+
+	err = a.Release(ctx, stale)
+	_, cerr := c.Acquire(ctx, k, longTTL)
+	if s.props.OwnerCheckedRelease {
+		require.ErrorIs(t, err, locklab.ErrNotHeld, "release of a lapsed lease")
+		require.ErrorIs(t, cerr, locklab.ErrNotAcquired, "B's lock must survive A's stale release")
+		require.NoError(t, b.Release(ctx, bl))
+	} else {
+		require.NoError(t, cerr, "expected weakness: A's stale release deletes B's lock, so C acquires")
+		t.Logf("%s: expected weakness confirmed: a release after the TTL deleted the successor's lock", s.name)
+	}
+	// A second release of the same stale lease never panics.
+	_ = a.Release(ctx, stale)
+	require.ErrorIs(t, a.Release(ctx, locklab.Lease{}), locklab.ErrInvalid, "zero lease")
+}
+
+func (s *suite) serverTTL(t *testing.T) {
+	l, cfg := s.locker(t)
+	k := key(t)
+	lease, err := l.Acquire(context.Background(), k, longTTL)
+	require.NoError(t, err)
+	defer l.Release(context.Background(), lease)
+	pttl, err := redis.Int64(do(t, firstNode(cfg), "PTTL", k), nil)
+	require.NoError(t, err)
+	if s.props.ServerTTL {
+		assert.Greater(t, pttl, int64(0), "the lock key must carry a TTL")
+		assert.LessOrEqual(t, pttl, longTTL.Milliseconds())
+	} else {
+		assert.Equal(t, int64(-1), pttl, "expected weakness: the key has no TTL; a crashed holder's lock stays until a client recovers it")
+		t.Logf("%s: expected weakness confirmed: the lock key has no server-side TTL", s.name)
+	}
+}
+
+func (s *suite) fencing(t *testing.T) {
+	ctx := context.Background()
+	l, _ := s.locker(t)
+	k := key(t)
+	var last int64
+	for i := 0; i < 3; i++ {
+		lease, err := l.Acquire(ctx, k, longTTL)
+		require.NoError(t, err)
+		if s.props.Fencing {
+			assert.Greater(t, lease.Fence, last, "fence numbers must grow with each acquire")
+		} else {
+			assert.Zero(t, lease.Fence, "a strategy without fencing reports fence 0")
+		}
+		last = lease.Fence
+		require.NoError(t, l.Release(ctx, lease))
+	}
+}
+
+func (s *suite) extend(t *testing.T) {
+	ctx := context.Background()
+	l, _ := s.locker(t)
+	ext, ok := l.(locklab.Extender)
+	if !s.props.Extend {
+		assert.False(t, ok, "strategy implements Extender but does not declare it")
+		return
+	}
+	require.True(t, ok, "strategy declares Extend but does not implement locklab.Extender")
+	k := key(t)
+	lease, err := l.Acquire(ctx, k, 300*time.Millisecond)
+	require.NoError(t, err)
+	longer, err := ext.Extend(ctx, lease, longTTL)
+	require.NoError(t, err)
+	assert.True(t, longer.Until.After(lease.Until))
+	time.Sleep(400 * time.Millisecond)
+	other, _ := s.locker(t)
+	_, err = other.Acquire(ctx, k, longTTL)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "extended lock must outlive its first TTL")
+	require.NoError(t, l.Release(ctx, longer))
+
+	// Extending a lapsed lease fails and does not re-create the lock.
+	stale := expire(t, l, k+":lapsed")
+	_, err = ext.Extend(ctx, stale, longTTL)
+	require.ErrorIs(t, err, locklab.ErrNotHeld)
+	again, err := other.Acquire(ctx, k+":lapsed", longTTL)
+	require.NoError(t, err, "a failed extend must not re-create the lock")
+	require.NoError(t, other.Release(ctx, again))
+}
+
+func (s *suite) badInput(t *testing.T) {
+	ctx := context.Background()
+	l, _ := s.locker(t)
+	_, err := l.Acquire(ctx, "", time.Second)
+	require.ErrorIs(t, err, locklab.ErrInvalid, "empty key")
+	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
+		_, err = l.Acquire(ctx, key(t), ttl)
+		require.ErrorIs(t, err, locklab.ErrInvalid, "ttl %v", ttl)
+	}
+	_, err = strategies.New(s.name, locklab.Config{})
+	require.ErrorIs(t, err, locklab.ErrInvalid, "a Config without connection source")
+	assert.Contains(t, err.Error(), s.name)
+}
+
+func (s *suite) ctxCancelled(t *testing.T) {
+	l, cfg := s.locker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := key(t)
+	_, err := l.Acquire(ctx, k, longTTL)
+	require.ErrorIs(t, err, context.Canceled)
+	n, _ := redis.Int64(do(t, firstNode(cfg), "EXISTS", k), nil)
+	assert.Zero(t, n, "a cancelled acquire must not take the lock")
+
+	// Wait gives up when its context ends, and says why.
+	holder, _ := s.locker(t)
+	lease, err := holder.Acquire(context.Background(), k, longTTL)
+	require.NoError(t, err)
+	defer holder.Release(context.Background(), lease)
+	wctx, wcancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer wcancel()
+	_, err = locklab.Wait(wctx, l, k, longTTL, locklab.RetryPolicy{Initial: time.Millisecond})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired)
+}
+
+// deadPool is a pool whose server does not exist: a port nothing listens on.
+func deadPool(t *testing.T) *redis.Pool {
+	port, err := redisproc.FreePort()
+	require.NoError(t, err)
+	p := locklab.NewPool(fmt.Sprintf("127.0.0.1:%d", port))
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func (s *suite) unreachable(t *testing.T) {
+	cfg := s.newConfig()
+	if s.props.MultiNode {
+		nodes := make([]locklab.ConnSource, len(cfg.Nodes))
+		for i := range nodes {
+			nodes[i] = deadPool(t)
+		}
+		cfg.Nodes = nodes
+	} else {
+		cfg.Pool = deadPool(t)
+	}
+	l, err := strategies.New(s.name, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = l.Acquire(ctx, key(t), time.Second)
+	require.ErrorIs(t, err, locklab.ErrUnavailable)
+	assert.NotErrorIs(t, err, locklab.ErrNotAcquired)
+	require.NoError(t, ctx.Err(), "an unreachable Redis must fail fast, not hang")
+}
+
+func (s *suite) race50(t *testing.T) {
+	const n = 50
+	k := key(t)
+	lockers := make([]locklab.Locker, n)
+	for i := range lockers {
+		lockers[i], _ = s.locker(t)
+	}
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		winners int
+		other   []error
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(l locklab.Locker) {
+			defer wg.Done()
+			<-start
+			_, err := l.Acquire(context.Background(), k, longTTL)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners++
+			case !errors.Is(err, locklab.ErrNotAcquired):
+				other = append(other, err)
+			}
+		}(lockers[i])
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, other, "only ErrNotAcquired is expected from the losers")
+	if s.props.AtomicAcquire {
+		require.Equal(t, 1, winners, "exactly one of %d racing clients must win a free key", n)
+	} else {
+		require.GreaterOrEqual(t, winners, 1)
+		t.Logf("%s: %d winners of %d (acquire is not atomic)", s.name, winners, n)
+	}
+}
