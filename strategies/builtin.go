@@ -135,7 +135,7 @@ func init() {
 	MustRegister(Description{
 		Name:    "set-nx-px",
 		Family:  FamilySetNXEx,
-		Summary: "SET key token NX PX ttl + INCR of a fence counter in one script; release Lua compare-and-delete",
+		Summary: "SET key token NX PX ttl + HINCRBY of a fence counter in one script; release Lua compare-and-delete",
 		Source:  srcSetPage + "; compare-and-delete script in seeds 000, 001, 002; fencing after Kleppmann, \"How to do distributed locking\"",
 		Weaknesses: []string{
 			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",

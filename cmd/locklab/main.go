@@ -1,0 +1,64 @@
+// Command locklab races the historical Redis locking algorithms on real Redis
+// servers and shows which of them break, under which schedule or fault.
+//
+//	locklab list                 the strategies, their family, source and weaknesses
+//	locklab race-demo            the C1/C2 double acquire of the SETNX page
+//	locklab demo <scenario>      one scenario, step by step, as a timeline
+//	locklab explore ...          search schedules for a counterexample
+//	locklab matrix               every strategy against every scenario
+//
+// Run "locklab <command> --help" for the flags of each.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	backend string
+	image   string
+	addrs   []string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "locklab",
+		Short: "Race Redis lock algorithms on real Redis and watch them break",
+		Long: `locklab implements the historical Redis locking algorithms behind one
+interface and runs them against real Redis servers under chosen schedules
+and faults, to show which violate mutual exclusion or liveness, and how.
+
+Redis servers come from a backend: "docker" (containers; a local image is
+built from the host's redis-server when none can be pulled), "process"
+(redis-server processes on loopback ports), or "addrs" (servers you run,
+given with --addr). The default picks docker where an engine answers, else
+process.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.backend, "backend", os.Getenv("LOCKLAB_BACKEND"), `where Redis servers come from: docker, process or addrs (default: docker if an engine answers, else process; env LOCKLAB_BACKEND)`)
+	pf.StringVar(&g.image, "image", os.Getenv("LOCKLAB_REDIS_IMAGE"), `Redis image for the docker backend (default redis:7, built locally when absent; env LOCKLAB_REDIS_IMAGE)`)
+	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend, host:port or password@host:port (repeat for several)`)
+
+	root.AddCommand(newListCmd())
+	addHarnessCommands(root, g)
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "locklab:", err)
+		os.Exit(2)
+	}
+}

@@ -1,0 +1,148 @@
+package locklab_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/strategies"
+)
+
+// addr is the Redis server the examples talk to: a redis-server process
+// started for the test run.
+var addr string
+
+func TestMain(m *testing.M) {
+	srv, err := redisproc.Start(redisproc.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	addr = srv.Addr
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+// Pick a strategy by name, take the lock, release it.
+func Example() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lease, err := lock.Acquire(ctx, "orders:42", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holding", lease.Key, "with fence", lease.Fence)
+
+	// A second client is refused while the lock is held.
+	_, err = lock.Acquire(ctx, "orders:42", 30*time.Second)
+	fmt.Println("second client refused:", errors.Is(err, locklab.ErrNotAcquired))
+
+	if err := lock.Release(ctx, lease); err != nil {
+		panic(err)
+	}
+	// Releasing twice is detected: the lock is no longer held.
+	err = lock.Release(ctx, lease)
+	fmt.Println("second release:", errors.Is(err, locklab.ErrNotHeld))
+	// Output:
+	// holding orders:42 with fence 1
+	// second client refused: true
+	// second release: true
+}
+
+// Wait blocks until the lock is free, retrying with backoff, or until the
+// context ends.
+func ExampleWait() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	ctx := context.Background()
+
+	first, _ := lock.Acquire(ctx, "report", 100*time.Millisecond)
+	_ = first // the holder never releases: its TTL frees the lock
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	lease, err := locklab.Wait(ctx, lock, "report", time.Second, locklab.RetryPolicy{Initial: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("acquired after the first holder's TTL, fence", lease.Fence)
+	lock.Release(ctx, lease)
+
+	// With the lock held and a short deadline, Wait gives up; the error
+	// says both why it stopped and why the last attempt failed.
+	held, _ := lock.Acquire(context.Background(), "report", time.Minute)
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	_, err = locklab.Wait(short, lock, "report", time.Second, locklab.RetryPolicy{})
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.Is(err, locklab.ErrNotAcquired))
+	lock.Release(context.Background(), held)
+	// Output:
+	// acquired after the first holder's TTL, fence 2
+	// true true
+}
+
+// Fence numbers let the protected resource refuse a holder whose lease has
+// lapsed without its knowing: it accepts only writes whose fence is at least
+// the largest it has seen.
+func ExampleLease_fencing() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	ctx := context.Background()
+
+	var highest int64 // kept by the resource
+	write := func(who string, lease locklab.Lease) {
+		if lease.Fence < highest {
+			fmt.Printf("%s: write refused (fence %d < %d)\n", who, lease.Fence, highest)
+			return
+		}
+		highest = lease.Fence
+		fmt.Printf("%s: write accepted (fence %d)\n", who, lease.Fence)
+	}
+
+	a, _ := lock.Acquire(ctx, "fenced", 50*time.Millisecond)
+	time.Sleep(80 * time.Millisecond) // A pauses past its TTL
+	b, _ := lock.Acquire(ctx, "fenced", time.Minute)
+	write("B", b)
+	write("A", a) // A wakes up and writes with its stale lease
+	lock.Release(ctx, b)
+	// Output:
+	// B: write accepted (fence 2)
+	// A: write refused (fence 1 < 2)
+}
+
+// Extend pushes a held lease's expiry forward, and reports a lost lock
+// instead of re-creating it.
+func ExampleExtender() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	ext := lock.(locklab.Extender)
+	ctx := context.Background()
+
+	lease, _ := lock.Acquire(ctx, "job", 100*time.Millisecond)
+	lease, err := ext.Extend(ctx, lease, time.Minute)
+	fmt.Println("extended:", err == nil)
+	lock.Release(ctx, lease)
+
+	lost, _ := lock.Acquire(ctx, "job", 30*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	_, err = ext.Extend(ctx, lost, time.Minute)
+	fmt.Println("lost:", errors.Is(err, locklab.ErrNotHeld))
+	// Output:
+	// extended: true
+	// lost: true
+}
