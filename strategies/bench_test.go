@@ -91,3 +91,33 @@ func BenchmarkCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCycleVsPing interleaves one PING round trip and one set-nx-px
+// cycle per iteration, timing each, so the ratio is measured under the same
+// load: x-ping is the cycle's cost in PING round trips (target: at most 2.2).
+func BenchmarkCycleVsPing(b *testing.B) {
+	srv := redistest.StartOne(b)
+	ctx := context.Background()
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: srv.Pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cycle(b, ctx, l, "bench:ratio")
+	var ping, cyc time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		c := srv.Pool.Get()
+		if _, err := c.Do("PING"); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		t1 := time.Now()
+		cycle(b, ctx, l, "bench:ratio")
+		t2 := time.Now()
+		ping += t1.Sub(t0)
+		cyc += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(ping.Nanoseconds())/float64(b.N), "ping-ns/op")
+	b.ReportMetric(float64(cyc.Nanoseconds())/float64(b.N), "cycle-ns/op")
+	b.ReportMetric(float64(cyc)/float64(ping), "x-ping")
+}
