@@ -1,0 +1,561 @@
+// Package stress runs a lock under real concurrency and real time: many
+// clients loop acquire, critical section, release against real Redis
+// servers with millisecond TTLs, while clients pause past their TTL, crash
+// between two commands, or run on skewed clocks. The critical section is a
+// Jepsen-style read-modify-write of a shared register, so the damage a broken
+// lock does is measured, not guessed:
+//
+//   - overlapping holds: two clients inside the critical section at once,
+//     from intervals read on one monotonic clock;
+//   - lost updates: increments the register does not show at the end;
+//   - stale accesses refused by the register's fence check, for strategies
+//     whose leases carry fence numbers (a refusal is the fence doing its job);
+//   - liveness: a stretch of time in which clients keep trying and nobody
+//     acquires, classified as a deadlock (the key has no TTL) or starvation
+//     (the key has a TTL that failed attempts keep pushing forward).
+package stress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/strategies"
+)
+
+// Options configure a run. Zero values pick the defaults in brackets.
+type Options struct {
+	Strategy string
+	// Nodes are the Redis servers: the first is used by single-node
+	// strategies, all of them by multi-node ones.
+	Nodes []locklab.ConnSource
+	// Clients is the number of concurrent clients [8].
+	Clients int
+	// Duration bounds the run [10s]; Cycles, when positive, ends it after
+	// that many completed critical sections.
+	Duration time.Duration
+	Cycles   int64
+	// TTL of every lease [100ms].
+	TTL time.Duration
+	// HoldMax bounds the random wait inside the critical section, between
+	// the read and the write of the register [2ms].
+	HoldMax time.Duration
+	// PauseProb is the chance that a holder pauses inside its critical
+	// section for PauseFor [3 x TTL], as a GC pause or a stopped VM would.
+	// Negative disables pauses; 0 picks the default [0.02].
+	PauseProb float64
+	PauseFor  time.Duration
+	// CrashProb is the chance, after each Redis command a client sends,
+	// that the client crashes there: it sends nothing more and never
+	// releases; a fresh client takes its place. Negative disables; 0 picks
+	// the default [0.005].
+	CrashProb float64
+	// Skew, when positive, gives each client a clock offset drawn from
+	// [-Skew, +Skew].
+	Skew time.Duration
+	// Fence makes the register check fence numbers [true]: an access
+	// carrying a smaller fence than one already seen is refused.
+	NoFence bool
+	// Stuck is how long clients may keep trying without anybody acquiring
+	// before the run reports a liveness violation [max(20 x TTL, 1s)].
+	Stuck time.Duration
+	// Seed makes pauses, crashes, skews and holds repeatable in kind (real
+	// concurrency is never repeatable in order).
+	Seed uint64
+	// Key is the lock key ["locklab:stress"].
+	Key string
+	// StopOnViolation ends the run at the first violation.
+	StopOnViolation bool
+	// Progress, if set, is called about every 250ms.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot during a run.
+type Progress struct {
+	Elapsed    time.Duration
+	Cycles     int64
+	Violations int64
+}
+
+// Event is one line of the timeline around a violation.
+type Event struct {
+	At     time.Duration `json:"at"`
+	Client int           `json:"client"`
+	What   string        `json:"what"`
+}
+
+// Violation is the first occurrence of one kind of violation.
+type Violation struct {
+	Kind     string        `json:"kind"`
+	At       time.Duration `json:"at"`
+	Detail   string        `json:"detail"`
+	Timeline []Event       `json:"timeline,omitempty"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Strategy      string           `json:"strategy"`
+	Clients       int              `json:"clients"`
+	TTL           time.Duration    `json:"ttl"`
+	Elapsed       time.Duration    `json:"elapsed"`
+	Cycles        int64            `json:"cycles"`
+	Throughput    float64          `json:"cycles_per_second"`
+	AcquireP50    time.Duration    `json:"acquire_p50"`
+	AcquireP99    time.Duration    `json:"acquire_p99"`
+	Errors        int64            `json:"errors"`
+	Pauses        int64            `json:"pauses"`
+	Crashes       int64            `json:"crashes"`
+	Overlaps      int64            `json:"overlapping_holds"`
+	LostUpdates   int64            `json:"lost_updates"`
+	FenceRefusals int64            `json:"fence_refusals"`
+	Liveness      string           `json:"liveness,omitempty"`
+	Counts        map[string]int64 `json:"violations"`
+	First         []Violation      `json:"first"`
+}
+
+// Violated reports whether any violation was seen.
+func (r *Report) Violated() bool { return len(r.First) > 0 }
+
+// Violation kinds.
+const (
+	KindOverlap    = "overlapping holds"
+	KindLostUpdate = "lost update"
+	KindDeadlock   = "deadlock"
+	KindStarvation = "starvation"
+)
+
+func (o *Options) defaults() error {
+	if o.Strategy == "" {
+		return locklab.Invalid("no strategy")
+	}
+	if len(o.Nodes) == 0 {
+		return locklab.Invalid("no Redis nodes")
+	}
+	if o.Clients <= 0 {
+		o.Clients = 8
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.TTL <= 0 {
+		o.TTL = 100 * time.Millisecond
+	}
+	if o.HoldMax <= 0 {
+		o.HoldMax = 2 * time.Millisecond
+	}
+	if o.PauseProb == 0 {
+		o.PauseProb = 0.02
+	}
+	if o.PauseFor <= 0 {
+		o.PauseFor = 3 * o.TTL
+	}
+	if o.CrashProb == 0 {
+		o.CrashProb = 0.005
+	}
+	if o.Stuck <= 0 {
+		o.Stuck = max(20*o.TTL, time.Second)
+	}
+	if o.Key == "" {
+		o.Key = "locklab:stress"
+	}
+	if o.PauseProb > 1 || o.CrashProb > 1 {
+		return locklab.Invalid("probabilities must be at most 1")
+	}
+	_, err := strategies.Info(o.Strategy)
+	return err
+}
+
+// Run stresses the strategy until the duration or cycle count is reached, a
+// liveness violation ends the run, or ctx is done. A violation is a result,
+// not an error.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	desc, _ := strategies.Info(o.Strategy)
+	if err := flush(ctx, o.Nodes); err != nil {
+		return nil, err
+	}
+	r := newRecorder(o)
+	ctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	r.stop = cancel
+
+	var wg sync.WaitGroup
+	for i := 0; i < o.Clients; i++ {
+		wg.Add(1)
+		go func(id int) {
+			defer wg.Done()
+			r.client(ctx, cancel, id, desc)
+		}(i)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-tick.C:
+			if o.Progress != nil {
+				o.Progress(r.progress())
+			}
+			if kind, ok := r.stuck(ctx, desc); ok {
+				r.violate(kind, fmt.Sprintf("nobody acquired %q for %v while clients kept trying", o.Key, o.Stuck))
+				r.liveness = kind
+				cancel()
+			}
+		}
+	}
+	return r.report(), nil
+}
+
+// flush empties every node so a run starts from a clean key space.
+func flush(ctx context.Context, nodes []locklab.ConnSource) error {
+	for i, n := range nodes {
+		c, err := n.GetContext(ctx)
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i+1, err)
+		}
+		_, err = c.Do("FLUSHALL")
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("node %d: FLUSHALL: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// recorder holds the shared state of a run: the register, the intervals of
+// the critical sections, the counters and the recent events.
+type recorder struct {
+	o     Options
+	start time.Time
+	stop  context.CancelFunc
+
+	cycles, errs, pauses, crashes atomic.Int64
+	lastAcquire                   atomic.Int64 // ns since start
+
+	mu       sync.Mutex
+	inside   map[int]time.Duration // clients in the critical section, since when
+	value    int64                 // the register
+	maxFence int64
+	writes   int64 // accepted writes
+	overlaps int64
+	fenceRef int64
+	latency  []time.Duration
+	counts   map[string]int64
+	first    []Violation
+	recent   []Event // ring of the last events
+	liveness string
+}
+
+func newRecorder(o Options) *recorder {
+	return &recorder{o: o, start: time.Now(), inside: map[int]time.Duration{}, counts: map[string]int64{}}
+}
+
+func (r *recorder) now() time.Duration { return time.Since(r.start) }
+
+const recentEvents = 16
+
+// event records a timeline line; the caller holds r.mu.
+func (r *recorder) event(client int, what string) {
+	e := Event{At: r.now(), Client: client, What: what}
+	if len(r.recent) == recentEvents {
+		copy(r.recent, r.recent[1:])
+		r.recent = r.recent[:recentEvents-1]
+	}
+	r.recent = append(r.recent, e)
+}
+
+// violateLocked counts n violations of a kind and keeps the first of each
+// kind with the events before it; the caller holds r.mu.
+func (r *recorder) violateLocked(kind string, n int64, detail string) {
+	if r.counts[kind] == 0 {
+		r.first = append(r.first, Violation{Kind: kind, At: r.now(), Detail: detail, Timeline: append([]Event(nil), r.recent...)})
+	}
+	r.counts[kind] += n
+	if r.o.StopOnViolation && r.stop != nil {
+		r.stop()
+	}
+}
+
+func (r *recorder) violate(kind string, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violateLocked(kind, 1, detail)
+}
+
+// client runs one client slot: a fresh locker per incarnation, replaced
+// after each crash.
+func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int, desc strategies.Description) {
+	rng := rand.New(rand.NewPCG(r.o.Seed, uint64(id)))
+	for ctx.Err() == nil {
+		cr := &crasher{prob: r.o.CrashProb, rng: rng}
+		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
+		if desc.Properties.MultiNode {
+			for _, n := range r.o.Nodes {
+				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
+			}
+		} else {
+			cfg.Pool = cr.wrap(r.o.Nodes[0])
+		}
+		if r.o.Skew > 0 {
+			off := time.Duration(rng.Int64N(int64(2*r.o.Skew))) - r.o.Skew
+			cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(off) })
+		}
+		l, err := strategies.New(r.o.Strategy, cfg)
+		if err != nil {
+			r.errs.Add(1)
+			return
+		}
+		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
+	}
+}
+
+// incarnation loops acquire, critical section, release until the client
+// crashes or ctx ends.
+func (r *recorder) incarnation(ctx context.Context, cancel context.CancelFunc, id int, l locklab.Locker, p locklab.RetryPolicy, cr *crasher, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		lease, err := locklab.Wait(ctx, l, r.o.Key, r.o.TTL, p)
+		if cr.crashed.Load() {
+			r.crash(id)
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				r.errs.Add(1)
+				time.Sleep(time.Millisecond)
+			}
+			continue
+		}
+		r.lastAcquire.Store(int64(r.now()))
+		r.critical(id, lease, time.Since(t0), rng)
+		if cr.crashed.Load() {
+			r.crash(id)
+			return
+		}
+		l.Release(context.WithoutCancel(ctx), lease)
+		if cr.crashed.Load() {
+			r.crash(id)
+			return
+		}
+		if n := r.cycles.Add(1); r.o.Cycles > 0 && n >= r.o.Cycles {
+			cancel()
+		}
+	}
+}
+
+func (r *recorder) crash(id int) {
+	r.crashes.Add(1)
+	r.mu.Lock()
+	r.event(id, "crashes")
+	r.mu.Unlock()
+}
+
+// critical is the critical section: read the register, wait, write it back
+// plus one, with the lease's fence on both accesses.
+func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, rng *rand.Rand) {
+	r.mu.Lock()
+	r.latency = append(r.latency, waited)
+	r.event(id, fmt.Sprintf("acquires (fence %d)", lease.Fence))
+	if len(r.inside) > 0 {
+		others := make([]int, 0, len(r.inside))
+		for c := range r.inside {
+			others = append(others, c)
+		}
+		sort.Ints(others)
+		r.overlaps++
+		r.violateLocked(KindOverlap, 1, fmt.Sprintf("client %d entered while clients %v were inside", id, others))
+	}
+	r.inside[id] = r.now()
+	v, ok := r.access(lease.Fence)
+	r.mu.Unlock()
+
+	hold := time.Duration(rng.Int64N(int64(r.o.HoldMax) + 1))
+	if r.o.PauseProb > 0 && rng.Float64() < r.o.PauseProb {
+		r.pauses.Add(1)
+		r.mu.Lock()
+		r.event(id, fmt.Sprintf("pauses %v inside the critical section", r.o.PauseFor))
+		r.mu.Unlock()
+		hold += r.o.PauseFor
+	}
+	time.Sleep(hold)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inside, id)
+	if _, wok := r.access(lease.Fence); ok && wok {
+		if r.value != v {
+			lost := r.value - v
+			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d wrote %d over %d: %d increment(s) lost", id, v+1, r.value, lost))
+		}
+		r.value = v + 1
+		r.writes++
+		r.event(id, fmt.Sprintf("writes %d, releases", v+1))
+	} else {
+		r.event(id, "access refused by fence, releases")
+	}
+}
+
+// access is one access to the register carrying fence; it reports the
+// current value and whether the fence check let it through. The caller
+// holds r.mu.
+func (r *recorder) access(fence int64) (int64, bool) {
+	if !r.o.NoFence && fence > 0 {
+		if fence < r.maxFence {
+			r.fenceRef++
+			return r.value, false
+		}
+		r.maxFence = fence
+	}
+	return r.value, true
+}
+
+// stuck reports a liveness violation: nobody acquired for o.Stuck.
+func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (string, bool) {
+	if r.liveness != "" || ctx.Err() != nil {
+		return "", false
+	}
+	last := time.Duration(r.lastAcquire.Load())
+	if r.now()-last < r.o.Stuck {
+		return "", false
+	}
+	// A key without TTL never frees itself: deadlock. One with a TTL that
+	// keeps being pushed forward: starvation.
+	c, err := r.o.Nodes[0].GetContext(ctx)
+	if err != nil {
+		return "", false
+	}
+	defer c.Close()
+	pttl, err := redis.Int64(c.Do("PTTL", r.o.Key))
+	if err != nil {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pttl == -1 {
+		return KindDeadlock, true
+	}
+	return KindStarvation, true
+}
+
+func (r *recorder) progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var v int64
+	for _, n := range r.counts {
+		v += n
+	}
+	return Progress{Elapsed: r.now(), Cycles: r.cycles.Load(), Violations: v}
+}
+
+func (r *recorder) report() *Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	el := r.now()
+	rep := &Report{
+		Strategy: r.o.Strategy, Clients: r.o.Clients, TTL: r.o.TTL, Elapsed: el,
+		Cycles: r.cycles.Load(), Errors: r.errs.Load(),
+		Pauses: r.pauses.Load(), Crashes: r.crashes.Load(),
+		Overlaps: r.overlaps, LostUpdates: r.counts[KindLostUpdate], FenceRefusals: r.fenceRef,
+		Liveness: r.liveness, Counts: map[string]int64{}, First: append([]Violation(nil), r.first...),
+	}
+	for k, v := range r.counts {
+		rep.Counts[k] = v
+	}
+	if el > 0 {
+		rep.Throughput = float64(rep.Cycles) / el.Seconds()
+	}
+	if n := len(r.latency); n > 0 {
+		l := append([]time.Duration(nil), r.latency...)
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		rep.AcquireP50 = l[n/2]
+		rep.AcquireP99 = l[min(n-1, n*99/100)]
+	}
+	return rep
+}
+
+// errCrashed is what a crashed client's connection answers.
+var errCrashed = errors.New("client crashed")
+
+// crasher decides, after each command of one client incarnation, whether the
+// client crashes there.
+type crasher struct {
+	prob    float64
+	mu      sync.Mutex
+	rng     *rand.Rand
+	crashed atomic.Bool
+}
+
+func (c *crasher) roll() {
+	if c.prob <= 0 {
+		return
+	}
+	c.mu.Lock()
+	hit := c.rng.Float64() < c.prob
+	c.mu.Unlock()
+	if hit {
+		c.crashed.Store(true)
+	}
+}
+
+func (c *crasher) wrap(src locklab.ConnSource) locklab.ConnSource {
+	return crashSource{src: src, c: c}
+}
+
+type crashSource struct {
+	src locklab.ConnSource
+	c   *crasher
+}
+
+func (s crashSource) GetContext(ctx context.Context) (redis.Conn, error) {
+	if s.c.crashed.Load() {
+		return nil, errCrashed
+	}
+	conn, err := s.src.GetContext(ctx)
+	if err != nil {
+		return conn, err
+	}
+	return crashConn{Conn: conn, c: s.c}, nil
+}
+
+// crashConn sends a command only while its client is alive, and may crash
+// the client right after.
+type crashConn struct {
+	redis.Conn
+	c *crasher
+}
+
+func (cc crashConn) Do(cmd string, args ...any) (any, error) {
+	if cc.c.crashed.Load() {
+		return nil, errCrashed
+	}
+	v, err := cc.Conn.Do(cmd, args...)
+	cc.c.roll()
+	return v, err
+}
+
+func (cc crashConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	if cc.c.crashed.Load() {
+		return nil, errCrashed
+	}
+	v, err := redis.DoContext(cc.Conn, ctx, cmd, args...)
+	cc.c.roll()
+	return v, err
+}
+
+func (cc crashConn) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(cc.Conn, ctx)
+}

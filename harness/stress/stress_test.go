@@ -1,0 +1,87 @@
+package stress_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/redistest"
+)
+
+func nodes(t *testing.T) []locklab.ConnSource {
+	srv := redistest.StartOne(t)
+	return []locklab.ConnSource{srv.Pool}
+}
+
+// Each broken strategy shows its documented violation under the default
+// faults; the run stops at the first one.
+func TestUnsafeStrategiesViolate(t *testing.T) {
+	n := nodes(t)
+	for name, kinds := range map[string][]string{
+		"setnx-del":         {stress.KindOverlap, stress.KindLostUpdate},
+		"set-nx-px-del":     {stress.KindOverlap, stress.KindLostUpdate},
+		"incr-expire":       {stress.KindDeadlock, stress.KindOverlap, stress.KindLostUpdate},
+		"setnx-expire":      {stress.KindDeadlock, stress.KindOverlap, stress.KindLostUpdate},
+		"incr-expire-multi": {stress.KindStarvation, stress.KindOverlap, stress.KindLostUpdate},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep, err := stress.Run(context.Background(), stress.Options{
+				Strategy: name, Nodes: n, Duration: 20 * time.Second, StopOnViolation: true, Seed: 1,
+			})
+			require.NoError(t, err)
+			require.True(t, rep.Violated(), "%s ran %d cycles in %v without a violation", name, rep.Cycles, rep.Elapsed)
+			assert.Contains(t, kinds, rep.First[0].Kind)
+			assert.NotEmpty(t, rep.First[0].Timeline, "the first violation comes with the events before it")
+			t.Logf("%s: %s after %v and %d cycles: %s", name, rep.First[0].Kind, rep.First[0].At.Round(time.Millisecond), rep.Cycles, rep.First[0].Detail)
+		})
+	}
+}
+
+// set-nx-px with the fence checked at the register: without client pauses
+// nothing goes wrong, crashes included; with pauses holds overlap (the
+// paused holder does not know it lost the lock) but the fence refuses its
+// stale access, so no update is lost.
+func TestSetNXPXWithFencing(t *testing.T) {
+	n := nodes(t)
+	rep, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "set-nx-px", Nodes: n, Cycles: 2000, Duration: 30 * time.Second,
+		PauseProb: -1, TTL: 200 * time.Millisecond, Seed: 2,
+	})
+	require.NoError(t, err)
+	assert.False(t, rep.Violated(), "violations: %+v", rep.First)
+	assert.EqualValues(t, 2000, rep.Cycles)
+	assert.Positive(t, rep.Crashes, "the run must have exercised crashes")
+
+	rep, err = stress.Run(context.Background(), stress.Options{
+		Strategy: "set-nx-px", Nodes: n, Duration: 3 * time.Second, PauseProb: 0.1, CrashProb: -1, Seed: 3,
+	})
+	require.NoError(t, err)
+	assert.Positive(t, rep.Pauses)
+	assert.Positive(t, rep.Overlaps, "a holder paused past its TTL overlaps its successor")
+	assert.Positive(t, rep.FenceRefusals, "the fence refuses the stale holder")
+	assert.Zero(t, rep.LostUpdates)
+}
+
+// The same pauses without the fence check lose updates: the checker can fail.
+func TestWithoutFenceUpdatesAreLost(t *testing.T) {
+	rep, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "set-nx-px", Nodes: nodes(t), Duration: 4 * time.Second, PauseProb: 0.2,
+		CrashProb: -1, NoFence: true, Seed: 4, HoldMax: 5 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	assert.Positive(t, rep.LostUpdates)
+	assert.Zero(t, rep.FenceRefusals)
+}
+
+func TestBadOptions(t *testing.T) {
+	_, err := stress.Run(context.Background(), stress.Options{Strategy: "nope", Nodes: nodes(t)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set-nx-px", "the error lists valid names")
+	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px"})
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+}
