@@ -57,6 +57,9 @@ type Config struct {
 	// NodeTimeout bounds each node's answer in a multi-node acquire. Default:
 	// a fiftieth of the TTL, at least 2ms and at most 50ms.
 	NodeTimeout time.Duration
+	// Notify makes strategies that support it (set-nx-px) publish each
+	// release on ReleaseChannelPrefix + key, for a Notifier's waiters.
+	Notify bool
 	// Retry is the retry policy a strategy uses where the algorithm itself
 	// retries (Redlock) and the default for Wait callers that want one.
 	Retry RetryPolicy

@@ -56,19 +56,35 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 // Wait acquires key with l, retrying after ErrNotAcquired according to p
 // until it succeeds, the attempts run out, or ctx is done. Any other error
 // (Redis unreachable, bad input) is returned at once. When ctx ends the wait,
-// the error wraps both ctx.Err() and the last ErrNotAcquired, so
-// errors.Is works for either.
+// the error wraps both ctx.Err() and the last ErrNotAcquired, so errors.Is
+// works for either. When a refusal says when the holder's lock expires (a
+// *HeldError), Wait sleeps no longer than that.
 func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
+	return waitLoop(ctx, l, key, ttl, p, &poller{p: p})
+}
+
+// pauser is how a wait loop spends the time between two attempts.
+type pauser interface {
+	// start runs once, before the first attempt.
+	start(key string)
+	// pause waits after the n-th refusal, err; false means ctx ended.
+	pause(ctx context.Context, n int, err error) bool
+	// done runs once, when the loop returns; acquired tells how.
+	done(acquired bool)
+}
+
+// waitLoop is the retry loop of Wait and Notifier.Wait.
+func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy, pz pauser) (Lease, error) {
 	if l == nil {
 		return Lease{}, Invalid("nil Locker")
 	}
 	if err := CheckAcquire(ctx, key, ttl); err != nil {
 		return Lease{}, err
 	}
-	var (
-		timer   *time.Timer
-		refusal error // the last ErrNotAcquired
-	)
+	pz.start(key)
+	acquired := false
+	defer func() { pz.done(acquired) }()
+	var refusal error // the last ErrNotAcquired
 	stopped := func(cause, err error) error {
 		if refusal == nil {
 			refusal = err
@@ -78,6 +94,7 @@ func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryP
 	for n := 1; ; n++ {
 		lease, err := l.Acquire(ctx, key, ttl)
 		if err == nil {
+			acquired = true
 			return lease, nil
 		}
 		if cause := ctxEnded(ctx); cause != nil {
@@ -90,18 +107,48 @@ func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryP
 		if p.Attempts > 0 && n >= p.Attempts {
 			return Lease{}, fmt.Errorf("locklab: gave up on %q after %d attempts: %w", key, n, err)
 		}
-		d := p.Delay(n)
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
+		if !pz.pause(ctx, n, err) {
 			return Lease{}, stopped(ctx.Err(), err)
-		case <-timer.C:
 		}
+	}
+}
+
+// poller sleeps the policy's backoff delay, capped at the holder's
+// remaining TTL when the refusal tells it.
+type poller struct {
+	p     RetryPolicy
+	timer *time.Timer
+}
+
+func (*poller) start(string) {}
+
+func (*poller) done(bool) {}
+
+func (pl *poller) pause(ctx context.Context, n int, err error) bool {
+	d := pl.p.Delay(n)
+	if r := remaining(err); r > 0 {
+		d = min(d, r+time.Millisecond)
+	}
+	return sleep(ctx, &pl.timer, d, nil)
+}
+
+// sleep waits d on *timer (created on first use), or until wake receives;
+// false when ctx ends first.
+func sleep(ctx context.Context, timer **time.Timer, d time.Duration, wake <-chan struct{}) bool {
+	if *timer == nil {
+		*timer = time.NewTimer(d)
+	} else {
+		(*timer).Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		(*timer).Stop()
+		return false
+	case <-wake:
+		(*timer).Stop()
+		return true
+	case <-(*timer).C:
+		return true
 	}
 }
 

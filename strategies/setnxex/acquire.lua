@@ -3,8 +3,10 @@
 -- KEYS[2]  the hash of fence counters (field: the lock key; never expires)
 -- ARGV[1]  the holder's random token
 -- ARGV[2]  the TTL in milliseconds
--- Returns the new fence number, or nil (false) when the lock is held.
+-- Returns the new fence number when the lock was taken; when it is held, a
+-- one-element array with the holder's remaining TTL in milliseconds, so a
+-- waiter knows how long it may have to wait.
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('hincrby', KEYS[2], KEYS[1], 1)
 end
-return false
+return {redis.call('pttl', KEYS[1])}

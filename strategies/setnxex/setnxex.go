@@ -167,10 +167,13 @@ var (
 	releaseSrc string
 	//go:embed extend.lua
 	extendSrc string
+	//go:embed release_notify.lua
+	releaseNotifySrc string
 
 	acquireScript = rcmd.NewScript(2, acquireSrc)
 	releaseScript = rcmd.NewScript(1, releaseSrc)
 	extendScript  = rcmd.NewScript(1, extendSrc)
+	notifyScript  = rcmd.NewScript(1, releaseNotifySrc)
 )
 
 // SetNXPX is the "set-nx-px" strategy, the lock the Redis SET page
@@ -182,13 +185,21 @@ var (
 // within its TTL. A holder that pauses past its TTL (GC, swapping, a stopped
 // VM) still believes it holds the lock while a successor does too; only a
 // resource that checks Lease.Fence can refuse the stale holder's writes.
-type SetNXPX struct{ single.Base }
+//
+// With Config.Notify, release also publishes on
+// locklab.ReleaseChannelPrefix + key, and a locklab.Notifier wakes the next
+// waiter at once. A refusal is a *locklab.HeldError that tells how long the
+// holder's lock has left.
+type SetNXPX struct {
+	single.Base
+	notify bool
+}
 
 var _ locklab.Extender = (*SetNXPX)(nil)
 
 // NewSetNXPX builds a SetNXPX from cfg.
 func NewSetNXPX(cfg locklab.Config) (*SetNXPX, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXPX { return &SetNXPX{b} })
+	return single.Build(cfg, func(b single.Base) *SetNXPX { return &SetNXPX{Base: b, notify: cfg.Notify} })
 }
 
 // Acquire runs the acquire script: one command.
@@ -207,11 +218,16 @@ func (l *SetNXPX) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if err != nil {
 		return locklab.Lease{}, err
 	}
-	fence, ok := v.(int64)
-	if !ok {
-		return locklab.Lease{}, single.NotAcquired(key)
+	if fence, ok := v.(int64); ok {
+		return single.Lease(key, token, fence, start, ttl), nil
 	}
-	return single.Lease(key, token, fence, start, ttl), nil
+	held := &locklab.HeldError{Key: key}
+	if a, ok := v.([]any); ok && len(a) == 1 {
+		if ms, _ := a[0].(int64); ms > 0 {
+			held.Remaining = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return locklab.Lease{}, held
 }
 
 // Release runs the compare-and-delete script: one command.
@@ -221,7 +237,12 @@ func (l *SetNXPX) Release(ctx context.Context, lease locklab.Lease) error {
 		return err
 	}
 	defer c.Close()
-	v, err := releaseScript.Do(ctx, c, lease.Key, lease.Token)
+	var v any
+	if l.notify {
+		v, err = notifyScript.Do(ctx, c, lease.Key, lease.Token, locklab.ReleaseChannelPrefix+lease.Key)
+	} else {
+		v, err = releaseScript.Do(ctx, c, lease.Key, lease.Token)
+	}
 	return single.DelReleased(lease.Key, v, err)
 }
 

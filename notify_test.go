@@ -1,0 +1,104 @@
+package locklab_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/strategies"
+)
+
+func notifyLock(t *testing.T) (locklab.Locker, *locklab.Notifier) {
+	pool := locklab.NewPool(addr)
+	t.Cleanup(func() { pool.Close() })
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool, Notify: true})
+	require.NoError(t, err)
+	n := locklab.NewNotifier(pool)
+	t.Cleanup(func() { n.Close() })
+	return l, n
+}
+
+// slow is a policy whose only fallback is far away: a waiter that returns
+// soon was woken by a notification or by the holder's TTL.
+var slow = locklab.RetryPolicy{Initial: 10 * time.Second, Max: 10 * time.Second}
+
+func TestNotifierWakesOnRelease(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx := context.Background()
+	held, err := l.Acquire(ctx, "notify:wake", time.Minute)
+	require.NoError(t, err)
+	time.AfterFunc(50*time.Millisecond, func() { l.Release(ctx, held) })
+
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lease, err := n.Wait(wctx, l, "notify:wake", time.Minute, slow)
+	require.NoError(t, err, "the release must wake the waiter long before the 10s fallback")
+	require.NoError(t, l.Release(ctx, lease))
+}
+
+func TestNotifierServesWaitersInOrder(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const key = "notify:fifo"
+	held, err := l.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := n.Wait(ctx, l, key, time.Minute, slow)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.Release(ctx, lease)
+		}()
+		time.Sleep(30 * time.Millisecond) // queue them in turn
+	}
+	require.NoError(t, l.Release(ctx, held))
+	wg.Wait()
+	assert.Equal(t, []int{1, 2, 3}, order, "waiters are served first come, first served")
+}
+
+func TestNotifierFallsBackOnTTL(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx := context.Background()
+	_, err := l.Acquire(ctx, "notify:crashed", 200*time.Millisecond) // never released
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lease, err := n.Wait(wctx, l, "notify:crashed", time.Minute, slow)
+	require.NoError(t, err, "a crashed holder publishes nothing: the waiter must retry when its TTL runs out")
+	l.Release(ctx, lease)
+}
+
+func TestNotifierStopsWithContext(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx := context.Background()
+	held, err := l.Acquire(ctx, "notify:ctx", time.Minute)
+	require.NoError(t, err)
+	defer l.Release(ctx, held)
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = n.Wait(wctx, l, "notify:ctx", time.Minute, slow)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired)
+	var he *locklab.HeldError
+	require.True(t, errors.As(err, &he), "set-nx-px refusals say how long the holder has left")
+	assert.Greater(t, he.Remaining, 50*time.Second)
+}
