@@ -1,0 +1,161 @@
+package harness
+
+import "fmt"
+
+// Outcome is the verdict of a property on a run, or of a strategy on a
+// scenario within the explored bound.
+type Outcome string
+
+// The outcomes.
+const (
+	Safe       Outcome = "SAFE"
+	Violated   Outcome = "VIOLATED"
+	Deadlock   Outcome = "DEADLOCK"
+	Starvation Outcome = "STARVATION"
+	NA         Outcome = "n/a"
+	Error      Outcome = "ERROR"
+)
+
+// Property is what a checker verifies.
+type Property string
+
+// The properties the checkers verify.
+const (
+	// MutualExclusion: never two clients inside the critical section.
+	MutualExclusion Property = "mutual-exclusion"
+	// ReleaseSafety: no release removes a lock its client did not hold.
+	ReleaseSafety Property = "release"
+	// Fencing: the protected resource never accepts a write from a holder
+	// that was superseded by one whose write it already accepted, nor a
+	// fence number smaller than one it accepted.
+	Fencing Property = "fencing"
+	// NoDeadlock: once every holder has crashed and the TTL has passed, a
+	// new client can acquire.
+	NoDeadlock Property = "deadlock-freedom"
+	// NoStarvation: a client that keeps trying while the holder is gone
+	// eventually gets the lock.
+	NoStarvation Property = "starvation-freedom"
+)
+
+// Verdict is what the checkers concluded about a run.
+type Verdict struct {
+	Outcome  Outcome  `json:"outcome"`
+	Property Property `json:"property,omitempty"`
+	// Step is where the violation shows (0 for none).
+	Step    int    `json:"step,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Failed reports whether the verdict is a violation of some kind.
+func (v Verdict) Failed() bool {
+	return v.Outcome == Violated || v.Outcome == Deadlock || v.Outcome == Starvation
+}
+
+func (v Verdict) String() string {
+	if v.Message == "" {
+		return string(v.Outcome)
+	}
+	return fmt.Sprintf("%s (%s): %s", v.Outcome, v.Property, v.Message)
+}
+
+// CheckMutualExclusion fails at the first step after which two clients are
+// inside the critical section at once.
+func CheckMutualExclusion(h *History) Verdict {
+	for _, e := range h.Events {
+		if len(e.Holders) >= 2 {
+			return Verdict{Outcome: Violated, Property: MutualExclusion, Step: e.Step,
+				Message: fmt.Sprintf("clients %s hold the lock at once after step %d (%s)", clientList(e.Holders), e.Step, e.Label)}
+		}
+	}
+	return Verdict{Outcome: Safe, Property: MutualExclusion}
+}
+
+// CheckRelease fails when a release removed the lock of another client that
+// was inside its critical section.
+func CheckRelease(h *History) Verdict {
+	if len(h.WrongRelease) == 0 {
+		return Verdict{Outcome: Safe, Property: ReleaseSafety}
+	}
+	w := h.WrongRelease[0]
+	return Verdict{Outcome: Violated, Property: ReleaseSafety, Step: w.Step,
+		Message: fmt.Sprintf("c%d's release deleted c%d's lock on n%d at step %d", w.Client, w.Victim, w.Node, w.Step)}
+}
+
+// CheckFencing fails when the resource accepted a write carrying a smaller
+// fence than one it had accepted, or accepted a write from a holder whose
+// successor had already written.
+func CheckFencing(h *History) Verdict {
+	var max int64
+	for _, w := range h.Writes {
+		if !w.Accepted {
+			continue
+		}
+		if w.Fence < max {
+			return Verdict{Outcome: Violated, Property: Fencing, Step: w.Step,
+				Message: fmt.Sprintf("resource accepted c%d's fence %d after fence %d", w.Client, w.Fence, max)}
+		}
+		if w.Stale {
+			return Verdict{Outcome: Violated, Property: Fencing, Step: w.Step,
+				Message: fmt.Sprintf("resource accepted a stale write from c%d (fence %d) after its successor wrote", w.Client, w.Fence)}
+		}
+		max = w.Fence
+	}
+	return Verdict{Outcome: Safe, Property: Fencing}
+}
+
+// CheckDeadlock fails when the liveness probe, run after every client
+// finished and the TTL passed, could not acquire.
+func CheckDeadlock(h *History) Verdict {
+	if h.Probe != nil && !*h.Probe {
+		return Verdict{Outcome: Deadlock, Property: NoDeadlock, Step: len(h.Events),
+			Message: "after every holder was gone and the TTL passed, a new client could not acquire"}
+	}
+	return Verdict{Outcome: Safe, Property: NoDeadlock}
+}
+
+// CheckStarvation fails when client waiter never acquired although the lock
+// was free for the taking once the holders were gone (the liveness probe
+// acquired it after a quiet TTL).
+func CheckStarvation(h *History, waiter int) Verdict {
+	for _, c := range h.Clients {
+		if c.ID != waiter {
+			continue
+		}
+		if c.Acquired == 0 && c.Attempts > 0 && (h.Probe == nil || *h.Probe) && !c.Crashed {
+			return Verdict{Outcome: Starvation, Property: NoStarvation, Step: len(h.Events),
+				Message: fmt.Sprintf("c%d tried %d times and never got the lock, yet it was free once nobody tried", waiter, c.Attempts)}
+		}
+	}
+	return Verdict{Outcome: Safe, Property: NoStarvation}
+}
+
+// Check runs the checker of p on h.
+func Check(h *History, p Property, waiter int) Verdict {
+	switch p {
+	case MutualExclusion:
+		return CheckMutualExclusion(h)
+	case ReleaseSafety:
+		return CheckRelease(h)
+	case Fencing:
+		return CheckFencing(h)
+	case NoDeadlock:
+		return CheckDeadlock(h)
+	case NoStarvation:
+		if v := CheckDeadlock(h); v.Failed() {
+			return v
+		}
+		return CheckStarvation(h, waiter)
+	}
+	return Verdict{Outcome: Error, Property: p, Message: "unknown property"}
+}
+
+func clientList(ids []int) string {
+	s := ""
+	for i, id := range ids {
+		if i > 0 {
+			s += " and "
+		}
+		s += fmt.Sprintf("c%d", id)
+	}
+	return s
+}

@@ -1,0 +1,452 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/locklab/locklab/strategies"
+)
+
+// ExploreOptions bound and steer an exploration.
+type ExploreOptions struct {
+	// Scenario and Strategy name what to explore.
+	Scenario string
+	Strategy string
+	// Nodes are the servers to run on (at least the scenario's count).
+	Nodes []Node
+	// Random samples Samples schedules at random from Seed instead of
+	// enumerating them.
+	Random  bool
+	Samples int
+	Seed    uint64
+	// MaxSteps bounds the steps of one schedule (default 60).
+	MaxSteps int
+	// MaxPreemptions bounds how often a schedule switches away from a
+	// client that could have gone on (default 2). A multi-node client
+	// sending to a node other than its lowest outstanding one counts too.
+	MaxPreemptions int
+	// MaxFaults bounds the fault events per schedule (default: the
+	// scenario's).
+	MaxFaults int
+	// MaxSchedules stops the exploration after that many schedules
+	// (default 20000); the result is then not Complete.
+	MaxSchedules int
+	// Workers run schedules in parallel, each on its own database of the
+	// nodes (default 1; at most 16; 1 when the scenario needs node faults).
+	Workers int
+	// StopAtFirst ends the exploration at the first violation.
+	StopAtFirst bool
+	// Progress, when set, is called about every 250ms and at the end.
+	Progress func(ExploreProgress)
+	// Factory overrides the strategy registry (Strategy then only names
+	// it).
+	Factory Factory
+}
+
+// ExploreProgress is what the progress callback sees.
+type ExploreProgress struct {
+	Schedules  int
+	Violations int
+	Elapsed    time.Duration
+	PerSecond  float64
+	Done       bool
+}
+
+// ExploreResult is what an exploration found.
+type ExploreResult struct {
+	Scenario, Strategy string
+	// Schedules is the number of schedules run; Violations how many of
+	// them failed the scenario's property.
+	Schedules  int
+	Violations int
+	Elapsed    time.Duration
+	PerSecond  float64
+	// Commands is the number of Redis commands the clients sent in all.
+	Commands int
+	// Complete: every schedule within the bounds ran.
+	Complete bool
+	// Outcome is SAFE (within the bound) or the kind of the failure.
+	Outcome Outcome
+	// Counterexample is the shortest failing run found.
+	Counterexample *History
+}
+
+type prefix struct {
+	steps  Schedule
+	preem  int
+	faults int
+	used   []int // uses of each fault of the alphabet
+}
+
+type explorer struct {
+	opts     ExploreOptions
+	sc       *Scenario
+	spec     runSpec
+	alphabet []Step
+	mu       sync.Mutex
+	cond     *sync.Cond
+	stack    []prefix
+	busy     int
+	res      ExploreResult
+	stopped  bool
+	err      error
+	start    time.Time
+}
+
+// resolve builds the run spec of a scenario and strategy.
+func resolve(sc *Scenario, strategy string, f Factory) (runSpec, error) {
+	multi := sc.MultiNode
+	if f == nil {
+		d, err := strategies.Info(strategy)
+		if err != nil {
+			return runSpec{}, err
+		}
+		multi = d.Properties.MultiNode
+		name := strategy
+		f = func(cfg lockConfig) (lockLocker, error) { return strategies.New(name, cfg) }
+	}
+	return runSpec{
+		strategy: strategy, scenario: sc.Name, factory: f, multi: multi,
+		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
+		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
+	}, nil
+}
+
+// Explore runs many schedules of a scenario on a strategy: all of them
+// within the bounds (preemption bounding: schedules switch clients at most
+// MaxPreemptions times beyond the natural order), or a random sample.
+func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
+	sc, err := Lookup(opts.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := resolve(sc, opts.Strategy, opts.Factory)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Nodes) < sc.nodes() {
+		return nil, fmt.Errorf("scenario %s needs %d node(s), got %d", sc.Name, sc.nodes(), len(opts.Nodes))
+	}
+	if opts.MaxSteps > 0 {
+		spec.maxSteps = opts.MaxSteps
+	}
+	spec.stopEarly = true
+	e := &explorer{opts: opts, sc: sc, spec: spec}
+	e.cond = sync.NewCond(&e.mu)
+	if e.opts.MaxPreemptions == 0 {
+		e.opts.MaxPreemptions = 2
+	}
+	if e.opts.MaxPreemptions < 0 || sc.NoPreemption {
+		e.opts.MaxPreemptions = 0
+	}
+	if e.opts.MaxFaults == 0 {
+		e.opts.MaxFaults = sc.MaxFaults
+	}
+	if e.opts.MaxSchedules <= 0 {
+		e.opts.MaxSchedules = 20000
+	}
+	if e.opts.Samples <= 0 {
+		e.opts.Samples = 200
+	}
+	for _, f := range sc.Faults {
+		st, err := ParseStep(f)
+		if err != nil {
+			return nil, err
+		}
+		e.alphabet = append(e.alphabet, st)
+	}
+	nodes := opts.Nodes[:sc.nodes()]
+	if !spec.multi {
+		nodes = opts.Nodes[:1]
+	}
+	workers := min(max(opts.Workers, 1), 16)
+	if len(sc.Needs) > 0 {
+		workers = 1
+	}
+	e.stack = []prefix{{used: make([]int, len(e.alphabet))}}
+	e.start = time.Now()
+	var wg sync.WaitGroup
+	stopProgress := make(chan struct{})
+	if opts.Progress != nil {
+		go func() {
+			t := time.NewTicker(250 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopProgress:
+					return
+				case <-t.C:
+					opts.Progress(e.progress(false))
+				}
+			}
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		sl := newSlot(nodes, w)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			defer sl.close()
+			e.work(ctx, sl, w)
+		}(w)
+	}
+	wg.Wait()
+	close(stopProgress)
+	if e.err != nil {
+		return nil, e.err
+	}
+	r := &e.res
+	r.Scenario, r.Strategy = sc.Name, opts.Strategy
+	r.Elapsed = time.Since(e.start)
+	if r.Elapsed > 0 {
+		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
+	}
+	r.Outcome = Safe
+	if r.Counterexample != nil {
+		r.Outcome = r.Counterexample.Verdict.Outcome
+	}
+	if opts.Progress != nil {
+		opts.Progress(e.progress(true))
+	}
+	return r, nil
+}
+
+func (e *explorer) progress(done bool) ExploreProgress {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	el := time.Since(e.start)
+	p := ExploreProgress{Schedules: e.res.Schedules, Violations: e.res.Violations, Elapsed: el, Done: done}
+	if el > 0 {
+		p.PerSecond = float64(p.Schedules) / el.Seconds()
+	}
+	return p
+}
+
+// next hands out the next prefix to run; ok=false when the exploration is
+// over.
+func (e *explorer) next(w int) (prefix, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		if e.stopped || e.res.Schedules+e.busy >= e.limit() {
+			e.stopped = true
+			e.cond.Broadcast()
+			return prefix{}, false
+		}
+		if e.opts.Random {
+			e.busy++
+			return prefix{}, true
+		}
+		if n := len(e.stack); n > 0 {
+			p := e.stack[n-1]
+			e.stack = e.stack[:n-1]
+			e.busy++
+			return p, true
+		}
+		if e.busy == 0 {
+			e.res.Complete = true
+			e.cond.Broadcast()
+			return prefix{}, false
+		}
+		e.cond.Wait()
+	}
+}
+
+func (e *explorer) limit() int {
+	if e.opts.Random {
+		return min(e.opts.Samples, e.opts.MaxSchedules)
+	}
+	return e.opts.MaxSchedules
+}
+
+func (e *explorer) work(ctx context.Context, sl *slot, w int) {
+	for {
+		p, ok := e.next(w)
+		if !ok {
+			return
+		}
+		e.mu.Lock()
+		n := e.res.Schedules + e.busy
+		e.mu.Unlock()
+		spec := e.spec
+		spec.seed = e.opts.Seed
+		var h *History
+		var children []prefix
+		var err error
+		if e.opts.Random {
+			rng := rand.New(rand.NewPCG(e.opts.Seed, uint64(n)))
+			h, err = e.runRandom(ctx, spec, sl, rng)
+		} else {
+			h, children, err = e.runPrefix(ctx, spec, sl, p)
+		}
+		e.mu.Lock()
+		e.busy--
+		if err != nil {
+			if e.err == nil && !errors.Is(err, context.Canceled) {
+				e.err = err
+			} else if e.err == nil {
+				e.err = err
+			}
+			e.stopped = true
+		} else {
+			e.res.Schedules++
+			e.res.Commands += h.Commands()
+			// Children are pushed in reverse so the first alternative
+			// runs first.
+			for i := len(children) - 1; i >= 0; i-- {
+				e.stack = append(e.stack, children[i])
+			}
+			if h.Verdict.Failed() {
+				e.res.Violations++
+				if shorter(h, e.res.Counterexample) {
+					e.res.Counterexample = h
+				}
+				if e.opts.StopAtFirst {
+					e.stopped = true
+				}
+			}
+		}
+		e.cond.Broadcast()
+		e.mu.Unlock()
+		if ctx.Err() != nil {
+			e.mu.Lock()
+			e.stopped = true
+			if e.err == nil {
+				e.err = ctx.Err()
+			}
+			e.cond.Broadcast()
+			e.mu.Unlock()
+			return
+		}
+	}
+}
+
+// shorter orders counterexamples: fewer steps up to the violation, then
+// the schedule text.
+func shorter(a, b *History) bool {
+	if b == nil {
+		return true
+	}
+	if a.Verdict.Step != b.Verdict.Step {
+		return a.Verdict.Step < b.Verdict.Step
+	}
+	return a.Schedule < b.Schedule
+}
+
+// preemptive reports whether choosing st after client last, with enabled
+// steps, is a preemption.
+func preemptive(st Step, last int, enabled []Step) bool {
+	if !st.IsClient() {
+		return false
+	}
+	lastEnabled := false
+	for _, x := range enabled {
+		if x.Client == last {
+			lastEnabled = true
+		}
+	}
+	if lastEnabled && st.Client != last {
+		return true
+	}
+	// Within one client, a node other than its first outstanding one.
+	for _, x := range enabled {
+		if x.Client == st.Client {
+			return x.Node != st.Node
+		}
+	}
+	return false
+}
+
+// runPrefix runs p, then the default schedule, and returns the prefixes
+// that branch off the default schedule within the bounds.
+func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, error) {
+	var children []prefix
+	preem, faults := p.preem, p.faults
+	used := slices.Clone(p.used)
+	choose := func(r *run, enabled []Step) (Step, bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		i := len(r.steps)
+		if i < len(p.steps) {
+			return p.steps[i], true
+		}
+		def, ok := r.defaultStepLocked(enabled)
+		if !ok || len(enabled) == 0 {
+			return def, ok
+		}
+		base := slices.Clone(r.steps)
+		for _, alt := range enabled {
+			if alt == def {
+				continue
+			}
+			np := preem
+			if preemptive(alt, r.last, enabled) {
+				np++
+			}
+			if np > e.opts.MaxPreemptions {
+				continue
+			}
+			children = append(children, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
+		}
+		if faults < e.opts.MaxFaults {
+			for k, f := range e.alphabet {
+				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] {
+					continue
+				}
+				u := slices.Clone(used)
+				u[k]++
+				children = append(children, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
+			}
+		}
+		if def.IsClient() && preemptive(def, r.last, enabled) {
+			preem++
+		}
+		return def, true
+	}
+	r := newRun(ctx, spec, sl)
+	h, err := r.execute(choose)
+	if err != nil {
+		return nil, nil, fmt.Errorf("schedule %q: %w", p.steps, err)
+	}
+	return h, children, nil
+}
+
+func alphabetCount(a []Step, f Step) int {
+	n := 0
+	for _, x := range a {
+		if x == f {
+			n++
+		}
+	}
+	return n
+}
+
+// runRandom picks every step at random: a client step, or with some
+// probability one of the faults still unused.
+func (e *explorer) runRandom(ctx context.Context, spec runSpec, sl *slot, rng *rand.Rand) (*History, error) {
+	used := make([]int, len(e.alphabet))
+	faults := 0
+	choose := func(r *run, enabled []Step) (Step, bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(enabled) == 0 {
+			return r.defaultStepLocked(enabled)
+		}
+		if faults < e.opts.MaxFaults && len(e.alphabet) > 0 && rng.IntN(4) == 0 {
+			k := rng.IntN(len(e.alphabet))
+			if used[k] < alphabetCount(e.alphabet, e.alphabet[k]) {
+				used[k]++
+				faults++
+				return e.alphabet[k], true
+			}
+		}
+		return enabled[rng.IntN(len(enabled))], true
+	}
+	r := newRun(ctx, spec, sl)
+	return r.execute(choose)
+}

@@ -1,0 +1,224 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/strategies/redlock"
+)
+
+// TestExploreFindsEveryUnsafeStrategy: exhaustive exploration with two
+// clients finds the known failure of every unsafe single-node strategy, and
+// none for set-nx-px.
+func TestExploreFindsEveryUnsafeStrategy(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	cases := []struct {
+		strategy, scenario string
+		want               Outcome
+	}{
+		{"setnx-del", "release-after-expiry", Violated},
+		{"setnx-getset", "release-after-expiry", Violated},
+		{"setnx-getset", "clock-skew", Violated},
+		{"incr-expire", "crash-before-expire", Deadlock},
+		{"incr-expire-lua", "release-after-expiry", Violated},
+		{"incr-expire-multi", "ttl-pushed-by-waiters", Starvation},
+		{"setnx-expire", "crash-before-expire", Deadlock},
+		{"set-nx-px-del", "release-after-expiry", Violated},
+		{"set-nx-px-getdel", "release-after-expiry", Violated},
+		{"set-nx-px", "release-after-expiry", Safe},
+		{"set-nx-px", "clock-skew", Safe},
+		{"set-nx-px", "crash-before-expire", Safe},
+		{"set-nx-px", "ttl-pushed-by-waiters", Safe},
+		{"set-nx-px", "stale-recovery", Safe},
+	}
+	for _, c := range cases {
+		res, err := Explore(context.Background(), ExploreOptions{Scenario: c.scenario, Strategy: c.strategy, Nodes: nodes, Workers: 2})
+		if err != nil {
+			t.Fatalf("%s on %s: %v", c.strategy, c.scenario, err)
+		}
+		if res.Outcome != c.want {
+			t.Errorf("%s on %s: %s after %d schedules, want %s", c.strategy, c.scenario, res.Outcome, res.Schedules, c.want)
+			continue
+		}
+		if c.want == Safe && !res.Complete {
+			t.Errorf("%s on %s: bound not exhausted", c.strategy, c.scenario)
+		}
+		if c.want != Safe {
+			// The counterexample replays to the same verdict.
+			h, err := Run(context.Background(), RunOptions{Scenario: c.scenario, Strategy: c.strategy, Nodes: nodes, Schedule: res.Counterexample.Schedule})
+			if err != nil || h.Verdict.Outcome != c.want {
+				t.Errorf("%s on %s: replay of %q gave %v (%v)", c.strategy, c.scenario, res.Counterexample.Schedule, h.Verdict, err)
+			}
+		}
+		t.Logf("%-18s %-22s %-10s %4d schedules %6.0f/s  %s", c.strategy, c.scenario, res.Outcome, res.Schedules, res.PerSecond, cexSchedule(res))
+	}
+}
+
+func cexSchedule(r *ExploreResult) string {
+	if r.Counterexample == nil {
+		return ""
+	}
+	return cut(r.Counterexample)
+}
+
+func TestRandomExploration(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	run := func() *ExploreResult {
+		r, err := Explore(context.Background(), ExploreOptions{Scenario: "stale-recovery", Strategy: "setnx-del", Nodes: nodes, Random: true, Samples: 150, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := run(), run()
+	if a.Violations == 0 {
+		t.Fatal("random sampling found no double acquire on setnx-del")
+	}
+	if a.Violations != b.Violations || cut(a.Counterexample) != cut(b.Counterexample) {
+		t.Fatalf("same seed, different results: %d/%d", a.Violations, b.Violations)
+	}
+}
+
+// brokenLock is a deliberately wrong lock: each mode breaks one property,
+// to prove the checkers can fail.
+type brokenLock struct {
+	src  locklab.ConnSource
+	clk  locklab.Clock
+	mode string
+	tok  *locklab.TokenSource
+}
+
+func (b *brokenLock) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	c, err := b.src.GetContext(ctx)
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	defer c.Close()
+	tok, _ := b.tok.Token()
+	var ok bool
+	switch b.mode {
+	case "grant-all": // no NX: everybody wins
+		_, err = c.Do("SET", key, tok, "PX", ttl.Milliseconds())
+		ok = err == nil
+	case "no-ttl": // the key never expires
+		n, e := redis.Int(c.Do("SETNX", key, tok))
+		ok, err = n == 1, e
+	case "push-ttl": // every try pushes the TTL forward
+		v, e := c.Do("SET", key, tok, "NX")
+		if e == nil {
+			_, e = c.Do("PEXPIRE", key, ttl.Milliseconds())
+		}
+		ok, err = v != nil, e
+	default: // "blind-del", "const-fence": a correct SET NX PX
+		v, e := c.Do("SET", key, tok, "NX", "PX", ttl.Milliseconds())
+		ok, err = v != nil, e
+	}
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	if !ok {
+		return locklab.Lease{}, locklab.ErrNotAcquired
+	}
+	l := locklab.Lease{Key: key, Token: tok, Until: b.clk.Now().Add(ttl)}
+	if b.mode == "const-fence" {
+		l.Fence = 5
+	}
+	return l, nil
+}
+
+func (b *brokenLock) Release(ctx context.Context, l locklab.Lease) error {
+	if b.mode == "no-ttl" {
+		return nil // forgets to delete
+	}
+	c, err := b.src.GetContext(ctx)
+	if err != nil {
+		return locklab.Unavailable(err)
+	}
+	defer c.Close()
+	_, err = c.Do("DEL", l.Key)
+	return err
+}
+
+func broken(mode string) Factory {
+	return func(cfg locklab.Config) (locklab.Locker, error) {
+		return &brokenLock{src: cfg.Pool, clk: cfg.Clock, mode: mode, tok: cfg.Tokens()}, nil
+	}
+}
+
+// TestCheckersFail: each checker catches the broken lock made to break its
+// property.
+func TestCheckersFail(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	cases := []struct {
+		mode, scenario string
+		want           Outcome
+		prop           Property
+	}{
+		{"grant-all", "stale-recovery", Violated, MutualExclusion},
+		{"blind-del", "release-after-expiry", Violated, ReleaseSafety},
+		{"no-ttl", "crash-before-expire", Deadlock, NoDeadlock},
+		{"push-ttl", "ttl-pushed-by-waiters", Starvation, NoStarvation},
+		{"const-fence", "pause-past-ttl-fenced", Violated, Fencing},
+	}
+	for _, c := range cases {
+		res, err := Explore(context.Background(), ExploreOptions{Scenario: c.scenario, Strategy: "broken-" + c.mode, Nodes: nodes, Factory: broken(c.mode)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != c.want || res.Counterexample.Verdict.Property != c.prop {
+			t.Errorf("broken lock %s on %s: %s, want %s", c.mode, c.scenario, res.Outcome, c.want)
+		}
+	}
+}
+
+func TestRedlockClockJump(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 3))
+	f := func(cfg locklab.Config) (locklab.Locker, error) { return redlock.New(cfg) }
+	h, err := Run(context.Background(), RunOptions{Scenario: "redlock-clock-jump", Strategy: "redlock", Nodes: nodes, Factory: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + Timeline(h))
+	if h.Verdict.Outcome != Violated {
+		t.Fatalf("redlock clock jump: %v", h.Verdict)
+	}
+}
+
+// procNode is a Node over a redis-server process that can restart it.
+type procNode struct {
+	name string
+	s    *redisproc.Server
+}
+
+func (n procNode) Name() string { return n.name }
+func (n procNode) Addr() string { return n.s.Addr }
+func (n procNode) Restart(ctx context.Context, keep bool) error {
+	if keep {
+		return errors.New("procNode: no persistence configured")
+	}
+	return n.s.Restart()
+}
+
+func TestRedlockRestart(t *testing.T) {
+	srv := redistest.Start(t, 3)
+	nodes := make([]Node, 3)
+	for i, s := range srv {
+		nodes[i] = procNode{name: "n" + string(rune('1'+i)), s: s.Server}
+	}
+	f := func(cfg locklab.Config) (locklab.Locker, error) { return redlock.New(cfg) }
+	h, err := Run(context.Background(), RunOptions{Scenario: "redlock-restart", Strategy: "redlock", Nodes: nodes, Factory: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + Timeline(h))
+	if h.Verdict.Outcome != Violated {
+		t.Fatalf("redlock restart: %v", h.Verdict)
+	}
+}

@@ -1,0 +1,188 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// Event is one step of a run as it happened.
+type Event struct {
+	// Step numbers the steps of the run from 1.
+	Step int `json:"step"`
+	// Label is the step in the schedule text form ("c1", "c2@n1",
+	// "time(+32s)", "crash(c3)").
+	Label string `json:"label"`
+	// Client is the client that acted (0 for an environment event).
+	Client int `json:"client,omitempty"`
+	// Node is the node the command went to (1-based; 0 for none).
+	Node int `json:"node,omitempty"`
+	// Command is the Redis command sent, or the local action ("write",
+	// "sleep 16s").
+	Command []string `json:"command,omitempty"`
+	// Reply is Redis's answer (or the error).
+	Reply string `json:"reply,omitempty"`
+	// Extra lists a command that ran inside the same step: the EVAL that
+	// follows a NOSCRIPT answer to EVALSHA.
+	Extra []string `json:"extra,omitempty"`
+	// Notes are outcomes that became known in this step: "acquired",
+	// "refused", "released", "release: not held", "crashed", ...
+	Notes []string `json:"notes,omitempty"`
+	// Holders are the clients inside the critical section after the step.
+	Holders []int `json:"holders"`
+	// Keys are the lock key's value on each node after the step, in runs
+	// that record them ("-" for a missing key).
+	Keys []string `json:"keys,omitempty"`
+	// Violation names a property broken at this step.
+	Violation string `json:"violation,omitempty"`
+}
+
+// Acquisition is a successful acquire.
+type Acquisition struct {
+	Client int    `json:"client"`
+	Step   int    `json:"step"`
+	Token  string `json:"token"`
+	Fence  int64  `json:"fence"`
+	// Seq orders acquisitions across clients, from 1.
+	Seq int `json:"seq"`
+}
+
+// Write is a write to the protected resource.
+type Write struct {
+	Client   int   `json:"client"`
+	Step     int   `json:"step"`
+	Fence    int64 `json:"fence"`
+	Accepted bool  `json:"accepted"`
+	// Stale: a client that acquired after this one had already written.
+	Stale bool `json:"stale"`
+	// Seq is the writer's acquisition sequence number.
+	Seq int `json:"seq"`
+}
+
+// WrongRelease is a release that removed another client's lock.
+type WrongRelease struct {
+	Client int `json:"client"`
+	Victim int `json:"victim"`
+	Step   int `json:"step"`
+	Node   int `json:"node"`
+}
+
+// ClientInfo describes a client of the run.
+type ClientInfo struct {
+	ID      int    `json:"id"`
+	Program string `json:"program"`
+	// Probe marks the client the liveness check adds at the end of a run.
+	Probe bool `json:"probe,omitempty"`
+	// Acquired counts the client's successful acquires.
+	Acquired int `json:"acquired"`
+	// Attempts counts its calls of Acquire.
+	Attempts int  `json:"attempts"`
+	Crashed  bool `json:"crashed,omitempty"`
+}
+
+// History is the record of one run: what every step did and what the
+// checkers concluded.
+type History struct {
+	Strategy string        `json:"strategy"`
+	Scenario string        `json:"scenario"`
+	Key      string        `json:"key"`
+	TTL      time.Duration `json:"ttl_ns"`
+	Nodes    []string      `json:"nodes"`
+	Clients  []ClientInfo  `json:"clients"`
+	// Schedule is every step that ran, in the text form: replaying it
+	// reproduces the run.
+	Schedule     string         `json:"schedule"`
+	Events       []Event        `json:"events"`
+	Acquisitions []Acquisition  `json:"acquisitions"`
+	Writes       []Write        `json:"writes"`
+	WrongRelease []WrongRelease `json:"wrong_releases"`
+	// Probe is the liveness probe's result: nil when the run had none.
+	Probe *bool `json:"probe_acquired,omitempty"`
+	// Truncated: the step bound ended the run before every client finished.
+	Truncated bool `json:"truncated,omitempty"`
+	// Skipped lists steps of an explicit schedule that named a client with
+	// nothing left to do; they were left out.
+	Skipped []string `json:"skipped,omitempty"`
+	Verdict Verdict  `json:"verdict"`
+}
+
+// JSON returns the history as indented JSON.
+func (h *History) JSON() ([]byte, error) { return json.MarshalIndent(h, "", "  ") }
+
+// Commands counts the Redis commands the clients sent.
+func (h *History) Commands() int {
+	n := 0
+	for _, e := range h.Events {
+		if e.Client > 0 && e.Node > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func fmtArgs(cmd string, args []any) []string {
+	out := []string{cmd}
+	for i, a := range args {
+		s := fmtValue(a)
+		if i == 0 && cmd == "EVALSHA" && len(s) > 8 {
+			s = "sha:" + s[:8]
+		}
+		if i == 0 && cmd == "EVAL" {
+			s = "<script>"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func fmtValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "(nil)"
+	case []byte:
+		return string(x)
+	case string:
+		return x
+	case int64:
+		return fmt.Sprint(x)
+	case redis.Error:
+		return "ERR " + string(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = fmtValue(e)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	case fmt.Stringer:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+func fmtReply(v any, err error) string {
+	if err != nil {
+		var re redis.Error
+		if e, ok := err.(redis.Error); ok {
+			re = e
+			return "ERR " + string(re)
+		}
+		return "error: " + err.Error()
+	}
+	if v == nil {
+		return "(nil)"
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	if b, ok := v.([]byte); ok {
+		return fmt.Sprintf("%q", b)
+	}
+	return fmtValue(v)
+}
+
+func splitLines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") }
+
+func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }

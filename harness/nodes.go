@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+)
+
+// Node is a Redis server the harness runs schedules on. The harness talks to
+// it through its own connections to Addr (one database per parallel worker),
+// so a Node needs only a name and an address. The nodes of harness/node
+// satisfy it, and so does PoolNode.
+type Node interface {
+	Name() string
+	Addr() string
+}
+
+// The node faults a Node may support. Schedules that use a fault the node
+// lacks fail with an error naming it.
+type (
+	nodePauser interface {
+		Pause(ctx context.Context) error
+		Resume(ctx context.Context) error
+	}
+	nodeKiller interface {
+		Kill(ctx context.Context) error
+	}
+	nodeRestarter interface {
+		Restart(ctx context.Context, keepData bool) error
+	}
+	nodePartitioner interface {
+		Partition(ctx context.Context) error
+		Heal(ctx context.Context) error
+	}
+)
+
+// AddrNode is a Node given by name and address.
+type AddrNode struct {
+	NodeName, NodeAddr string
+}
+
+// Name returns the node's name.
+func (n AddrNode) Name() string { return n.NodeName }
+
+// Addr returns the node's "host:port".
+func (n AddrNode) Addr() string { return n.NodeAddr }
+
+// advanceScript moves a database's clock forward by ARGV[1] milliseconds:
+// every key whose TTL is at most that expires now; the others have their
+// TTL shortened by it. Keys without a TTL are untouched.
+var advanceScript = redis.NewScript(0, `
+local d = tonumber(ARGV[1])
+local n = 0
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('PTTL', k)
+  if t >= 0 then
+    if t <= d then redis.call('DEL', k); n = n + 1
+    else redis.call('PEXPIRE', k, t - d) end
+  end
+end
+return n`)
+
+// AdvanceTTLs shortens every TTL in the database src connects to by d,
+// deleting the keys whose TTL runs out: the effect of d passing on the
+// server's clock, applied at once. It returns the number of keys expired.
+func AdvanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (int, error) {
+	c, err := src.GetContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return redis.Int(advanceScript.DoContext(ctx, c, d.Milliseconds()))
+}
+
+// ExpireTTLs makes every key with a TTL in src's database expire now.
+func ExpireTTLs(ctx context.Context, src locklab.ConnSource) (int, error) {
+	return AdvanceTTLs(ctx, src, 1000*24*time.Hour)
+}
+
+// FlushDB empties the database src connects to.
+func FlushDB(ctx context.Context, src locklab.ConnSource) error {
+	c, err := src.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = redis.DoContext(c, ctx, "FLUSHDB")
+	return err
+}
+
+// slot is a set of nodes and one database on each: where one run executes.
+// Parallel workers use separate databases of the same servers.
+type slot struct {
+	nodes []Node
+	db    int
+	mu    sync.Mutex
+	pools []*redis.Pool
+}
+
+func newSlot(nodes []Node, db int) *slot {
+	s := &slot{nodes: nodes, db: db, pools: make([]*redis.Pool, len(nodes))}
+	for i := range nodes {
+		s.pools[i] = s.newPool(i)
+	}
+	return s
+}
+
+func (s *slot) newPool(i int) *redis.Pool {
+	return locklab.NewPool(s.nodes[i].Addr(), redis.DialDatabase(s.db))
+}
+
+// pool returns the pool of node i (0-based).
+func (s *slot) pool(i int) *redis.Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pools[i]
+}
+
+// reset replaces node i's pool: after a kill or restart, idle connections
+// are dead.
+func (s *slot) reset(i int) {
+	s.mu.Lock()
+	old := s.pools[i]
+	s.pools[i] = s.newPool(i)
+	s.mu.Unlock()
+	old.Close()
+}
+
+func (s *slot) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pools {
+		p.Close()
+	}
+}
+
+// flush empties the slot's database on every node.
+func (s *slot) flush(ctx context.Context) error {
+	for i := range s.nodes {
+		if err := FlushDB(ctx, s.pool(i)); err != nil {
+			return fmt.Errorf("FLUSHDB on %s (%s): %w", s.nodes[i].Name(), s.nodes[i].Addr(), err)
+		}
+	}
+	return nil
+}
+
+// serverInfo returns "redis_version" of node i, or "" when unknown.
+func serverVersion(ctx context.Context, src locklab.ConnSource) string {
+	c, err := src.GetContext(ctx)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	s, err := redis.String(redis.DoContext(c, ctx, "INFO", "server"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range splitLines(s) {
+		if v, ok := cutPrefix(line, "redis_version:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+type ctxT = context.Context

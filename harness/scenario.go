@@ -1,0 +1,280 @@
+package harness
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/locklab/locklab/strategies"
+)
+
+// TTL is the lock TTL of every catalog scenario. It is virtual: the servers
+// see it as a real TTL too, long enough that only the harness's "time"
+// events make keys expire during a run.
+const TTL = 30 * time.Second
+
+// Scenario is a story of how a lock fails: the clients' programs, the
+// faults that may strike, and the property the story threatens.
+type Scenario struct {
+	// Name is the identifier used by the CLI ("stale-recovery").
+	Name string
+	// Title is a one-line summary.
+	Title string
+	// Story tells what happens, in one paragraph.
+	Story string
+	// Source names the article or critique the story comes from.
+	Source string
+	// Property is what the scenario checks.
+	Property Property
+	// Programs are the clients' programs, c1 first.
+	Programs []Program
+	// Schedule, when set, is the schedule the story describes; Demo runs
+	// it, and the explorer starts from it.
+	Schedule string
+	// Faults are the events the explorer may insert, each at most once per
+	// occurrence in the list ("time", "crash(c1)", "restart(n2)").
+	Faults []string
+	// MaxFaults bounds how many of Faults one explored schedule uses.
+	MaxFaults int
+	// Fenced: the protected resource refuses a write whose fence number is
+	// below one it has accepted.
+	Fenced bool
+	// NoPreemption keeps the explorer to the natural order of the clients
+	// (each runs until it blocks or ends): the story is about time, not
+	// about interleaving.
+	NoPreemption bool
+	// Waiter is the client a starvation scenario watches.
+	Waiter int
+	// MultiNode: the scenario is for multi-node strategies (Redlock) and
+	// needs Nodes servers; otherwise it is for single-node strategies.
+	MultiNode bool
+	// Nodes is how many servers the scenario needs (default 1, or 3 for
+	// multi-node ones).
+	Nodes int
+	// Needs lists the node faults the scenario uses ("restart",
+	// "failover"): it is n/a on nodes that cannot do them.
+	Needs []string
+	// Applies, when set, narrows the strategies the scenario is for.
+	Applies func(d strategies.Description) bool
+}
+
+// AppliesTo reports whether the scenario is meant for the strategy d.
+func (s *Scenario) AppliesTo(d strategies.Description) bool {
+	if s.MultiNode != d.Properties.MultiNode {
+		return false
+	}
+	return s.Applies == nil || s.Applies(d)
+}
+
+func (s *Scenario) nodes() int {
+	if s.Nodes > 0 {
+		return s.Nodes
+	}
+	if s.MultiNode {
+		return 3
+	}
+	return 1
+}
+
+const setnxPage = "Redis documentation, SETNX command page, \"Design pattern: Locking with SETNX\" (withdrawn)"
+
+var catalog = []*Scenario{
+	{
+		Name:  "stale-recovery",
+		Title: "two clients recover a crashed holder's stale lock at once (C1/C2)",
+		Story: "C3 takes the lock and crashes. Its TTL passes. C1 and C2 both try the lock: SETNX answers 0 to " +
+			"both, both GET the expired timestamp, C1 sends DEL and SETNX and wins, then C2 sends DEL, deleting " +
+			"C1's fresh lock, and SETNX, and wins too: both hold the lock. GETSET (C4/C5) closes this hole: the " +
+			"second client's GETSET returns the first one's fresh timestamp and it backs off.",
+		Source:    setnxPage,
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
+		Schedule:  "c3 time c1 c2 c1 c2 c1 c1 c2 c2",
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+	},
+	{
+		Name:  "stale-recovery-getset",
+		Title: "the C4/C5 recovery with GETSET: the slower client sees a fresh timestamp",
+		Story: "C3 takes the lock and crashes; its TTL passes. C1 and C2 both find the stale timestamp. C2 " +
+			"sends GETSET first and gets the stale value: it holds the lock. C1's GETSET returns C2's fresh " +
+			"timestamp, so C1 is refused (and has overwritten C2's timestamp with its own, which the page " +
+			"says does no harm).",
+		Source:    setnxPage,
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
+		Schedule:  "c3 time c1 c2 c1 c2 c2 c1",
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+	},
+	{
+		Name:  "crash-before-expire",
+		Title: "the holder crashes between the acquiring command and EXPIRE",
+		Story: "C1's acquire is two commands, SETNX (or INCR) then EXPIRE. C1 crashes after the first: the key " +
+			"exists with no TTL, nobody will ever delete it, and every later client is refused forever.",
+		Source:    "the SETNX+EXPIRE and INCR+EXPIRE locks of the seed articles",
+		Property:  NoDeadlock,
+		Programs:  progs("acquire write release", "acquire*2 write release"),
+		Schedule:  "c1 crash(c1)",
+		Faults:    []string{"crash(c1)"},
+		MaxFaults: 1,
+	},
+	{
+		Name:  "ttl-pushed-by-waiters",
+		Title: "failed tries push the TTL forward and starve the waiters",
+		Story: "C1 takes the lock and crashes. C2 tries every 20s with a 30s TTL. When a failed try resets the " +
+			"TTL (MULTI INCR EXPIRE EXEC runs EXPIRE whether or not INCR returned 1), the key never reaches its " +
+			"expiry while someone keeps trying: C2 starves, although the lock frees itself as soon as nobody tries.",
+		Source:   "the INCR/EXPIRE lock in a MULTI/EXEC transaction of the seed articles",
+		Property: NoStarvation,
+		Programs: progs("acquire crash",
+			"acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire write release"),
+		Waiter:       2,
+		NoPreemption: true,
+	},
+	{
+		Name:  "release-after-expiry",
+		Title: "a holder past its TTL releases and deletes its successor's lock",
+		Story: "C1 holds the lock and runs past its TTL; the key expires and C2 acquires. C1 then releases: a " +
+			"blind DEL deletes C2's key; a GET-compare-then-DEL checks first, but the key can expire and be taken " +
+			"between the GET and the DEL. Either way C2 is now unprotected and a third client can walk in.",
+		Source:    "the DEL release of the seed articles; Redis SET command page on safe release",
+		Property:  ReleaseSafety,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+	},
+	{
+		Name:  "clock-skew",
+		Title: "a client whose clock runs ahead steals a live timestamp lock",
+		Story: "Timestamp locks decide expiry with the client's own clock. C2's clock is 32s ahead: C1's fresh " +
+			"timestamp looks expired to it, so C2 recovers the lock C1 still validly holds.",
+		Source:    setnxPage + "; the tornado-redis Lock",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Faults:    []string{"skew(c2,+32s)"},
+		MaxFaults: 1,
+	},
+	{
+		Name:  "pause-past-ttl",
+		Title: "a holder pauses past its TTL and writes after its successor (no fencing)",
+		Story: "C1 acquires, then stops (a GC pause) for longer than the TTL. The key expires, C2 acquires and " +
+			"writes to the protected resource. C1 wakes up, still believing it holds the lock, and writes too: " +
+			"the resource, which does not check fence numbers, accepts the stale write.",
+		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property: Fencing,
+		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+	},
+	{
+		Name:  "pause-past-ttl-fenced",
+		Title: "the same pause against a resource that checks fence numbers",
+		Story: "As in pause-past-ttl, but every write carries the lease's fence number and the resource refuses " +
+			"a number lower than one it has seen: C1's stale write is refused when the strategy issues fence " +
+			"numbers, and accepted when it does not.",
+		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property: Fencing,
+		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+		Fenced:   true,
+	},
+	{
+		Name:  "partitioned-holder",
+		Title: "the holder is cut off from Redis and keeps writing",
+		Story: "C1 holds the lock when the network cuts it off from Redis. The TTL passes, C2 acquires and " +
+			"writes. C1 cannot reach Redis to learn it lost the lock; it writes again, and its release fails.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire write write release", "acquire write release"),
+		Faults:    []string{"isolate(c1)", "time"},
+		MaxFaults: 2,
+	},
+	{
+		Name:  "redlock-restart",
+		Title: "a Redlock node restarts without persistence and forgets the lock",
+		Story: "C1 gets n1 and n2, a majority of three. n2 restarts without persistence and comes back empty. " +
+			"C2, which got n3, now gets n2 as well: a majority too. C1 and C2 both hold the lock.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016); Redis distributed locks page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2) c2@n1 c2@n2 c1@n3",
+		Faults:    []string{"restart(n2)"},
+		MaxFaults: 1,
+		MultiNode: true,
+		Needs:     []string{"restart"},
+	},
+	{
+		Name:  "redlock-clock-jump",
+		Title: "one Redlock node's clock jumps and its key expires early",
+		Story: "C1 gets n1 and n2. The clock of n2 jumps forward, so its copy of the key expires at once. C2, " +
+			"which got n3, gets n2 too: two majorities at once.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c2 c1@n1 c1@n2 c2@n3 expire(n2) c2@n1 c2@n2 c1@n3",
+		Faults:    []string{"expire(n2)"},
+		MaxFaults: 1,
+		MultiNode: true,
+	},
+	{
+		Name:  "failover-loses-lock",
+		Title: "asynchronous replication: the promoted replica never saw the lock",
+		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
+			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it.",
+		Source:   "Redis distributed locks page (\"Why failover-based implementations are not enough\")",
+		Property: MutualExclusion,
+		Programs: progs("acquire write release", "acquire write release"),
+		Schedule: "c1 failover(n1)",
+		Needs:    []string{"failover"},
+	},
+}
+
+func progs(texts ...string) []Program {
+	out := make([]Program, len(texts))
+	for i, t := range texts {
+		out[i] = MustParseProgram(t)
+	}
+	return out
+}
+
+// Scenarios returns the catalog, sorted by name.
+func Scenarios() []*Scenario {
+	out := make([]*Scenario, len(catalog))
+	copy(out, catalog)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (*Scenario, error) {
+	for _, s := range catalog {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	names := []string{}
+	for _, s := range Scenarios() {
+		names = append(names, s.Name)
+	}
+	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
+}
+
+// supports reports whether node n can do the fault named need.
+func supports(n Node, need string) bool {
+	switch need {
+	case "restart":
+		_, ok := n.(nodeRestarter)
+		return ok
+	case "kill":
+		_, ok := n.(nodeKiller)
+		return ok
+	case "pause":
+		_, ok := n.(nodePauser)
+		return ok
+	case "partition":
+		_, ok := n.(nodePartitioner)
+		return ok
+	case "failover":
+		_, ok := n.(interface{ Failover(ctxT) error })
+		return ok
+	}
+	return false
+}

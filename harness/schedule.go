@@ -1,0 +1,243 @@
+package harness
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Step is one entry of a schedule: either "client C sends its next command"
+// (Kind "c", optionally to node Node when the client has commands outstanding
+// on several nodes) or an environment event.
+//
+// Event kinds and their text form:
+//
+//	c1          client 1 performs its next action (a Redis command or a write)
+//	c1@n2       client 1's outstanding command to node 2 (Redlock fan-out)
+//	time        time passes beyond the TTL: clocks advance, TTL keys expire
+//	time(+5s)   time passes by 5s: clocks advance, TTLs shrink by 5s
+//	crash(c1)   client 1 crashes after its current command
+//	pause(c1)   client 1 stops being scheduled until resume(c1)
+//	resume(c1)
+//	skew(c1,+40s)  client 1's clock jumps by +40s (or -40s)
+//	isolate(c1) rejoin(c1)  client 1 is cut off from every node (its
+//	            commands fail as unreachable) and comes back
+//	expire(n1)  node 1's clock jumps: every key with a TTL expires there
+//	kill(n1) restart(n1) restart(n1,keep) pause(n1) resume(n1)
+//	partition(n1) heal(n1) failover(n1)   node faults
+type Step struct {
+	Kind   string
+	Client int
+	Node   int
+	Dur    time.Duration
+	Keep   bool
+}
+
+// Schedule is an ordered list of steps.
+type Schedule []Step
+
+var clientEvents = map[string]bool{"crash": true, "pause": true, "resume": true, "skew": true,
+	"isolate": true, "rejoin": true}
+var nodeEvents = map[string]bool{"expire": true, "kill": true, "restart": true, "npause": true,
+	"nresume": true, "partition": true, "heal": true, "failover": true}
+
+// IsClient reports whether s is a client step (not an event).
+func (s Step) IsClient() bool { return s.Kind == "c" }
+
+// String prints s in the schedule text form.
+func (s Step) String() string {
+	switch {
+	case s.Kind == "c":
+		if s.Node > 0 {
+			return fmt.Sprintf("c%d@n%d", s.Client, s.Node)
+		}
+		return fmt.Sprintf("c%d", s.Client)
+	case s.Kind == "time":
+		if s.Dur == 0 {
+			return "time"
+		}
+		return "time(" + signed(s.Dur) + ")"
+	case s.Kind == "skew":
+		return fmt.Sprintf("skew(c%d,%s)", s.Client, signed(s.Dur))
+	case clientEvents[s.Kind]:
+		return fmt.Sprintf("%s(c%d)", s.Kind, s.Client)
+	case s.Kind == "npause":
+		return fmt.Sprintf("pause(n%d)", s.Node)
+	case s.Kind == "nresume":
+		return fmt.Sprintf("resume(n%d)", s.Node)
+	case s.Kind == "restart" && s.Keep:
+		return fmt.Sprintf("restart(n%d,keep)", s.Node)
+	case nodeEvents[s.Kind]:
+		return fmt.Sprintf("%s(n%d)", s.Kind, s.Node)
+	}
+	return "?" + s.Kind
+}
+
+func signed(d time.Duration) string {
+	if d < 0 {
+		return d.String()
+	}
+	return "+" + d.String()
+}
+
+// String prints the schedule as space-separated steps.
+func (s Schedule) String() string {
+	parts := make([]string, len(s))
+	for i, st := range s {
+		parts[i] = st.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+// ParseSchedule reads the text form: steps separated by white space or
+// commas (outside parentheses); '#' starts a comment that runs to the end of
+// the line.
+func ParseSchedule(text string) (Schedule, error) {
+	var out Schedule
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		for _, tok := range splitTokens(line) {
+			st, err := ParseStep(tok)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// MustParseSchedule is ParseSchedule that panics on error, for literals.
+func MustParseSchedule(text string) Schedule {
+	s, err := ParseSchedule(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func splitTokens(line string) []string {
+	var toks []string
+	depth, start := 0, -1
+	for i, r := range line {
+		sep := depth == 0 && (r == ' ' || r == '\t' || r == ',' || r == '\r')
+		switch {
+		case sep:
+			if start >= 0 {
+				toks = append(toks, line[start:i])
+				start = -1
+			}
+			continue
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		toks = append(toks, line[start:])
+	}
+	return toks
+}
+
+func parseRef(s string, prefix byte) (int, error) {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != prefix {
+		return 0, fmt.Errorf("want %c<number>, got %q", prefix, s)
+	}
+	n, err := strconv.Atoi(s[1:])
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("want %c<number>, got %q", prefix, s)
+	}
+	return n, nil
+}
+
+func parseSigned(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(strings.TrimPrefix(s, "+"))
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	return d, nil
+}
+
+// ParseStep reads one step in the text form.
+func ParseStep(tok string) (Step, error) {
+	tok = strings.TrimSpace(tok)
+	bad := func(err error) (Step, error) { return Step{}, fmt.Errorf("step %q: %w", tok, err) }
+	if tok == "time" {
+		return Step{Kind: "time"}, nil
+	}
+	open := strings.IndexByte(tok, '(')
+	if open < 0 {
+		cl, nd, hasNode := strings.Cut(tok, "@")
+		c, err := parseRef(cl, 'c')
+		if err != nil {
+			return bad(err)
+		}
+		st := Step{Kind: "c", Client: c}
+		if hasNode {
+			if st.Node, err = parseRef(nd, 'n'); err != nil {
+				return bad(err)
+			}
+		}
+		return st, nil
+	}
+	if !strings.HasSuffix(tok, ")") {
+		return bad(fmt.Errorf("missing ')'"))
+	}
+	name, inner := tok[:open], tok[open+1:len(tok)-1]
+	args := strings.Split(inner, ",")
+	switch {
+	case name == "time":
+		d, err := parseSigned(inner)
+		if err != nil {
+			return bad(err)
+		}
+		return Step{Kind: "time", Dur: d}, nil
+	case name == "skew":
+		if len(args) != 2 {
+			return bad(fmt.Errorf("want skew(cN,±dur)"))
+		}
+		c, err := parseRef(args[0], 'c')
+		if err != nil {
+			return bad(err)
+		}
+		d, err := parseSigned(args[1])
+		if err != nil {
+			return bad(err)
+		}
+		return Step{Kind: "skew", Client: c, Dur: d}, nil
+	case (name == "pause" || name == "resume") && strings.HasPrefix(strings.TrimSpace(inner), "n"):
+		n, err := parseRef(inner, 'n')
+		if err != nil {
+			return bad(err)
+		}
+		return Step{Kind: "n" + name, Node: n}, nil
+	case clientEvents[name]:
+		c, err := parseRef(inner, 'c')
+		if err != nil {
+			return bad(err)
+		}
+		return Step{Kind: name, Client: c}, nil
+	case nodeEvents[name] && name != "npause" && name != "nresume":
+		n, err := parseRef(args[0], 'n')
+		if err != nil {
+			return bad(err)
+		}
+		st := Step{Kind: name, Node: n}
+		if len(args) == 2 && name == "restart" && strings.TrimSpace(args[1]) == "keep" {
+			st.Keep = true
+		} else if len(args) != 1 {
+			return bad(fmt.Errorf("unexpected arguments"))
+		}
+		return st, nil
+	}
+	return bad(fmt.Errorf("unknown step kind %q", name))
+}
