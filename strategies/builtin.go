@@ -3,6 +3,7 @@ package strategies
 import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/strategies/incr_expire"
+	"github.com/locklab/locklab/strategies/redlock"
 	"github.com/locklab/locklab/strategies/setnx_getset"
 	"github.com/locklab/locklab/strategies/setnxex"
 )
@@ -23,6 +24,7 @@ const (
 	srcSetPage    = "Redis docs, SET command page, pattern with NX and EX plus a random token"
 	srcSetNXPHP   = "seed 001 (\"解鎖redis鎖的正確姿勢\", SETNX + EXPIRE, then SET NX EX with DEL) and seed 003 (jedis setnx + expire)"
 	srcGetThenDel = "seed 003 (GET, compare the value, then DEL) and the PHP loop in seed 000"
+	srcRedlock    = "Redis docs, \"Distributed locks with Redis\" (the Redlock algorithm); seed 002; critique: Kleppmann, \"How to do distributed locking\", and antirez, \"Is Redlock safe?\""
 )
 
 // wrap adapts a family constructor to a Factory.
@@ -143,4 +145,18 @@ func init() {
 		},
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
 	}, wrap(setnxex.NewSetNXPX))
+
+	MustRegister(Description{
+		Name:    "redlock",
+		Family:  FamilyRedlock,
+		Summary: "N independent masters: parallel SET NX PX, majority N/2+1, validity = ttl - elapsed - (drift*ttl + 2ms); Lua compare-and-delete on every node",
+		Source:  srcRedlock,
+		Weaknesses: []string{
+			"a node restarted without persistence forgets the key: a second client wins a majority while the first still holds a valid lease",
+			"a clock jump on a node expires the key early there, letting a second client take a majority",
+			"a client paused past its validity keeps acting on an expired lock, and with fence 0 the resource cannot refuse it",
+			"concurrent attempts can split the votes so that nobody wins; callers retry after a random delay",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Extend: true, MultiNode: true},
+	}, wrap(redlock.New))
 }

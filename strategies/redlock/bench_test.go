@@ -1,0 +1,86 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/strategies/redlock"
+	"github.com/locklab/locklab/strategies/setnxex"
+)
+
+// benchLocks starts 5 servers and returns Redlock on all of them and the
+// single-node set-nx-px lock on the first.
+func benchLocks(b *testing.B) (*redlock.Redlock, *setnxex.SetNXPX) {
+	srv := redistest.Start(b, 5)
+	var nodes []locklab.ConnSource
+	for _, s := range srv {
+		nodes = append(nodes, s.Pool)
+	}
+	rl, err := redlock.New(locklab.Config{Nodes: nodes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	single, err := setnxex.NewSetNXPX(locklab.Config{Pool: srv[0].Pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rl, single
+}
+
+func cycle(b *testing.B, ctx context.Context, l locklab.Locker, key string) {
+	lease, err := l.Acquire(ctx, key, 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Release(ctx, lease); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCycle measures one uncontended acquire+release: Redlock on 5
+// nodes, and the single-node set-nx-px lock, in the same run.
+func BenchmarkCycle(b *testing.B) {
+	rl, single := benchLocks(b)
+	for _, bc := range []struct {
+		name string
+		l    locklab.Locker
+	}{
+		{"redlock-5-nodes", rl},
+		{"set-nx-px-1-node", single},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				cycle(b, ctx, bc.l, "bench")
+			}
+		})
+	}
+}
+
+// BenchmarkCycleRatio interleaves one Redlock cycle on 5 nodes and one
+// set-nx-px cycle per iteration, timing each, so that both are measured
+// under the same load: x-single is the Redlock cycle's cost in single-node
+// cycles (target: at most 2.5; the fan-out is parallel).
+func BenchmarkCycleRatio(b *testing.B) {
+	rl, single := benchLocks(b)
+	ctx := context.Background()
+	cycle(b, ctx, rl, "bench:ratio")
+	cycle(b, ctx, single, "bench:ratio")
+	var multi, one time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		cycle(b, ctx, rl, "bench:ratio")
+		t1 := time.Now()
+		cycle(b, ctx, single, "bench:ratio")
+		t2 := time.Now()
+		multi += t1.Sub(t0)
+		one += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(multi.Nanoseconds())/float64(b.N), "redlock-ns/op")
+	b.ReportMetric(float64(one.Nanoseconds())/float64(b.N), "single-ns/op")
+	b.ReportMetric(float64(multi)/float64(one), "x-single")
+}

@@ -1,0 +1,378 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/rcmd"
+)
+
+var (
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed extend.lua
+	extendSrc string
+
+	releaseScript = rcmd.NewScript(1, releaseSrc)
+	extendScript  = rcmd.NewScript(1, extendSrc)
+)
+
+// Defaults applied by New where the Config leaves a field zero.
+const (
+	// DefaultDriftFactor is the clock drift allowance, as a fraction of the
+	// TTL, that the Redis documentation suggests.
+	DefaultDriftFactor = 0.01
+	// MinNodeTimeout and MaxNodeTimeout clamp the default node timeout, a
+	// fiftieth of the TTL.
+	MinNodeTimeout = 2 * time.Millisecond
+	MaxNodeTimeout = 50 * time.Millisecond
+)
+
+// driftFloor is the fixed part of the drift allowance: 2ms for the
+// millisecond resolution of Redis's expiry.
+const driftFloor = 2 * time.Millisecond
+
+// Redlock is the multi-master lock. It implements locklab.Locker and
+// locklab.Extender and is safe for concurrent use.
+type Redlock struct {
+	nodes       []locklab.ConnSource
+	addrs       []string
+	quorum      int
+	clock       locklab.Clock
+	tokens      *locklab.TokenSource
+	drift       float64
+	nodeTimeout time.Duration // 0: derived from each call's TTL
+	retry       locklab.RetryPolicy
+	rounds      sync.Pool // of *round
+}
+
+var (
+	_ locklab.Locker   = (*Redlock)(nil)
+	_ locklab.Extender = (*Redlock)(nil)
+)
+
+// New builds a Redlock on cfg.Nodes, the independent Redis masters. Their
+// number must be odd (see the package documentation). cfg.Clock, cfg.Rand,
+// cfg.DriftFactor (default 0.01), cfg.NodeTimeout (default: a fiftieth of the
+// TTL, clamped to [2ms, 50ms]) and cfg.Retry (used by Wait) are honoured;
+// cfg.Pool is ignored. Bad configuration is an error wrapping
+// locklab.ErrInvalid.
+func New(cfg locklab.Config) (*Redlock, error) {
+	n := len(cfg.Nodes)
+	if n == 0 {
+		return nil, locklab.Invalid("redlock: Config.Nodes is empty: give the independent Redis masters (3 or 5 is usual)")
+	}
+	for i, nd := range cfg.Nodes {
+		if nd == nil {
+			return nil, locklab.Invalid("redlock: Config.Nodes[%d] is nil", i)
+		}
+	}
+	if n%2 == 0 {
+		return nil, locklab.Invalid("redlock: %d nodes: an even count needs %d of them for a majority and so "+
+			"tolerates %d failed nodes, no more than %d nodes would; use %d or %d nodes",
+			n, n/2+1, n/2-1, n-1, n-1, n+1)
+	}
+	drift := cfg.DriftFactor
+	if drift == 0 {
+		drift = DefaultDriftFactor
+	}
+	if math.IsNaN(drift) || drift < 0 || drift >= 1 {
+		return nil, locklab.Invalid("redlock: DriftFactor %v: want a fraction of the TTL in [0, 1)", cfg.DriftFactor)
+	}
+	if cfg.NodeTimeout < 0 {
+		return nil, locklab.Invalid("redlock: negative NodeTimeout %v", cfg.NodeTimeout)
+	}
+	r := &Redlock{
+		nodes:       append([]locklab.ConnSource(nil), cfg.Nodes...),
+		addrs:       make([]string, n),
+		quorum:      n/2 + 1,
+		clock:       cfg.ClockOrDefault(),
+		tokens:      cfg.Tokens(),
+		drift:       drift,
+		nodeTimeout: cfg.NodeTimeout,
+		retry:       cfg.Retry,
+	}
+	for i, nd := range cfg.Nodes {
+		r.addrs[i] = addrOf(nd)
+	}
+	r.rounds.New = func() any { return &round{r: r, replies: make([]reply, n), send: make([]bool, n)} }
+	return r, nil
+}
+
+// addrOf names a node by its Addr or String method, if it has one.
+func addrOf(src locklab.ConnSource) string {
+	switch s := src.(type) {
+	case interface{ Addr() string }:
+		return s.Addr()
+	case fmt.Stringer:
+		return s.String()
+	}
+	return ""
+}
+
+// Nodes is the number of nodes.
+func (r *Redlock) Nodes() int { return len(r.nodes) }
+
+// Quorum is the number of nodes that must agree: N/2+1.
+func (r *Redlock) Quorum() int { return r.quorum }
+
+// NodeTimeout is how long one node may take to answer during an acquire or
+// extend with the given TTL.
+func (r *Redlock) NodeTimeout(ttl time.Duration) time.Duration {
+	if r.nodeTimeout > 0 {
+		return r.nodeTimeout
+	}
+	return min(max(ttl/50, MinNodeTimeout), MaxNodeTimeout)
+}
+
+// DriftAllowance is the part of ttl given up for clock drift:
+// DriftFactor*ttl + 2ms.
+func (r *Redlock) DriftAllowance(ttl time.Duration) time.Duration {
+	return time.Duration(r.drift*float64(ttl)) + driftFloor
+}
+
+// Wait acquires key, retrying after a random delay while other clients hold
+// it, with the Config's Retry policy, until ctx is done or the attempts run
+// out. See locklab.Wait.
+func (r *Redlock) Wait(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	return locklab.Wait(ctx, r, key, ttl, r.retry)
+}
+
+// checkTTL validates ttl beyond locklab.CheckAcquire: whole milliseconds, as
+// Redis keeps them, and longer than the drift allowance.
+func (r *Redlock) checkTTL(ttl time.Duration) (time.Duration, error) {
+	ttl = ttl.Truncate(time.Millisecond)
+	if a := r.DriftAllowance(ttl); ttl <= a {
+		return 0, locklab.Invalid("redlock: ttl %v leaves no validity after the clock drift allowance of %v", ttl, a)
+	}
+	return ttl, nil
+}
+
+// Acquire makes one attempt to take key on a majority of the nodes, as the
+// package documentation describes. All nodes are asked at once and share one
+// deadline, NodeTimeout(ttl) after the start of the attempt (and ctx's, if
+// earlier). The lease's Fence is 0 (the package documentation says why) and
+// its Until is the end of the validity time, counted from the start.
+//
+// It fails with an error wrapping locklab.ErrNotAcquired when the nodes that
+// refused, holding the key for other clients, leave no majority to win; that
+// error names any failed nodes in its text but does not wrap their errors,
+// so errors.Is(err, locklab.ErrUnavailable) stays false. It fails with an
+// error wrapping locklab.ErrUnavailable when too few nodes answered to
+// decide, or when the attempt took so long that no validity was left; that
+// error joins a *NodeError for every failed node, so errors.As finds them
+// and errors.Is sees the causes (context errors included). Either way the key
+// has been released on every node that granted it or did not answer.
+func (r *Redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	if err := locklab.CheckAcquire(ctx, key, ttl); err != nil {
+		return locklab.Lease{}, err
+	}
+	ttl, err := r.checkTTL(ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	token, err := r.tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, fmt.Errorf("redlock: drawing a token: %w", err)
+	}
+
+	rd := r.newRound(opSet, key, token, ttl.Milliseconds())
+	defer r.putRound(rd)
+	start := r.clock.Now()
+	nctx, cancel := context.WithTimeout(ctx, r.NodeTimeout(ttl))
+	rd.run(nctx, true)
+	cancel()
+	until := start.Add(ttl - r.DriftAllowance(ttl))
+	now := r.clock.Now()
+
+	granted, refused, failed := rd.count()
+	if granted >= r.quorum && now.Before(until) {
+		return locklab.Lease{Key: key, Token: token, Until: until}, nil
+	}
+
+	// Failed: take the key back wherever it may have been set.
+	release := false
+	for i := range rd.replies {
+		rd.send[i] = rd.replies[i].st == stGranted || rd.replies[i].st == stFailed
+		release = release || rd.send[i]
+	}
+	var outcome error
+	switch {
+	case granted >= r.quorum:
+		outcome = fmt.Errorf("%w: redlock: %q granted by %d of %d nodes, but the attempt took %v of the %v ttl "+
+			"(drift allowance %v): no validity left", locklab.ErrUnavailable, key, granted, len(r.nodes),
+			now.Sub(start), ttl, r.DriftAllowance(ttl))
+	case granted+refused >= r.quorum:
+		outcome = fmt.Errorf("%w: redlock: %q: %s", locklab.ErrNotAcquired, key, rd.tally(granted, refused, failed))
+	default:
+		outcome = fmt.Errorf("%w: redlock: %q: only %d of %d nodes answered, %d needed for a majority",
+			locklab.ErrUnavailable, key, granted+refused, len(r.nodes), r.quorum)
+	}
+	var nodeErrs error
+	if !errors.Is(outcome, locklab.ErrNotAcquired) {
+		nodeErrs = rd.nodeErrors()
+	}
+	if release {
+		// Not time-critical: give each node at least MaxNodeTimeout, so that
+		// a short TTL does not turn a busy moment into a key left behind.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.NodeTimeout(ttl), MaxNodeTimeout))
+		rd.reset(opRelease, key, token, 0)
+		rd.run(rctx, false)
+		cancel()
+	}
+	if nodeErrs != nil {
+		outcome = fmt.Errorf("%w\n%w", outcome, nodeErrs)
+	}
+	return locklab.Lease{}, withCtx(ctx, outcome)
+}
+
+// withCtx adds ctx's error to err when ctx is done and err does not say so
+// yet: a node's read deadline can fire before the context does.
+func withCtx(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// Release deletes the lease's key on every node where it still holds the
+// lease's token, in parallel. Each node's answer is bounded by ctx and, when
+// Config.NodeTimeout is set, by that. It returns nil when a majority
+// of the nodes deleted it, an error wrapping locklab.ErrNotHeld when too many
+// nodes answered that the key was gone or someone else's for a majority to
+// have held it, and otherwise one wrapping locklab.ErrUnavailable that joins
+// a *NodeError per failed node. Keys left behind on failed nodes expire with
+// their TTL.
+func (r *Redlock) Release(ctx context.Context, lease locklab.Lease) error {
+	if err := checkLease(ctx, lease); err != nil {
+		return err
+	}
+	rd := r.newRound(opRelease, lease.Key, lease.Token, 0)
+	defer r.putRound(rd)
+	rctx, cancel := ctx, context.CancelFunc(nil)
+	if r.nodeTimeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, r.nodeTimeout)
+	}
+	rd.run(rctx, true)
+	if cancel != nil {
+		cancel()
+	}
+	done, gone, failed := rd.count()
+	switch {
+	case done >= r.quorum:
+		return nil
+	case done+failed < r.quorum:
+		return fmt.Errorf("%w: redlock: %q: deleted on %d of %d nodes, gone or taken on %d",
+			locklab.ErrNotHeld, lease.Key, done, len(r.nodes), gone)
+	}
+	return withCtx(ctx, fmt.Errorf("%w: redlock: %q: deleted on %d of %d nodes, %d failed\n%w",
+		locklab.ErrUnavailable, lease.Key, done, len(r.nodes), failed, rd.nodeErrors()))
+}
+
+// Extend pushes the lease's expiry to ttl from now on a majority of the
+// nodes, with a compare-and-PEXPIRE on each, and returns the lease with its
+// new Until (validity computed as for Acquire). It fails with an error
+// wrapping locklab.ErrNotHeld, without sending anything, when the lease has
+// already expired on the Clock, and after sending when too many nodes no
+// longer hold the token; a lapsed key is never re-created. When too few nodes
+// answer, the error wraps locklab.ErrUnavailable and the old lease stays
+// valid until its own Until.
+func (r *Redlock) Extend(ctx context.Context, lease locklab.Lease, ttl time.Duration) (locklab.Lease, error) {
+	if err := checkLease(ctx, lease); err != nil {
+		return locklab.Lease{}, err
+	}
+	if err := locklab.CheckAcquire(ctx, lease.Key, ttl); err != nil {
+		return locklab.Lease{}, err
+	}
+	ttl, err := r.checkTTL(ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	start := r.clock.Now()
+	if !start.Before(lease.Until) {
+		return locklab.Lease{}, fmt.Errorf("%w: redlock: %q: the lease expired locally %v ago; acquire again",
+			locklab.ErrNotHeld, lease.Key, start.Sub(lease.Until))
+	}
+	rd := r.newRound(opExtend, lease.Key, lease.Token, ttl.Milliseconds())
+	defer r.putRound(rd)
+	nctx, cancel := context.WithTimeout(ctx, r.NodeTimeout(ttl))
+	rd.run(nctx, true)
+	cancel()
+	until := start.Add(ttl - r.DriftAllowance(ttl))
+	now := r.clock.Now()
+	done, gone, failed := rd.count()
+	switch {
+	case done >= r.quorum && now.Before(until):
+		lease.Until = until
+		return lease, nil
+	case done >= r.quorum:
+		return locklab.Lease{}, fmt.Errorf("%w: redlock: %q extended on %d of %d nodes, but the round took %v "+
+			"of the %v ttl: no validity left", locklab.ErrUnavailable, lease.Key, done, len(r.nodes), now.Sub(start), ttl)
+	case done+failed < r.quorum:
+		return locklab.Lease{}, fmt.Errorf("%w: redlock: %q: the lock is lost: held on %d of %d nodes, gone or taken on %d",
+			locklab.ErrNotHeld, lease.Key, done, len(r.nodes), gone)
+	}
+	return locklab.Lease{}, withCtx(ctx, fmt.Errorf("%w: redlock: %q: extended on %d of %d nodes, %d failed\n%w",
+		locklab.ErrUnavailable, lease.Key, done, len(r.nodes), failed, rd.nodeErrors()))
+}
+
+// checkLease is locklab.CheckLease plus a token: a Redlock lease always has
+// one.
+func checkLease(ctx context.Context, lease locklab.Lease) error {
+	if err := locklab.CheckLease(ctx, lease); err != nil {
+		return err
+	}
+	if lease.Token == "" {
+		return locklab.Invalid("redlock: lease of %q has no token", lease.Key)
+	}
+	return nil
+}
+
+// NodeError is the failure of one node in a round. Errors of Acquire,
+// Release and Extend join one per failed node, so errors.As finds them and
+// errors.Is sees through them (to locklab.ErrUnavailable, context errors,
+// network errors).
+type NodeError struct {
+	// Node is the index of the node in Config.Nodes.
+	Node int
+	// Addr is the node's address where its connection source tells it (by an
+	// Addr or String method), else "".
+	Addr string
+	// Err is what went wrong.
+	Err error
+}
+
+// Error names the node and tells what went wrong.
+func (e *NodeError) Error() string {
+	var b strings.Builder
+	b.WriteString("redlock node ")
+	b.WriteString(strconv.Itoa(e.Node))
+	if e.Addr != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Addr)
+		b.WriteString(")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// isAnswer reports whether err is an error reply from the server: the node
+// answered, and did not execute the command.
+func isAnswer(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
