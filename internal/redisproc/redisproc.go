@@ -156,7 +156,36 @@ func (s *Server) launch(port int) error {
 		s.kill()
 		return fmt.Errorf("redis-server on %s did not come up: %w\n%s", s.Addr, err, s.LogTail(10))
 	}
+	// Another process may have taken the port between FreePort and our
+	// bind, and its server answered the PING: make sure it is ours.
+	if pid, err := serverPid(s.Addr, time.Second); err != nil || pid != s.cmd.Process.Pid {
+		s.kill()
+		if err == nil {
+			err = fmt.Errorf("port taken by process %d", pid)
+		}
+		return fmt.Errorf("redis-server on %s did not come up: %w\n%s", s.Addr, err, s.LogTail(10))
+	}
 	return nil
+}
+
+// serverPid asks the server at addr for its process id (INFO server).
+func serverPid(addr string, timeout time.Duration) (int, error) {
+	c, err := redis.Dial("tcp", addr, redis.DialConnectTimeout(timeout),
+		redis.DialReadTimeout(timeout), redis.DialWriteTimeout(timeout))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	info, err := redis.String(c.Do("INFO", "server"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server has no process_id")
 }
 
 // WaitPing polls addr with PING until it answers PONG, the timeout passes, or
@@ -277,4 +306,12 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// SetAppendOnly changes the append-only setting (and its fsync policy, ""
+// meaning "everysec") that later Restarts start the server with. It does not
+// touch the running process: switch that with CONFIG SET.
+func (s *Server) SetAppendOnly(on bool, fsync string) {
+	s.opts.AppendOnly = on
+	s.opts.AppendFsync = fsync
 }

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// addrsBackend uses servers the user already runs.
+type addrsBackend struct {
+	servers []*addrServer
+}
+
+// parseAddr splits "host:port" or "password@host:port".
+func parseAddr(s string) (*addrServer, error) {
+	a := &addrServer{}
+	hostport := s
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		a.password, hostport = s[:i], s[i+1:]
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, fmt.Errorf("node: malformed address %q: want host:port or password@host:port: %v", s, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return nil, fmt.Errorf("node: malformed address %q: port %q is not a number in 1..65535", s, port)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("node: malformed address %q: empty host", s)
+	}
+	a.hostport = net.JoinHostPort(host, port)
+	return a, nil
+}
+
+func newAddrs(opts Options) (*addrsBackend, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port or password@host:port)", BackendAddrs)
+	}
+	if opts.N > len(opts.Addrs) {
+		return nil, fmt.Errorf("node: N=%d but only %d addresses given", opts.N, len(opts.Addrs))
+	}
+	b := &addrsBackend{}
+	for _, s := range opts.Addrs {
+		a, err := parseAddr(s)
+		if err != nil {
+			return nil, err
+		}
+		a.timeout = opts.StartTimeout
+		b.servers = append(b.servers, a)
+	}
+	return b, nil
+}
+
+func (b *addrsBackend) name() string { return BackendAddrs }
+
+func (b *addrsBackend) describe() string {
+	var s []string
+	for _, a := range b.servers {
+		s = append(s, a.hostport)
+	}
+	return "addrs " + strings.Join(s, ",")
+}
+
+func (b *addrsBackend) start(ctx context.Context, idx int, name string, _ persistence) (server, error) {
+	if idx >= len(b.servers) {
+		return nil, unsupported("start", name)
+	}
+	a := b.servers[idx]
+	if err := a.waitPing(ctx); err != nil {
+		return nil, fmt.Errorf("node %s: server at %s does not answer: %w", name, a.hostport, err)
+	}
+	return a, nil
+}
+
+func (b *addrsBackend) close() error { return nil }
+
+// addrServer is a server the harness does not control.
+type addrServer struct {
+	hostport string
+	password string
+	timeout  time.Duration
+}
+
+func (a *addrServer) waitPing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, 3*time.Second))
+	defer cancel()
+	var last error
+	delay := 5 * time.Millisecond
+	for {
+		last = a.ping(ctx)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+func (a *addrServer) ping(ctx context.Context) error {
+	opts := []redis.DialOption{redis.DialConnectTimeout(time.Second), redis.DialReadTimeout(time.Second)}
+	if a.password != "" {
+		opts = append(opts, redis.DialPassword(a.password))
+	}
+	c, err := redis.DialContext(ctx, "tcp", a.hostport, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = redis.DoContext(c, ctx, "PING")
+	return err
+}
+
+func (a *addrServer) addr() string                 { return a.hostport }
+func (a *addrServer) peerAddr() string             { return a.hostport }
+func (a *addrServer) pause(context.Context) error  { return unsupported("pause", a.hostport) }
+func (a *addrServer) resume(context.Context) error { return unsupported("resume", a.hostport) }
+func (a *addrServer) kill(context.Context) error   { return unsupported("kill", a.hostport) }
+func (a *addrServer) partition(context.Context) error {
+	return unsupported("partition", a.hostport)
+}
+func (a *addrServer) heal(context.Context) error { return unsupported("heal", a.hostport) }
+func (a *addrServer) restart(context.Context, bool) error {
+	return unsupported("restart", a.hostport)
+}
+func (a *addrServer) persist(context.Context, redis.Conn, persistence) error { return nil }
+func (a *addrServer) logTail(int) string {
+	return "(no log: " + a.hostport + " is not run by the harness)"
+}
+func (a *addrServer) close() error { return nil }

@@ -1,0 +1,52 @@
+// Package node starts, breaks and removes the real Redis servers the harness
+// races locks on.
+//
+// # Backends
+//
+// Start starts a Cluster of N nodes, n1..nN, on one of three backends:
+//
+//   - docker: one container per node, through dockertest, on a private bridge
+//     network of the cluster's own. Clients dial the container's fixed
+//     address on that network, so disconnecting the container cuts them off.
+//     The image is Options.Image, else $LOCKLAB_REDIS_IMAGE, else "redis:7",
+//     if present locally or pullable within a few seconds; otherwise an image
+//     "locklab/redis:<version>" is built FROM scratch out of the host's
+//     redis-server, the shared libraries it links and the dynamic loader, with
+//     no registry involved, and reused afterwards. Every container and network
+//     carries the label locklab=1 and the owning process's pid and host;
+//     Start removes those whose process is gone (never those of a live one),
+//     and SIGINT or SIGTERM during a run closes every open cluster before the
+//     signal takes its course.
+//   - process: redis-server processes on free loopback ports, each with its
+//     own working directory, no persistence unless asked. Each sits behind a
+//     loopback TCP proxy; clients and replicas dial the proxy.
+//   - addrs: servers the user already runs, "host:port" or
+//     "password@host:port". Only faults made of commands work there; the
+//     others fail with an error wrapping ErrUnsupported.
+//
+// Options.Backend (or $LOCKLAB_BACKEND) picks one; by default docker is used
+// when an engine answers, else process, else Start fails saying how to
+// install either.
+//
+// # Faults
+//
+// Each fault is a method of Node:
+//
+//   - Pause / Resume: docker pause or SIGSTOP; connections stay open and
+//     commands time out until Resume.
+//   - Kill and Restart(keepData): SIGKILL, then a start at the same address.
+//     With keepData the node finds its files again, so with append-only
+//     persistence (Options.AppendOnly, AppendFsync, or Node.SetAppendOnly)
+//     acknowledged writes survive; without it, or without keepData, the node
+//     comes back empty.
+//   - Partition / Heal: the node stops answering clients and other nodes
+//     (docker network disconnect, or a blackholed proxy) and comes back.
+//   - ExpireAll: time passes; every key with a TTL is removed, keys without
+//     one stay. Made of commands, it works on every backend.
+//   - Replica failover: Cluster.AddReplica starts a replica of a node;
+//     StopReplication cuts its link, Promote makes it a master, and
+//     Cluster.Failover plays the whole lost-write sequence (cut the link,
+//     write, kill the master, promote).
+//
+// Every node has a redigo Pool (a locklab.ConnSource) and Dial.
+package node

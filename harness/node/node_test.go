@@ -1,0 +1,690 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redisproc"
+)
+
+const childEnv = "LOCKLAB_NODE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild()
+		return
+	}
+	code := m.Run()
+	if left := leftovers(); left != "" {
+		fmt.Fprintln(os.Stderr, "left behind after the tests:", left)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// runChild starts a docker cluster, says READY and waits to be killed.
+func runChild() {
+	ctx := context.Background()
+	c, err := Start(ctx, Options{Backend: BackendDocker, N: 2, Label: "child"})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	fmt.Println("READY", c.Describe())
+	select {}
+}
+
+// leftovers lists the containers, networks and redis-server processes this
+// test process still owns.
+func leftovers() string {
+	var out []string
+	if pool, err := dockerClient(context.Background()); err == nil {
+		cs, ns := ownedBy(pool.Client, os.Getpid())
+		for _, c := range cs {
+			out = append(out, "container "+c)
+		}
+		for _, n := range ns {
+			out = append(out, "network "+n)
+		}
+	}
+	ents, _ := os.ReadDir("/proc")
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || !strings.Contains(s[:i], "redis-server") {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) > 2 && f[1] == me && f[0] != "Z" {
+			out = append(out, "process "+e.Name())
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// ownedBy lists the names of the containers and networks labelled with pid.
+func ownedBy(cli *dc.Client, pid int) (containers, networks []string) {
+	lbl := LabelPid + "=" + strconv.Itoa(pid)
+	cs, _ := cli.ListContainers(dc.ListContainersOptions{All: true, Filters: map[string][]string{"label": {lbl}}})
+	for _, c := range cs {
+		containers = append(containers, strings.Join(c.Names, ","))
+	}
+	ns, _ := cli.FilteredListNetworks(dc.NetworkFilterOpts{"label": {lbl: true}})
+	for _, n := range ns {
+		networks = append(networks, n.Name)
+	}
+	return containers, networks
+}
+
+// requireDocker skips the test when no Docker engine answers.
+func requireDocker(t testing.TB) {
+	t.Helper()
+	if _, err := dockerClient(context.Background()); err != nil {
+		t.Skipf("docker backend not tested: %v", err)
+	}
+}
+
+// forEachBackend runs f for the process and docker backends, in parallel.
+func forEachBackend(t *testing.T, f func(t *testing.T, backend string)) {
+	for _, be := range []string{BackendProcess, BackendDocker} {
+		t.Run(be, func(t *testing.T) {
+			if be == BackendDocker {
+				requireDocker(t)
+			}
+			t.Parallel()
+			f(t, be)
+		})
+	}
+}
+
+func start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Label == "" {
+		opts.Label = t.Name()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("Start(%+v): %v", opts, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// do runs a command on a fresh connection and fails the test on error.
+func do(t testing.TB, n *Node, cmd string, args ...any) any {
+	t.Helper()
+	v, err := n.Do(ctxT(t), cmd, args...)
+	if err != nil {
+		t.Fatalf("%s %v: %v", cmd, args, err)
+	}
+	return v
+}
+
+func get(t testing.TB, n *Node, key string) (string, bool) {
+	t.Helper()
+	v, err := redis.String(n.Do(ctxT(t), "GET", key))
+	if errors.Is(err, redis.ErrNil) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", key, n.Name(), err)
+	}
+	return v, true
+}
+
+// reach reports whether a new connection to n answers PING within d.
+func reach(n *Node, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c, err := n.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = redis.DoWithTimeout(c, d, "PING")
+	return err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		opts Options
+		want string
+	}{
+		{Options{Backend: "podman", N: 1}, `unknown backend "podman"`},
+		{Options{Backend: BackendProcess, N: 0}, "N must be at least 1"},
+		{Options{Backend: BackendProcess, N: -2}, "N must be at least 1"},
+		{Options{Backend: BackendProcess, N: 1, AppendFsync: "sometimes"}, `AppendFsync "sometimes"`},
+		{Options{Backend: BackendAddrs}, "needs Addrs"},
+		{Options{Backend: BackendAddrs, Addrs: []string{"localhost"}}, `malformed address "localhost"`},
+		{Options{Backend: BackendAddrs, Addrs: []string{"localhost:redis"}}, `port "redis"`},
+		{Options{Backend: BackendAddrs, Addrs: []string{"pw@localhost:70000"}}, `port "70000"`},
+		{Options{Backend: BackendAddrs, Addrs: []string{":6379"}}, "empty host"},
+		{Options{Backend: BackendAddrs, N: 3, Addrs: []string{"127.0.0.1:6379"}}, "N=3 but only 1 addresses"},
+		{Options{Backend: BackendProcess, N: 1, Addrs: []string{"127.0.0.1:6379"}}, "Addrs given with backend"},
+	}
+	for _, tc := range cases {
+		c, err := Start(ctx, tc.opts)
+		if err == nil {
+			c.Close()
+			t.Errorf("Start(%+v) succeeded, want an error containing %q", tc.opts, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Start(%+v) = %v, want an error containing %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+func TestBackendFromEnv(t *testing.T) {
+	t.Setenv("LOCKLAB_BACKEND", "process")
+	c := start(t, Options{N: 1})
+	if c.Backend() != BackendProcess {
+		t.Fatalf("Backend() = %q with LOCKLAB_BACKEND=process", c.Backend())
+	}
+	if d := c.Describe(); !strings.HasPrefix(d, "process ") || !strings.Contains(d, "(Redis ") {
+		t.Errorf("Describe() = %q", d)
+	}
+	t.Setenv("LOCKLAB_BACKEND", "vagrant")
+	if _, err := Start(context.Background(), Options{N: 1}); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Errorf("LOCKLAB_BACKEND=vagrant: %v", err)
+	}
+}
+
+func TestAutoBackend(t *testing.T) {
+	c := start(t, Options{N: 1})
+	want := BackendProcess
+	if _, err := dockerClient(context.Background()); err == nil {
+		want = BackendDocker
+	}
+	if c.Backend() != want {
+		t.Errorf("automatic backend = %q, want %q", c.Backend(), want)
+	}
+	t.Logf("automatic backend: %s", c.Describe())
+}
+
+func TestNodeThatDoesNotComeUp(t *testing.T) {
+	t.Setenv("LOCKLAB_REDIS_SERVER", "/bin/false")
+	c, err := Start(context.Background(), Options{Backend: BackendProcess, N: 2, StartTimeout: time.Second})
+	if err == nil {
+		c.Close()
+		t.Fatal("Start with /bin/false as redis-server succeeded")
+	}
+	for _, want := range []string{"node n1", "node n2", "did not come up"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestBasics(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		c := start(t, Options{Backend: be, N: 3})
+		if c.Backend() != be {
+			t.Errorf("Backend() = %q", c.Backend())
+		}
+		t.Logf("%s", c.Describe())
+		if !strings.Contains(c.Describe(), "(Redis 7") && !strings.Contains(c.Describe(), "(Redis ") {
+			t.Errorf("Describe() = %q", c.Describe())
+		}
+		nodes := c.Nodes()
+		var _ locklab.ConnSource = nodes[0].Pool()
+		if len(nodes) != 3 {
+			t.Fatalf("%d nodes", len(nodes))
+		}
+		for i, n := range nodes {
+			if want := "n" + strconv.Itoa(i+1); n.Name() != want {
+				t.Errorf("node %d named %q", i, n.Name())
+			}
+			conn := n.Pool().Get()
+			if _, err := conn.Do("SET", "k", n.Name()); err != nil {
+				t.Fatalf("SET on %s (%s): %v", n.Name(), n.Addr(), err)
+			}
+			conn.Close()
+		}
+		for _, n := range nodes { // independent servers
+			if v, _ := get(t, n, "k"); v != n.Name() {
+				t.Errorf("%s holds %q", n.Name(), v)
+			}
+		}
+		if err := nodes[0].Flush(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := get(t, nodes[0], "k"); ok {
+			t.Error("key survived Flush")
+		}
+		if _, ok := get(t, nodes[1], "k"); !ok {
+			t.Error("Flush of n1 emptied n2")
+		}
+	})
+}
+
+func TestPauseResume(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
+		ctx := ctxT(t)
+		do(t, n, "SET", "k", "v")
+		conn, err := n.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := n.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = redis.DoWithTimeout(conn, 300*time.Millisecond, "GET", "k")
+		if !isTimeout(err) {
+			t.Fatalf("GET on a paused node: %v, want a timeout", err)
+		}
+		if err := reach(n, 300*time.Millisecond); !isTimeout(err) {
+			t.Fatalf("new connection to a paused node: %v, want a timeout", err)
+		}
+		if err := n.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := get(t, n, "k"); v != "v" {
+			t.Fatalf("after Resume GET k = %q", v)
+		}
+	})
+}
+
+func TestPartitionHeal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
+		ctx := ctxT(t)
+		do(t, n, "SET", "k", "v")
+		conn, err := n.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Do("PING"); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Partition(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := redis.DoWithTimeout(conn, 300*time.Millisecond, "GET", "k"); err == nil {
+			t.Fatal("an open connection still reaches a partitioned node")
+		}
+		if err := reach(n, 300*time.Millisecond); err == nil {
+			t.Fatal("a new connection reaches a partitioned node")
+		} else {
+			t.Logf("partitioned: %v", err)
+		}
+		if err := n.Heal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(n, 2*time.Second); err != nil {
+			t.Fatalf("after Heal: %v", err)
+		}
+		if v, _ := get(t, n, "k"); v != "v" {
+			t.Fatalf("after Heal GET k = %q", v)
+		}
+	})
+}
+
+func TestKillRestart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
+		ctx := ctxT(t)
+		addr := n.Addr()
+		do(t, n, "SET", "k", "v")
+		if err := n.Kill(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(n, 300*time.Millisecond); err == nil {
+			t.Fatal("a killed node answers")
+		}
+		if err := n.Restart(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := get(t, n, "k"); ok {
+			t.Error("without persistence the key survived kill and restart")
+		}
+		do(t, n, "SET", "k", "v")
+		if err := n.Restart(ctx, false); err != nil { // restart of a running node
+			t.Fatal(err)
+		}
+		if _, ok := get(t, n, "k"); ok {
+			t.Error("the key survived a restart without data")
+		}
+		if n.Addr() != addr {
+			t.Errorf("address changed from %s to %s", addr, n.Addr())
+		}
+	})
+}
+
+func TestRestartWithPersistence(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		n := start(t, Options{Backend: be, N: 1, AppendOnly: true, AppendFsync: "always"}).Nodes()[0]
+		ctx := ctxT(t)
+		do(t, n, "SET", "k", "v")
+		if err := n.Kill(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Restart(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := get(t, n, "k"); v != "v" {
+			t.Fatalf("with appendonly/always the key is lost after kill and restart (GET = %q)", v)
+		}
+		if err := n.Restart(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := get(t, n, "k"); ok {
+			t.Error("the key survived a restart that drops the data")
+		}
+		// The node comes back with append-only on.
+		do(t, n, "SET", "k2", "v")
+		if err := n.Restart(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := get(t, n, "k2"); !ok {
+			t.Error("persistence lost after a restart without data")
+		}
+	})
+}
+
+func TestSetAppendOnlyPerNode(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		c := start(t, Options{Backend: be, N: 2})
+		n1, n2 := c.Nodes()[0], c.Nodes()[1]
+		ctx := ctxT(t)
+		if err := n2.SetAppendOnly(ctx, true, "always"); err != nil {
+			t.Fatal(err)
+		}
+		if err := n2.SetAppendOnly(ctx, true, "sometimes"); err == nil {
+			t.Error("SetAppendOnly accepted fsync \"sometimes\"")
+		}
+		for _, n := range c.Nodes() {
+			do(t, n, "SET", "k", "v")
+			if err := n.Restart(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ok := get(t, n1, "k"); ok {
+			t.Error("n1 without append-only kept its key")
+		}
+		if _, ok := get(t, n2, "k"); !ok {
+			t.Error("n2 with append-only lost its key")
+		}
+	})
+}
+
+func TestExpireAll(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
+		ctx := ctxT(t)
+		conn := n.Pool().Get()
+		defer conn.Close()
+		const many = 1500 // more than one SCAN batch
+		for i := 0; i < many; i++ {
+			conn.Send("SET", "ttl:"+strconv.Itoa(i), "x", "PX", 600000)
+			conn.Send("SET", "keep:"+strconv.Itoa(i), "x")
+		}
+		conn.Send("SET", "lock", "tok", "EX", 30)
+		conn.Send("HSET", "h", "f", "v")
+		conn.Send("EXPIRE", "h", 100)
+		if _, err := conn.Do(""); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.ExpireAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		size, _ := redis.Int(do(t, n, "DBSIZE"), nil)
+		if size != many {
+			t.Errorf("DBSIZE after ExpireAll = %d, want %d", size, many)
+		}
+		for _, k := range []string{"lock", "ttl:0", "ttl:1499", "h"} {
+			if e, _ := redis.Int(do(t, n, "EXISTS", k), nil); e != 0 {
+				t.Errorf("%s survived ExpireAll", k)
+			}
+		}
+		if e, _ := redis.Int(do(t, n, "EXISTS", "keep:0", "keep:1499"), nil); e != 2 {
+			t.Errorf("keys without TTL removed: %d of 2 left", e)
+		}
+	})
+}
+
+func TestFailoverLosesLastWrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		c := start(t, Options{Backend: be, N: 1})
+		m := c.Nodes()[0]
+		ctx := ctxT(t)
+		r, err := c.AddReplica(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Name() != "n1r1" || len(c.Replicas()) != 1 || len(c.Nodes()) != 1 {
+			t.Errorf("replica %q, %d replicas, %d nodes", r.Name(), len(c.Replicas()), len(c.Nodes()))
+		}
+		do(t, m, "SET", "before", "1")
+		if n, _ := redis.Int(do(t, m, "WAIT", 1, 5000), nil); n != 1 {
+			t.Fatalf("WAIT: %d replicas acknowledged", n)
+		}
+		if v, _ := get(t, r, "before"); v != "1" {
+			t.Fatalf("replica lacks a replicated write")
+		}
+		err = c.Failover(ctx, m, r, func(ctx context.Context) error {
+			_, err := m.Do(ctx, "SET", "last", "1")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if role, err := r.Role(ctx); err != nil || role != "master" {
+			t.Fatalf("after promotion role = %q, %v", role, err)
+		}
+		if _, ok := get(t, r, "before"); !ok {
+			t.Error("promoted replica lost the replicated write")
+		}
+		if _, ok := get(t, r, "last"); ok {
+			t.Error("promoted replica has the write made after its link was cut")
+		}
+		do(t, r, "SET", "after", "1") // it takes writes now
+		if err := reach(m, 300*time.Millisecond); err == nil {
+			t.Error("the old master still answers")
+		}
+	})
+}
+
+func TestAddrsBackend(t *testing.T) {
+	ctx := ctxT(t)
+	plain, err := redisproc.Start(redisproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	secret, err := redisproc.Start(redisproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secret.Stop()
+	sc, err := redis.Dial("tcp", secret.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Do("CONFIG", "SET", "requirepass", "s3cr@t"); err != nil {
+		t.Fatal(err)
+	}
+	sc.Close()
+	c := start(t, Options{Backend: BackendAddrs, Addrs: []string{plain.Addr, "s3cr@t@" + secret.Addr}})
+	if c.Backend() != BackendAddrs || len(c.Nodes()) != 2 {
+		t.Fatalf("backend %s, %d nodes", c.Backend(), len(c.Nodes()))
+	}
+	t.Log(c.Describe())
+	n1, n2 := c.Nodes()[0], c.Nodes()[1]
+	if n2.Password() != "s3cr@t" || n2.Addr() != secret.Addr {
+		t.Errorf("n2: addr %s password %q", n2.Addr(), n2.Password())
+	}
+	for _, n := range c.Nodes() {
+		conn := n.Pool().Get()
+		if _, err := conn.Do("SET", "t", "v", "EX", 100); err != nil {
+			t.Fatalf("%s: %v", n.Name(), err)
+		}
+		conn.Do("SET", "k", "v")
+		conn.Close()
+		if err := n.ExpireAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := get(t, n, "t"); ok {
+			t.Errorf("%s: TTL key survived ExpireAll", n.Name())
+		}
+		if _, ok := get(t, n, "k"); !ok {
+			t.Errorf("%s: key without TTL removed by ExpireAll", n.Name())
+		}
+		if err := n.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	faults := map[string]func() error{
+		"Pause":     func() error { return n1.Pause(ctx) },
+		"Resume":    func() error { return n1.Resume(ctx) },
+		"Kill":      func() error { return n1.Kill(ctx) },
+		"Restart":   func() error { return n1.Restart(ctx, true) },
+		"Partition": func() error { return n1.Partition(ctx) },
+		"Heal":      func() error { return n1.Heal(ctx) },
+		"AddReplica": func() error {
+			_, err := c.AddReplica(ctx, n1)
+			return err
+		},
+	}
+	for name, f := range faults {
+		err := f()
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "addrs backend") {
+			t.Errorf("%s on addrs: %v, want ErrUnsupported with an explanation", name, err)
+		}
+	}
+	if err := reach(n1, time.Second); err != nil {
+		t.Errorf("n1 after refused faults: %v", err)
+	}
+
+	// A server that does not answer is an error naming the node.
+	port, _ := redisproc.FreePort()
+	_, err = Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}, StartTimeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "node n1") {
+		t.Errorf("Start on a dead address: %v", err)
+	}
+}
+
+func TestCloseAfterFaults(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		ctx := ctxT(t)
+		c, err := Start(ctx, Options{Backend: be, N: 3, Label: t.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.Nodes()
+		if _, err := c.AddReplica(ctx, n[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := n[0].Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := n[1].Partition(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := n[2].Kill(ctx); err != nil {
+			t.Fatal(err)
+		}
+		addrs := []string{n[0].Addr(), n[1].Addr()}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		for _, a := range addrs {
+			if err := redisproc.Ping(a, 200*time.Millisecond); err == nil {
+				t.Errorf("%s still answers after Close", a)
+			}
+		}
+		if be == BackendDocker {
+			pool, _ := dockerClient(ctx)
+			mine := LabelPid + "=" + strconv.Itoa(os.Getpid())
+			cs, _ := pool.Client.ListContainers(dc.ListContainersOptions{All: true,
+				Filters: map[string][]string{"label": {LabelName + "=" + t.Name(), mine}}})
+			ns, _ := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {LabelName + "=" + t.Name(): true, mine: true}})
+			if len(cs)+len(ns) != 0 {
+				t.Errorf("after Close: %d containers, %d networks left", len(cs), len(ns))
+			}
+		}
+	})
+}
+
+// TestStartupTime logs how long it takes to start 1 and 5 nodes.
+func TestStartupTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		limit := map[string]time.Duration{BackendProcess: 1 * time.Second, BackendDocker: 5 * time.Second}[be]
+		// warm up (image build or reuse)
+		start(t, Options{Backend: be, N: 1}).Close()
+		for _, n := range []int{1, 5} {
+			t0 := time.Now()
+			c := start(t, Options{Backend: be, N: n})
+			d := time.Since(t0)
+			t0 = time.Now()
+			c.Close()
+			t.Logf("%s: %d node(s) ready in %v (closed in %v) [target for 5: %v]", be, n, d.Round(time.Millisecond),
+				time.Since(t0).Round(time.Millisecond), limit)
+			if n == 5 && d > 3*limit {
+				t.Errorf("%s: 5 nodes took %v, far over the %v target", be, d, limit)
+			}
+		}
+	})
+}
+
+func BenchmarkStart(b *testing.B) {
+	for _, be := range []string{BackendProcess, BackendDocker} {
+		for _, n := range []int{1, 5} {
+			b.Run(fmt.Sprintf("%s/%d", be, n), func(b *testing.B) {
+				if be == BackendDocker {
+					requireDocker(b)
+				}
+				for i := 0; i < b.N; i++ {
+					c, err := Start(context.Background(), Options{Backend: be, N: n})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					c.Close()
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/redisproc"
+)
+
+// processBackend runs redis-server processes on loopback ports, each with its
+// own working directory and behind a loopback TCP proxy that Partition cuts.
+type processBackend struct {
+	bin     string
+	timeout time.Duration
+}
+
+func newProcess(opts Options) (*processBackend, error) {
+	bin, err := redisproc.Binary()
+	if err != nil {
+		return nil, fmt.Errorf("node: process backend: %w", err)
+	}
+	return &processBackend{bin: bin, timeout: opts.StartTimeout}, nil
+}
+
+func (b *processBackend) name() string     { return BackendProcess }
+func (b *processBackend) describe() string { return "process " + b.bin }
+func (b *processBackend) close() error     { return nil }
+
+func (b *processBackend) start(ctx context.Context, _ int, name string, p persistence) (server, error) {
+	srv, err := redisproc.Start(redisproc.Options{
+		AppendOnly:   p.appendOnly,
+		AppendFsync:  p.fsync,
+		StartTimeout: b.timeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	px, err := newProxy(srv.Addr)
+	if err != nil {
+		srv.Stop()
+		return nil, fmt.Errorf("node %s: proxy: %w", name, err)
+	}
+	return &processServer{srv: srv, px: px}, nil
+}
+
+// processServer is one redis-server process and its proxy.
+type processServer struct {
+	mu     sync.Mutex
+	srv    *redisproc.Server
+	px     *proxy
+	paused bool
+}
+
+func (s *processServer) addr() string     { return s.px.addr() }
+func (s *processServer) peerAddr() string { return s.px.addr() }
+
+func (s *processServer) pause(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.srv.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	s.paused = true
+	return nil
+}
+
+func (s *processServer) resume(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.srv.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	s.paused = false
+	return nil
+}
+
+func (s *processServer) kill(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv.Pid() == 0 {
+		return errors.New("not running")
+	}
+	s.srv.Kill()
+	s.paused = false
+	return nil
+}
+
+func (s *processServer) restart(_ context.Context, keepData bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv.Kill()
+	s.paused = false
+	if !keepData {
+		if err := wipeDir(s.srv.Dir, filepath.Base(s.srv.LogPath)); err != nil {
+			return err
+		}
+	}
+	return s.srv.Restart()
+}
+
+// wipeDir removes everything in dir but the file named keep.
+func wipeDir(dir, keep string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() == keep {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *processServer) partition(context.Context) error { s.px.cut(); return nil }
+func (s *processServer) heal(context.Context) error      { s.px.heal(); return nil }
+
+func (s *processServer) persist(_ context.Context, _ redis.Conn, p persistence) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv.SetAppendOnly(p.appendOnly, p.fsync)
+	return nil
+}
+
+func (s *processServer) logTail(n int) string { return s.srv.LogTail(n) }
+
+func (s *processServer) close() error {
+	s.px.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv.Stop()
+	return nil
+}

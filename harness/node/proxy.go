@@ -1,0 +1,177 @@
+package node
+
+import (
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// proxy is a loopback TCP proxy in front of one server. While cut, it
+// forwards nothing: open connections lose their upstream and every byte
+// clients send is swallowed without an answer, and new connections are
+// accepted but never forwarded, so clients time out as in a network
+// partition. Heal closes the connections held during the cut; later ones are
+// forwarded again.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	isCut  bool
+	closed bool
+	pairs  map[*pair]struct{}
+	held   map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+type pair struct {
+	client, up net.Conn
+	held       bool // upstream cut: keep the client silent
+}
+
+func newProxy(target string) (*proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &proxy{ln: ln, target: target, pairs: map[*pair]struct{}{}, held: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		if p.isCut {
+			p.holdLocked(c)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go p.forward(c)
+	}
+}
+
+// holdLocked swallows what c sends until it closes or Heal closes it.
+func (p *proxy) holdLocked(c net.Conn) {
+	p.held[c] = struct{}{}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		io.Copy(io.Discard, c)
+		c.Close()
+		p.mu.Lock()
+		delete(p.held, c)
+		p.mu.Unlock()
+	}()
+}
+
+func (p *proxy) forward(c net.Conn) {
+	defer p.wg.Done()
+	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	pr := &pair{client: c, up: up}
+	p.mu.Lock()
+	if p.closed || p.isCut {
+		up.Close()
+		if p.closed {
+			c.Close()
+		} else {
+			p.holdLocked(c)
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.pairs[pr] = struct{}{}
+	p.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		io.Copy(c, up) // server to client
+		p.mu.Lock()
+		if !pr.held {
+			c.Close()
+		}
+		p.mu.Unlock()
+		close(done)
+	}()
+	io.Copy(up, c) // client to server
+	up.Close()
+	<-done
+	p.mu.Lock()
+	delete(p.pairs, pr)
+	held := pr.held
+	p.mu.Unlock()
+	if held {
+		// The cut came while this connection was open: the remaining bytes
+		// from the client go nowhere.
+		p.mu.Lock()
+		if !p.closed && p.isCut {
+			p.holdLocked(c)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		c.Close()
+	}
+}
+
+// cut starts the partition.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = true
+	for pr := range p.pairs {
+		pr.held = true
+		pr.up.Close()
+	}
+}
+
+// heal ends the partition, closing the connections held during it.
+func (p *proxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = false
+	for c := range p.held {
+		c.Close()
+	}
+	for pr := range p.pairs {
+		if pr.held {
+			pr.client.Close()
+		}
+	}
+}
+
+// close stops the proxy and closes every connection.
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.ln.Close()
+	for c := range p.held {
+		c.Close()
+	}
+	for pr := range p.pairs {
+		pr.client.Close()
+		pr.up.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
