@@ -24,6 +24,9 @@ type ExploreOptions struct {
 	Random  bool
 	Samples int
 	Seed    uint64
+	// Clients, when more than the scenario's own, adds contenders that run
+	// the program of the scenario's last client.
+	Clients int
 	// MaxSteps bounds the steps of one schedule (default 60).
 	MaxSteps int
 	// MaxPreemptions bounds how often a schedule switches away from a
@@ -134,6 +137,16 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	if opts.MaxSteps > 0 {
 		spec.maxSteps = opts.MaxSteps
+	}
+	if opts.Clients > 0 {
+		if opts.Clients < len(spec.programs) {
+			return nil, fmt.Errorf("scenario %s has %d clients: more can be added, none removed", sc.Name, len(spec.programs))
+		}
+		progs := slices.Clone(spec.programs)
+		for len(progs) < opts.Clients {
+			progs = append(progs, progs[len(progs)-1])
+		}
+		spec.programs = progs
 	}
 	spec.stopEarly = true
 	e := &explorer{opts: opts, sc: sc, spec: spec}

@@ -11,14 +11,24 @@ import (
 	"github.com/locklab/locklab"
 )
 
-// Source counts the commands sent on the connections it hands out.
+// Source counts the commands sent on the connections it hands out, in
+// Count when it is set (so several sources can share one counter), else in
+// its own counter.
 type Source struct {
-	Src locklab.ConnSource
-	n   atomic.Int64
+	Src   locklab.ConnSource
+	Count *atomic.Int64
+	n     atomic.Int64
+}
+
+func (s *Source) counter() *atomic.Int64 {
+	if s.Count != nil {
+		return s.Count
+	}
+	return &s.n
 }
 
 // Commands returns the number of commands sent so far.
-func (s *Source) Commands() int64 { return s.n.Load() }
+func (s *Source) Commands() int64 { return s.counter().Load() }
 
 // GetContext returns a counting connection from the wrapped source.
 func (s *Source) GetContext(ctx context.Context) (redis.Conn, error) {
@@ -26,7 +36,7 @@ func (s *Source) GetContext(ctx context.Context) (redis.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	return conn{c, &s.n}, nil
+	return conn{c, s.counter()}, nil
 }
 
 type conn struct {
