@@ -117,6 +117,7 @@ func resolve(sc *Scenario, strategy string, f Factory) (runSpec, error) {
 		strategy: strategy, scenario: sc.Name, factory: f, multi: multi,
 		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
+		prepare: slices.Contains(sc.Needs, "failover"),
 	}, nil
 }
 

@@ -49,6 +49,9 @@ type runSpec struct {
 	quiet time.Duration
 	// stopEarly ends the run at the first safety violation.
 	stopEarly bool
+	// prepare: call the nodes' Prepare before each run (failover
+	// scenarios: a replica in sync, then cut off).
+	prepare bool
 }
 
 // chooser picks the next step among the enabled client steps (it may also
@@ -1057,6 +1060,16 @@ func (r *run) defaultStepLocked(enabled []Step) (Step, bool) {
 // execute performs the run, asking choose for every step.
 func (r *run) execute(choose chooser) (*History, error) {
 	defer r.stop()
+	if r.spec.prepare {
+		for i, n := range r.slot.nodes {
+			if p, ok := n.(interface{ Prepare(context.Context) error }); ok {
+				if err := p.Prepare(r.ctx); err != nil {
+					return nil, fmt.Errorf("preparing %s: %w", n.Name(), err)
+				}
+				r.slot.reset(i)
+			}
+		}
+	}
 	if err := r.slot.flush(r.ctx); err != nil {
 		return nil, err
 	}

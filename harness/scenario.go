@@ -215,15 +215,29 @@ var catalog = []*Scenario{
 		MultiNode: true,
 	},
 	{
+		Name:  "redlock-pause",
+		Title: "a Redlock holder pauses past its validity; Redlock has no fence to stop it",
+		Story: "C1 wins a majority, then stops (a GC pause) for longer than the TTL. The keys expire on every " +
+			"node, C2 wins a majority and writes. C1 wakes up and writes too. The resource checks fence " +
+			"numbers, but Redlock's leases all carry 0, so it cannot tell the stale write from the fresh one.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016), and antirez, \"Is Redlock safe?\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
+		Fenced:    true,
+		MultiNode: true,
+	},
+	{
 		Name:  "failover-loses-lock",
 		Title: "asynchronous replication: the promoted replica never saw the lock",
 		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
 			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it.",
-		Source:   "Redis distributed locks page (\"Why failover-based implementations are not enough\")",
-		Property: MutualExclusion,
-		Programs: progs("acquire write release", "acquire write release"),
-		Schedule: "c1 failover(n1)",
-		Needs:    []string{"failover"},
+		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\")",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 failover(n1) c2",
+		Faults:    []string{"failover(n1)"},
+		MaxFaults: 1,
+		Needs:     []string{"failover"},
 	},
 }
 
@@ -278,3 +292,6 @@ func supports(n Node, need string) bool {
 	}
 	return false
 }
+
+// NodesNeeded is how many Redis servers the scenario runs on.
+func (s *Scenario) NodesNeeded() int { return s.nodes() }

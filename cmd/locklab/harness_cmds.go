@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,33 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 		out = append(out, nd)
 	}
 	return c, out, nil
+}
+
+// withReplica gives the first node an asynchronous replica, for the
+// scenarios that fail over, where the backend can start one.
+func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios []string) []harness.Node {
+	need := false
+	for _, name := range scenarios {
+		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, "failover") {
+			need = true
+		}
+	}
+	if !need || c.Backend() == node.BackendAddrs {
+		return nodes
+	}
+	r, err := c.Replicated(ctx, c.Nodes()[0])
+	if err != nil {
+		return nodes // the failover scenarios are then n/a
+	}
+	return append([]harness.Node{r}, nodes[1:]...)
+}
+
+func scenarioNames() []string {
+	var out []string
+	for _, sc := range harness.Scenarios() {
+		out = append(out, sc.Name)
+	}
+	return out
 }
 
 func addHarnessCommands(root *cobra.Command, g *globals) {
@@ -126,11 +154,12 @@ the scenarios.`,
 			if !asJSON {
 				info = cmd.OutOrStdout()
 			}
-			c, nodes, err := g.cluster(ctx, info, max(sc.Nodes, 1))
+			c, nodes, err := g.cluster(ctx, info, sc.NodesNeeded())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			nodes = withReplica(ctx, c, nodes, []string{sc.Name})
 			w := cmd.OutOrStdout()
 			violated := false
 			var results []*harness.Result
@@ -224,12 +253,12 @@ counterexample found with its timeline.`,
 			if asJSON {
 				info = errw
 			}
-			c, nodes, err := g.cluster(ctx, info, max(sc.Nodes, 1))
+			c, nodes, err := g.cluster(ctx, info, sc.NodesNeeded())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			o.Nodes = nodes
+			o.Nodes = withReplica(ctx, c, nodes, []string{sc.Name})
 			o.Progress = progressLine(errw)
 			res, err := harness.Explore(ctx, o)
 			if err != nil {
@@ -318,7 +347,11 @@ shortest counterexample), DEADLOCK, STARVATION, or n/a.`,
 				return err
 			}
 			defer c.Close()
-			o.Nodes = ns
+			scs := o.Scenarios
+			if len(scs) == 0 {
+				scs = scenarioNames()
+			}
+			o.Nodes = withReplica(ctx, c, ns, scs)
 			start := time.Now()
 			o.Progress = func(cell harness.Cell) {
 				fmt.Fprintf(errw, "\r\033[K%v %s × %s: %s", time.Since(start).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)

@@ -57,6 +57,9 @@ process.`,
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A closed stdout (locklab ... | head) must end the command with an
+	// error, so that its nodes are removed, not kill the process.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "locklab:", err)
 		os.Exit(2)

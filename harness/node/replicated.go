@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"sync"
+)
+
+// Replicated is a master with one asynchronous replica, seen by clients as a
+// single node, as clients of a Redis behind Sentinel see it. Prepare gets it
+// ready for a run: master and replica hold the same empty data and the
+// replica's link is cut, so every write from then on is one it will miss.
+// Failover promotes the replica and demotes the master; from then on Addr
+// is the new master's, and the old master is the replica of the next run.
+//
+// It implements the faults of a Node on whichever server is the master.
+type Replicated struct {
+	c    *Cluster
+	name string
+
+	mu              sync.Mutex
+	master, replica *Node
+}
+
+// Replicated adds a replica to master, waits until it has synced over the
+// replication link, and returns the pair as one node, named like master.
+// Not supported on the addrs backend.
+func (c *Cluster) Replicated(ctx context.Context, master *Node) (*Replicated, error) {
+	r, err := c.AddReplica(ctx, master)
+	if err != nil {
+		return nil, err
+	}
+	return &Replicated{c: c, name: master.Name(), master: master, replica: r}, nil
+}
+
+func (r *Replicated) current() *Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.master
+}
+
+// Name is the name of the master the pair was made from.
+func (r *Replicated) Name() string { return r.name }
+
+// Addr is the current master's address.
+func (r *Replicated) Addr() string { return r.current().Addr() }
+
+// Prepare makes master and replica hold the same empty data set with the
+// replica's link cut, as if it had been in sync until now and stopped
+// receiving: every write from here on is one it misses. The replica is
+// emptied with replica-read-only briefly off, so that no resync is needed on
+// every run; Replicated made it a true replica, synced over the replication
+// link, once.
+func (r *Replicated) Prepare(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.master.Do(ctx, "FLUSHALL"); err != nil {
+		return err
+	}
+	if err := r.replica.StopReplication(ctx); err != nil {
+		return err
+	}
+	for _, cmd := range [][]any{
+		{"CONFIG", "SET", "replica-read-only", "no"},
+		{"FLUSHALL"},
+		{"CONFIG", "SET", "replica-read-only", "yes"},
+	} {
+		if _, err := r.replica.Do(ctx, cmd[0].(string), cmd[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Failover promotes the replica, which lacks every write since Prepare, and
+// takes the master out of service the way a Sentinel failover does: demoted
+// to a replica of nobody, read-only, no longer the address clients dial.
+// (Cluster.Failover kills the master instead; a demotion keeps runs fast,
+// since nothing has to be restarted before the next one.)
+func (r *Replicated) Failover(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.replica.Promote(ctx); err != nil {
+		return err
+	}
+	if err := r.master.StopReplication(ctx); err != nil {
+		return err
+	}
+	r.master, r.replica = r.replica, r.master
+	return nil
+}
+
+// Pause pauses the current master.
+func (r *Replicated) Pause(ctx context.Context) error { return r.current().Pause(ctx) }
+
+// Resume resumes the current master.
+func (r *Replicated) Resume(ctx context.Context) error { return r.current().Resume(ctx) }
+
+// Kill kills the current master.
+func (r *Replicated) Kill(ctx context.Context) error { return r.current().Kill(ctx) }
+
+// Restart restarts the current master.
+func (r *Replicated) Restart(ctx context.Context, keepData bool) error {
+	return r.current().Restart(ctx, keepData)
+}
+
+// Partition cuts the current master off.
+func (r *Replicated) Partition(ctx context.Context) error { return r.current().Partition(ctx) }
+
+// Heal reconnects the current master.
+func (r *Replicated) Heal(ctx context.Context) error { return r.current().Heal(ctx) }
+
+// ExpireAll makes time pass on the current master.
+func (r *Replicated) ExpireAll(ctx context.Context) error { return r.current().ExpireAll(ctx) }
