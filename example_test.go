@@ -146,3 +146,30 @@ func ExampleExtender() {
 	// extended: true
 	// lost: true
 }
+
+// A watchdog extends a lease while the holder works, and tells the holder
+// when the lock is lost.
+func ExampleWatch() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	ctx := context.Background()
+
+	lease, _ := lock.Acquire(ctx, "batch", 300*time.Millisecond)
+	w, err := locklab.Watch(ctx, lock.(locklab.Extender), lease, 300*time.Millisecond, 50*time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
+	for step := 0; step < 4; step++ {
+		select {
+		case <-w.Lost():
+			fmt.Println("lost the lock:", w.Err())
+			return
+		case <-time.After(100 * time.Millisecond): // one step of work
+		}
+	}
+	fmt.Println("work done, still holding:", w.Err() == nil)
+	lock.Release(ctx, w.Stop())
+	// Output:
+	// work done, still holding: true
+}
