@@ -160,12 +160,16 @@ func signal(c chan struct{}) {
 	}
 }
 
-// wake signals the first waiter for key.
+// wake signals the longest-waiting waiter for key that has no wake-up
+// pending: two releases in a row wake two waiters, not one twice.
 func (n *Notifier) wake(key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ws := n.waiters[key]; len(ws) > 0 {
-		signal(ws[0])
+	for _, w := range n.waiters[key] {
+		if len(w) == 0 {
+			signal(w)
+			return
+		}
 	}
 }
 
@@ -193,8 +197,13 @@ func (n *Notifier) dequeue(key string, w chan struct{}) {
 	}
 	n.waiters[key] = ws
 	select {
-	case <-w:
-		signal(ws[0])
+	case <-w: // pass an unused wake-up on
+		for _, next := range ws {
+			if len(next) == 0 {
+				signal(next)
+				break
+			}
+		}
 	default:
 	}
 }

@@ -7,11 +7,14 @@
 //	locklab explore ...          search schedules for a counterexample
 //	locklab matrix               every strategy against every scenario
 //
-// Run "locklab <command> --help" for the flags of each.
+// Run "locklab <command> --help" for the flags of each. The exit status is 0
+// when the command ran, whatever it found; 1 when --fail-on-violation was
+// given and a violation was found; 2 on errors.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -62,6 +65,9 @@ func main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "locklab:", err)
+		if errors.Is(err, errViolation) {
+			os.Exit(1)
+		}
 		os.Exit(2)
 	}
 }

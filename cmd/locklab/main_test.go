@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/strategies"
+)
+
+// run runs the CLI with args and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+func TestListJSON(t *testing.T) {
+	out, _, err := run(t, "list", "--json")
+	require.NoError(t, err)
+	var ds []strategies.Description
+	require.NoError(t, json.Unmarshal([]byte(out), &ds))
+	assert.Len(t, ds, len(strategies.Names()))
+	out, _, err = run(t, "list", "--long")
+	require.NoError(t, err)
+	assert.Contains(t, out, "C1/C2")
+}
+
+func TestRaceDemo(t *testing.T) {
+	out, _, err := run(t, "race-demo", "--backend", "process")
+	require.NoError(t, err)
+	assert.Contains(t, out, "== setnx-del ==")
+	assert.Contains(t, out, "c1 and c2 hold the lock at once")
+	assert.Contains(t, out, "verdict: VIOLATED")
+	assert.Contains(t, out, "== setnx-getset ==")
+	assert.Contains(t, out, "refused")
+	assert.Contains(t, out, "Redis 7", "says which Redis it ran on")
+}
+
+func TestExploreAndFailOnViolation(t *testing.T) {
+	out, _, err := run(t, "explore", "--backend", "process", "-s", "setnx-del", "-x", "stale-recovery", "--first")
+	require.NoError(t, err, "a found violation is a result, not an error")
+	assert.Contains(t, out, "VIOLATED")
+	assert.Contains(t, out, "shortest counterexample")
+
+	_, _, err = run(t, "explore", "--backend", "process", "-s", "setnx-del", "-x", "stale-recovery", "--first", "--fail-on-violation")
+	require.True(t, errors.Is(err, errViolation))
+
+	out, _, err = run(t, "explore", "--backend", "process", "-s", "set-nx-px", "-x", "release-after-expiry")
+	require.NoError(t, err)
+	assert.Contains(t, out, "SAFE")
+}
+
+func TestBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"explore", "--backend", "process", "-s", "nope", "-x", "stale-recovery"},
+		{"explore", "--backend", "process"},
+		{"demo", "--backend", "process", "no-such-scenario"},
+		{"stress", "--backend", "process", "-s", "nope"},
+		{"race-demo", "--backend", "bogus"},
+		{"race-demo", "--backend", "addrs", "--addr", "not an address"},
+		{"list", "extra"},
+	} {
+		_, _, err := run(t, args...)
+		require.Error(t, err, "%v", args)
+		assert.False(t, errors.Is(err, errViolation))
+	}
+	_, _, err := run(t, "explore", "--backend", "process", "-s", "nope", "-x", "stale-recovery")
+	assert.Contains(t, err.Error(), "set-nx-px", "an unknown strategy lists the valid names")
+}
+
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"list", "race-demo", "scenarios", "demo", "explore", "matrix", "stress"} {
+		out, _, err := run(t, cmd, "--help")
+		require.NoError(t, err)
+		assert.True(t, strings.Contains(out, "Usage:"), "%s --help", cmd)
+	}
+}
