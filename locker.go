@@ -28,6 +28,15 @@ type Extender interface {
 	Extend(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
 }
 
+// Handoffer is implemented by strategies that can pass a held lock straight
+// to a successor in one atomic step: if lease still holds the lock, the key
+// gets a new token and TTL, and the successor's lease is returned. It fails
+// with ErrNotHeld, changing nothing, when the lock was lost. Notifier.Release
+// uses it to serve waiters in order without letting the key fall free.
+type Handoffer interface {
+	Handoff(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+}
+
 // Lease is what a successful Acquire returns: a plain value that Release and
 // Extend take back.
 type Lease struct {

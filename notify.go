@@ -58,7 +58,7 @@ type Notifier struct {
 	src ConnSource
 
 	mu      sync.Mutex
-	waiters map[string][]chan struct{}
+	waiters map[string][]*waiter
 	started bool
 	ready   chan struct{}
 	err     error
@@ -71,7 +71,7 @@ type Notifier struct {
 // NewNotifier returns a Notifier listening on src, the Redis server the
 // lock lives on. It connects on first use.
 func NewNotifier(src ConnSource) *Notifier {
-	return &Notifier{src: src, waiters: map[string][]chan struct{}{}, ready: make(chan struct{}), done: make(chan struct{})}
+	return &Notifier{src: src, waiters: map[string][]*waiter{}, ready: make(chan struct{}), done: make(chan struct{})}
 }
 
 // subscribe subscribes once and waits for the subscription to be confirmed.
@@ -141,11 +141,10 @@ func (n *Notifier) listen() {
 			n.mu.Lock()
 			n.err = Unavailable(v)
 			// Wake everyone: they fall back to polling.
-			for k, ws := range n.waiters {
+			for _, ws := range n.waiters {
 				for _, w := range ws {
-					signal(w)
+					signal(w.wake)
 				}
-				delete(n.waiters, k)
 			}
 			n.mu.Unlock()
 			return
@@ -160,30 +159,48 @@ func signal(c chan struct{}) {
 	}
 }
 
+// waiter is one caller of Notifier.Wait, in a key's queue.
+type waiter struct {
+	ttl time.Duration
+	// wake: a release was published (buffered, one pending at most).
+	wake chan struct{}
+	// given: a holder handed the lock over (buffered).
+	given chan Lease
+	// claimed (guarded by Notifier.mu): a handoff to this waiter is under
+	// way; it is no longer in the queue.
+	claimed bool
+}
+
+// wakeable reports whether w can take a wake-up; the caller holds n.mu.
+func (w *waiter) wakeable() bool { return len(w.wake) == 0 && !w.claimed }
+
 // wake signals the longest-waiting waiter for key that has no wake-up
 // pending: two releases in a row wake two waiters, not one twice.
 func (n *Notifier) wake(key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.wakeLocked(key)
+}
+
+func (n *Notifier) wakeLocked(key string) {
 	for _, w := range n.waiters[key] {
-		if len(w) == 0 {
-			signal(w)
+		if w.wakeable() {
+			signal(w.wake)
 			return
 		}
 	}
 }
 
-func (n *Notifier) enqueue(key string, w chan struct{}) {
+// enqueue adds w to key's queue and reports whether others were there.
+func (n *Notifier) enqueue(key string, w *waiter) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.waiters[key] = append(n.waiters[key], w)
+	return len(n.waiters[key]) > 1
 }
 
-// dequeue removes w from key's queue. A wake-up w received but did not use
-// goes to the next waiter.
-func (n *Notifier) dequeue(key string, w chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// remove takes w out of key's queue; the caller holds n.mu.
+func (n *Notifier) removeLocked(key string, w *waiter) {
 	ws := n.waiters[key]
 	for i, x := range ws {
 		if x == w {
@@ -193,65 +210,146 @@ func (n *Notifier) dequeue(key string, w chan struct{}) {
 	}
 	if len(ws) == 0 {
 		delete(n.waiters, key)
-		return
+	} else {
+		n.waiters[key] = ws
 	}
-	n.waiters[key] = ws
+}
+
+// dequeue removes w from key's queue. A wake-up w received but did not use
+// goes to the next waiter.
+func (n *Notifier) dequeue(key string, w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.removeLocked(key, w)
 	select {
-	case <-w: // pass an unused wake-up on
-		for _, next := range ws {
-			if len(next) == 0 {
-				signal(next)
-				break
-			}
-		}
+	case <-w.wake:
+		n.wakeLocked(key)
 	default:
 	}
 }
 
 // Wait acquires key with l, sleeping between attempts until a release of
-// key is published, the holder's TTL runs out, or p's Max delay passes. It
-// returns like locklab.Wait: at once on errors other than ErrNotAcquired,
-// with ctx.Err() and the last refusal when ctx ends. Without a subscription
-// (Redis unreachable) it polls like locklab.Wait.
+// key is published, the lock is handed over by a holder in this process
+// (see Release), the holder's TTL runs out, or p's Max delay passes. When
+// other callers in this process already wait for key, Wait queues behind
+// them without a first attempt: waiters are served in order. It returns like
+// locklab.Wait: at once on errors other than ErrNotAcquired, with ctx.Err()
+// and the last refusal when ctx ends. Without a subscription (Redis
+// unreachable) it polls like locklab.Wait.
 func (n *Notifier) Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
 	if ctx != nil && n.subscribe(ctx) != nil {
 		return Wait(ctx, l, key, ttl, p)
 	}
-	return waitLoop(ctx, l, key, ttl, p, &listener{n: n, p: p.withDefaults(), w: make(chan struct{}, 1)})
+	return waitLoop(ctx, l, key, ttl, p, &listener{n: n, l: l, p: p.withDefaults(),
+		w: &waiter{ttl: ttl, wake: make(chan struct{}, 1), given: make(chan Lease, 1)}})
 }
 
-// listener waits for a release notification. It is queued from before the
-// first attempt until the wait ends, so that a release right after a
-// refusal is not missed and the waiter keeps its place across attempts.
+// Release gives lease back. When l can hand a lock over (a Handoffer, such
+// as set-nx-px) and a caller of Wait in this process is waiting for the key,
+// the lock goes straight to the longest-waiting one in a single atomic
+// command: the key never falls free, and no newcomer can barge in between.
+// Otherwise it is l.Release.
+func (n *Notifier) Release(ctx context.Context, l Locker, lease Lease) error {
+	h, ok := l.(Handoffer)
+	if !ok {
+		return l.Release(ctx, lease)
+	}
+	n.mu.Lock()
+	var w *waiter
+	for _, x := range n.waiters[lease.Key] {
+		if !x.claimed {
+			w = x
+			break
+		}
+	}
+	if w != nil {
+		w.claimed = true
+		n.removeLocked(lease.Key, w)
+	}
+	n.mu.Unlock()
+	if w == nil {
+		return l.Release(ctx, lease)
+	}
+	next, err := h.Handoff(ctx, lease, w.ttl)
+	if err == nil {
+		w.given <- next
+		return nil
+	}
+	// No handoff: back to the head of the queue, awake, to try on its own.
+	n.mu.Lock()
+	w.claimed = false
+	n.waiters[lease.Key] = append([]*waiter{w}, n.waiters[lease.Key]...)
+	signal(w.wake)
+	n.mu.Unlock()
+	return err
+}
+
+// listener waits for a release notification or a handoff. It is queued from
+// before the first attempt until the wait ends, so that a release right
+// after a refusal is not missed and the waiter keeps its place across
+// attempts.
 type listener struct {
 	n     *Notifier
+	l     Locker
 	p     RetryPolicy
-	w     chan struct{}
+	w     *waiter
 	key   string
 	timer *time.Timer
 }
 
-func (ls *listener) start(key string) {
+func (ls *listener) start(key string) bool {
 	ls.key = key
-	ls.n.enqueue(key, ls.w)
+	return ls.n.enqueue(key, ls.w)
 }
 
 func (ls *listener) done(acquired bool) {
 	if acquired {
 		select { // a wake-up for a release before this win is stale
-		case <-ls.w:
+		case <-ls.w.wake:
 		default:
 		}
 	}
-	ls.n.dequeue(ls.key, ls.w)
+	ls.n.mu.Lock()
+	claimed := ls.w.claimed
+	ls.n.mu.Unlock()
+	if !claimed {
+		ls.n.dequeue(ls.key, ls.w)
+		return
+	}
+	// A holder is handing the lock over right now (while this waiter won
+	// on its own or gave up): take the handed lease and give it back, or
+	// the key would stay locked until its TTL.
+	select {
+	case lease := <-ls.w.given:
+		ls.l.Release(context.Background(), lease)
+	case <-ls.w.wake: // the handoff failed
+		ls.n.dequeue(ls.key, ls.w)
+	}
 }
 
-func (ls *listener) pause(ctx context.Context, _ int, err error) bool {
+func (ls *listener) pause(ctx context.Context, _ int, err error) (*Lease, bool) {
 	d := ls.p.Max
 	if r := remaining(err); r > 0 {
 		d = min(d, r+time.Millisecond)
 	}
-	return sleep(ctx, &ls.timer, d, ls.w)
+	if ls.timer == nil {
+		ls.timer = time.NewTimer(d)
+	} else {
+		ls.timer.Reset(d)
+	}
+	defer ls.timer.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case lease := <-ls.w.given:
+		ls.n.mu.Lock()
+		ls.w.claimed = false // the handoff is complete
+		ls.n.mu.Unlock()
+		return &lease, true
+	case <-ls.w.wake:
+	case <-ls.timer.C:
+	}
+	return nil, true
 }
 
 // Close ends the subscription. Waiters fall back to polling.

@@ -66,11 +66,11 @@ func TestNotifierServesWaitersInOrder(t *testing.T) {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			l.Release(ctx, lease)
+			assert.NoError(t, n.Release(ctx, l, lease))
 		}()
 		time.Sleep(30 * time.Millisecond) // queue them in turn
 	}
-	require.NoError(t, l.Release(ctx, held))
+	require.NoError(t, n.Release(ctx, l, held))
 	wg.Wait()
 	assert.Equal(t, []int{1, 2, 3}, order, "waiters are served first come, first served")
 }
@@ -101,4 +101,60 @@ func TestNotifierStopsWithContext(t *testing.T) {
 	var he *locklab.HeldError
 	require.True(t, errors.As(err, &he), "set-nx-px refusals say how long the holder has left")
 	assert.Greater(t, he.Remaining, 50*time.Second)
+}
+
+func TestNotifierHandsOver(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const key = "notify:handoff"
+	held, err := l.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	got := make(chan locklab.Lease, 1)
+	go func() {
+		lease, err := n.Wait(ctx, l, key, 30*time.Second, slow)
+		assert.NoError(t, err)
+		got <- lease
+	}()
+	time.Sleep(50 * time.Millisecond) // let it queue
+	require.NoError(t, n.Release(ctx, l, held))
+	lease := <-got
+	assert.Equal(t, held.Fence+1, lease.Fence, "the successor's fence is the next one")
+	assert.NotEqual(t, held.Token, lease.Token)
+
+	// The key now holds the successor's token: the old lease is gone and
+	// the new one releases.
+	require.ErrorIs(t, l.Release(ctx, held), locklab.ErrNotHeld)
+	require.NoError(t, n.Release(ctx, l, lease), "no waiter: a plain release")
+	again, err := l.Acquire(ctx, key, time.Second)
+	require.NoError(t, err, "the key is free")
+	l.Release(ctx, again)
+}
+
+func TestNotifierHandoffOfALostLease(t *testing.T) {
+	l, n := notifyLock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const key = "notify:lost"
+	stale, err := l.Acquire(ctx, key, 100*time.Millisecond)
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond)
+	other, err := l.Acquire(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+
+	got := make(chan error, 1)
+	go func() {
+		lease, err := n.Wait(ctx, l, key, time.Second, slow)
+		if err == nil {
+			l.Release(ctx, lease)
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.ErrorIs(t, n.Release(ctx, l, stale), locklab.ErrNotHeld, "a lost lease cannot be handed over")
+	_, err = l.Acquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the other client's lock is untouched")
+	require.NoError(t, <-got, "the waiter gets the lock when the other client's TTL runs out")
+	_ = other
 }

@@ -65,10 +65,13 @@ func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryP
 
 // pauser is how a wait loop spends the time between two attempts.
 type pauser interface {
-	// start runs once, before the first attempt.
-	start(key string)
-	// pause waits after the n-th refusal, err; false means ctx ended.
-	pause(ctx context.Context, n int, err error) bool
+	// start runs once, before the first attempt; true means: pause before
+	// the first attempt too.
+	start(key string) bool
+	// pause waits after the n-th refusal, err (nil before a first attempt).
+	// It returns a lease when the lock was handed over meanwhile, and
+	// false when ctx ended.
+	pause(ctx context.Context, n int, err error) (*Lease, bool)
 	// done runs once, when the loop returns; acquired tells how.
 	done(acquired bool)
 }
@@ -81,7 +84,6 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 	if err := CheckAcquire(ctx, key, ttl); err != nil {
 		return Lease{}, err
 	}
-	pz.start(key)
 	acquired := false
 	defer func() { pz.done(acquired) }()
 	var refusal error // the last ErrNotAcquired
@@ -89,7 +91,20 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 		if refusal == nil {
 			refusal = err
 		}
+		if refusal == nil {
+			refusal = ErrNotAcquired
+		}
 		return fmt.Errorf("locklab: stopped waiting for %q: %w (last refusal: %w)", key, cause, refusal)
+	}
+	if pz.start(key) {
+		handed, ok := pz.pause(ctx, 0, nil)
+		if !ok {
+			return Lease{}, stopped(ctx.Err(), nil)
+		}
+		if handed != nil {
+			acquired = true
+			return *handed, nil
+		}
 	}
 	for n := 1; ; n++ {
 		lease, err := l.Acquire(ctx, key, ttl)
@@ -107,8 +122,13 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 		if p.Attempts > 0 && n >= p.Attempts {
 			return Lease{}, fmt.Errorf("locklab: gave up on %q after %d attempts: %w", key, n, err)
 		}
-		if !pz.pause(ctx, n, err) {
+		handed, ok := pz.pause(ctx, n, err)
+		if !ok {
 			return Lease{}, stopped(ctx.Err(), err)
+		}
+		if handed != nil {
+			acquired = true
+			return *handed, nil
 		}
 	}
 }
@@ -120,16 +140,16 @@ type poller struct {
 	timer *time.Timer
 }
 
-func (*poller) start(string) {}
+func (*poller) start(string) bool { return false }
 
 func (*poller) done(bool) {}
 
-func (pl *poller) pause(ctx context.Context, n int, err error) bool {
+func (pl *poller) pause(ctx context.Context, n int, err error) (*Lease, bool) {
 	d := pl.p.Delay(n)
 	if r := remaining(err); r > 0 {
 		d = min(d, r+time.Millisecond)
 	}
-	return sleep(ctx, &pl.timer, d, nil)
+	return nil, sleep(ctx, &pl.timer, d, nil)
 }
 
 // sleep waits d on *timer (created on first use), or until wake receives;

@@ -5,6 +5,7 @@ package counting
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -56,4 +57,13 @@ func (c conn) DoContext(ctx context.Context, cmd string, args ...any) (any, erro
 
 func (c conn) ReceiveContext(ctx context.Context) (any, error) {
 	return redis.ReceiveContext(c.Conn, ctx)
+}
+
+func (c conn) DoWithTimeout(timeout time.Duration, cmd string, args ...any) (any, error) {
+	c.n.Add(1)
+	return redis.DoWithTimeout(c.Conn, timeout, cmd, args...)
+}
+
+func (c conn) ReceiveWithTimeout(timeout time.Duration) (any, error) {
+	return redis.ReceiveWithTimeout(c.Conn, timeout)
 }

@@ -169,11 +169,14 @@ var (
 	extendSrc string
 	//go:embed release_notify.lua
 	releaseNotifySrc string
+	//go:embed handoff.lua
+	handoffSrc string
 
 	acquireScript = rcmd.NewScript(2, acquireSrc)
 	releaseScript = rcmd.NewScript(1, releaseSrc)
 	extendScript  = rcmd.NewScript(1, extendSrc)
 	notifyScript  = rcmd.NewScript(1, releaseNotifySrc)
+	handoffScript = rcmd.NewScript(2, handoffSrc)
 )
 
 // SetNXPX is the "set-nx-px" strategy, the lock the Redis SET page
@@ -188,14 +191,18 @@ var (
 //
 // With Config.Notify, release also publishes on
 // locklab.ReleaseChannelPrefix + key, and a locklab.Notifier wakes the next
-// waiter at once. A refusal is a *locklab.HeldError that tells how long the
+// waiter at once; Handoff passes the lock to a waiter without letting it
+// fall free. A refusal is a *locklab.HeldError that tells how long the
 // holder's lock has left.
 type SetNXPX struct {
 	single.Base
 	notify bool
 }
 
-var _ locklab.Extender = (*SetNXPX)(nil)
+var (
+	_ locklab.Extender  = (*SetNXPX)(nil)
+	_ locklab.Handoffer = (*SetNXPX)(nil)
+)
 
 // NewSetNXPX builds a SetNXPX from cfg.
 func NewSetNXPX(cfg locklab.Config) (*SetNXPX, error) {
@@ -268,4 +275,33 @@ func (l *SetNXPX) Extend(ctx context.Context, lease locklab.Lease, ttl time.Dura
 	}
 	lease.Until = start.Add(ttl)
 	return lease, nil
+}
+
+// Handoff passes the lock lease holds to a successor in one script: if the
+// key still holds lease's token, it gets a fresh token and ttl, and a new
+// fence number is drawn. It fails with ErrNotHeld, changing nothing, when
+// the lock was lost.
+func (l *SetNXPX) Handoff(ctx context.Context, lease locklab.Lease, ttl time.Duration) (locklab.Lease, error) {
+	if err := locklab.CheckAcquire(ctx, lease.Key, ttl); err != nil {
+		return locklab.Lease{}, err
+	}
+	c, err := l.BeginRelease(ctx, lease)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	token, err := l.Tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	start := l.Clock.Now()
+	v, err := handoffScript.Do(ctx, c, lease.Key, fenceHashArg, lease.Token, token, single.Millis(ttl))
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	fence, ok := v.(int64)
+	if !ok {
+		return locklab.Lease{}, single.NotHeld(lease.Key)
+	}
+	return single.Lease(lease.Key, token, fence, start, ttl), nil
 }
