@@ -25,6 +25,10 @@ build: ## Build the locklab CLI into bin/
 race-demo: deps build ## Reproduce the C1/C2 double acquire of the SETNX page on real Redis
 	./$(BIN) race-demo
 
+.PHONY: docs
+docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real runs (process backend)
+	$(GO) run ./internal/docgen/cmd/docgen
+
 .PHONY: lint
 lint: ## go vet and a gofmt check
 	$(GO) vet $(PKGS)
@@ -36,8 +40,9 @@ test: deps lint ## Lint, then go test -race on every package (real Redis, no moc
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 .PHONY: bench
-bench: deps ## Benchmarks: cycle cost per strategy next to a PING round trip
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync
+	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./harness/
+	cd bench && $(GO) run .
 
 .PHONY: clean
 clean: ## Remove build output
