@@ -74,7 +74,7 @@ func scenarioNames() []string {
 }
 
 func addHarnessCommands(root *cobra.Command, g *globals) {
-	root.AddCommand(newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g), newMatrixCmd(g), newStressCmd(g))
+	root.AddCommand(newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g), newMatrixCmd(g), newStressCmd(g), newReportCmd(g))
 }
 
 func newRaceDemoCmd(g *globals) *cobra.Command {

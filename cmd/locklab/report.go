@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/report"
+)
+
+func newReportCmd(g *globals) *cobra.Command {
+	var (
+		o     harness.MatrixOptions
+		out   string
+		title string
+		nodes int
+	)
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Run the verdict matrix and write it as a self-contained HTML page",
+		Long: `report runs the verdict matrix like "locklab matrix" and writes one HTML
+file that needs no network to view: the matrix coloured by outcome, and
+behind each cell the scenario's story and source, the verdict, the shortest
+counterexample schedule, its timeline, a sequence diagram, the Mermaid
+source and the JSON history.`,
+		Example: `  locklab report
+  locklab report -o matrix.html --strategy setnx-del,set-nx-px --max-schedules 500
+  locklab report --backend process --scenario stale-recovery,release-after-expiry`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			errw := cmd.ErrOrStderr()
+			if out == "" {
+				return fmt.Errorf("report needs a file name (-o)")
+			}
+			c, ns, err := g.cluster(ctx, errw, nodes)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			scs := o.Scenarios
+			if len(scs) == 0 {
+				scs = scenarioNames()
+			}
+			o.Nodes = withReplica(ctx, c, ns, scs)
+			began := time.Now()
+			o.Progress = func(cell harness.Cell) {
+				fmt.Fprintf(errw, "\r\033[K%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)
+			}
+			m, err := harness.Matrix(ctx, o)
+			fmt.Fprint(errw, "\r\033[K")
+			if err != nil {
+				return err
+			}
+			// Replay each counterexample with the key's value recorded.
+			if _, err := report.Record(ctx, m, o.Nodes); err != nil {
+				return err
+			}
+			meta := report.Meta{
+				Title:          title,
+				Redis:          c.Describe(),
+				Backend:        c.Backend(),
+				Generated:      began,
+				Command:        "locklab " + strings.Join(os.Args[1:], " "),
+				Version:        buildVersion(),
+				MaxPreemptions: o.MaxPreemptions,
+				MaxSchedules:   o.MaxSchedules,
+				Workers:        o.Workers,
+			}
+			for _, n := range o.Nodes {
+				meta.Nodes = append(meta.Nodes, n.Name()+" "+n.Addr())
+			}
+			path, err := writeReport(out, m, meta)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report written to %s (%d cells, %d failing)\n", path, len(m.Cells), m.Violations())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&out, "out", "o", "locklab-report.html", "the HTML file to write")
+	f.StringVar(&title, "title", "", `the page's title (default "locklab verdict matrix")`)
+	f.StringSliceVarP(&o.Strategies, "strategy", "s", nil, "restrict to these strategies")
+	f.StringSliceVarP(&o.Scenarios, "scenario", "x", nil, "restrict to these scenarios")
+	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2)")
+	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "most schedules per cell (default 3000)")
+	f.IntVar(&o.Workers, "workers", 2, "schedules run at once per cell, each on its own database")
+	f.IntVar(&nodes, "nodes", 3, "Redis nodes to start (multi-node scenarios need 3)")
+	return cmd
+}
+
+// writeReport writes the page next to path and renames it into place, so
+// that an interrupted run leaves no half-written file. It returns the
+// absolute path.
+func writeReport(path string, m *harness.MatrixResult, meta report.Meta) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(abs), ".locklab-report-*.html")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if err := report.Write(tmp, m, meta); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), abs); err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+// buildVersion names the build: the module version, else the VCS revision.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := bi.Main.Version
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && (v == "" || v == "(devel)") {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += " (modified)"
+		}
+		return rev
+	}
+	return v
+}

@@ -1,0 +1,311 @@
+package report_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/report"
+)
+
+// The small matrix the tests render: one node, so the Redlock scenario is
+// n/a; setnx-del breaks on the C1/C2 schedule, set-nx-px survives it, and
+// incr-expire deadlocks when its holder crashes between INCR and EXPIRE.
+var (
+	testStrategies = []string{"setnx-del", "incr-expire", "set-nx-px"}
+	testScenarios  = []string{"stale-recovery", "release-after-expiry", "crash-before-expire", "redlock-pause"}
+	violatedCell   = [2]string{"setnx-del", "stale-recovery"}
+	safeCell       = [2]string{"set-nx-px", "stale-recovery"}
+)
+
+// runMatrix runs the small matrix on a real redis-server process.
+func runMatrix(t *testing.T) (*harness.MatrixResult, report.Meta) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1, Label: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	var nodes []harness.Node
+	meta := report.Meta{
+		Redis:        c.Describe(),
+		Backend:      c.Backend(),
+		Generated:    time.Now(),
+		Command:      "go test ./harness/report",
+		MaxSchedules: 200,
+		Workers:      2,
+	}
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, n)
+		meta.Nodes = append(meta.Nodes, n.Name()+" "+n.Addr())
+	}
+	m, err := harness.Matrix(ctx, harness.MatrixOptions{
+		Nodes: nodes, Strategies: testStrategies, Scenarios: testScenarios,
+		MaxSchedules: meta.MaxSchedules, Workers: meta.Workers,
+	})
+	require.NoError(t, err)
+	replayed, err := report.Record(ctx, m, nodes)
+	require.NoError(t, err)
+	assert.Positive(t, replayed, "the counterexamples replay with the key recorded")
+	v, ok := m.Cell(violatedCell[0], violatedCell[1])
+	require.True(t, ok)
+	require.Equal(t, harness.Violated, v.Outcome, "%v: %s", violatedCell, v.Message)
+	require.NotNil(t, v.Counterexample)
+	s, ok := m.Cell(safeCell[0], safeCell[1])
+	require.True(t, ok)
+	require.Equal(t, harness.Safe, s.Outcome, "%v: %s", safeCell, s.Message)
+	return m, meta
+}
+
+func cellID(strategy, scenario string) string { return "cell--" + strategy + "--" + scenario }
+
+// TestWriteSelfContained checks the page without a browser: a cell and a
+// details block per strategy and scenario, nothing loaded from elsewhere,
+// and text that could end a script kept out of the embedded data.
+func TestWriteSelfContained(t *testing.T) {
+	m, meta := runMatrix(t)
+	meta.Title = `locklab <b>matrix</b>`
+	meta.Command = `locklab report </script><script>alert(1)</script>`
+	var buf bytes.Buffer
+	require.NoError(t, report.Write(&buf, m, meta))
+	page := buf.String()
+
+	assert.Equal(t, len(testStrategies)*len(testScenarios), strings.Count(page, `<td class="cell `))
+	for _, st := range testStrategies {
+		for _, sc := range testScenarios {
+			id := cellID(st, sc)
+			assert.Equal(t, 1, strings.Count(page, `<article class="detail" id="`+id+`"`), id)
+			assert.Equal(t, 1, strings.Count(page, `href="#`+id+`"`), id)
+		}
+	}
+	assert.Equal(t, 2, strings.Count(page, "<script"), "the data block and the inline script, nothing injected")
+	assert.NotContains(t, page, "<b>matrix</b>")
+	assert.NotRegexp(t, regexp.MustCompile(`(?i)\ssrc\s*=`), page, "nothing is loaded by src")
+	for _, l := range regexp.MustCompile(`<link[^>]*>`).FindAllString(page, -1) {
+		assert.Contains(t, l, `href="data:`, "a link element loads nothing: %s", l)
+	}
+	for _, u := range regexp.MustCompile(`url\([^)]*\)`).FindAllString(page, -1) {
+		assert.True(t, strings.HasPrefix(u, "url(#"), "only in-document url(): %s", u)
+	}
+	v, _ := m.Cell(violatedCell[0], violatedCell[1])
+	assert.Contains(t, page, "no violation within the bound")
+	assert.Contains(t, page, "verdict: "+string(harness.Violated))
+	assert.Contains(t, page, v.Schedule)
+	require.NotEmpty(t, v.Counterexample.Events)
+	assert.NotEmpty(t, v.Counterexample.Events[0].Keys, "the replayed counterexample records the key")
+	assert.Contains(t, page, `class="seq-key`, "the sequence diagram shows the key's value")
+}
+
+// browser finds a Chromium or Chrome binary on PATH.
+func browser() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestReportInBrowser opens the page in headless Chromium: it loads with no
+// console error, no exception and no request beyond the file itself, the
+// matrix has one cell per strategy and scenario, and clicking a VIOLATED
+// cell shows its timeline, a SAFE one its bound. With LOCKLAB_SCREENSHOT
+// set it saves a screenshot of the page there (PNG).
+func TestReportInBrowser(t *testing.T) {
+	bin := browser()
+	if bin == "" {
+		t.Skip("no chromium, chromium-browser or google-chrome on PATH: install chromium (apt-get install chromium) to run the browser test")
+	}
+	m, meta := runMatrix(t)
+	path := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, report.Write(f, m, meta))
+	require.NoError(t, f.Close())
+	pageURL := (&url.URL{Scheme: "file", Path: path}).String()
+
+	// A hung browser fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	t.Cleanup(cancel)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // root in CI
+		chromedp.Flag("headless", "new"),
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		// Close the browser gracefully, then make sure its process is gone.
+		_ = chromedp.Cancel(bctx)
+		cancelBrowser()
+	})
+
+	var (
+		mu       sync.Mutex
+		problems []string
+		requests []string
+		urls     = map[network.RequestID]string{}
+	)
+	// Listen starts the browser; it sees every event from here on.
+	require.NoError(t, chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", e.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			problems = append(problems, fmt.Sprintf("exception at %d:%d: %s", d.LineNumber, d.ColumnNumber, msg))
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				problems = append(problems, fmt.Sprintf("log %s: %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL))
+			}
+		case *network.EventRequestWillBeSent:
+			urls[e.RequestID] = e.Request.URL
+			requests = append(requests, e.Request.URL)
+		case *network.EventLoadingFailed:
+			problems = append(problems, fmt.Sprintf("request %s failed: %s", urls[e.RequestID], e.ErrorText))
+		case *network.EventResponseReceived:
+			if e.Response.Status >= 400 {
+				problems = append(problems, fmt.Sprintf("request %s: status %d", e.Response.URL, e.Response.Status))
+			}
+		}
+	}), "starting %s", bin)
+	check := func(when string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, problems, "console errors, exceptions or failed requests %s", when)
+		for _, u := range requests {
+			assert.True(t, u == pageURL || strings.HasPrefix(u, pageURL+"#") || strings.HasPrefix(u, "data:"),
+				"the page requested %s %s: it must need nothing but itself", u, when)
+		}
+		problems, requests = nil, nil
+	}
+
+	// Load, and read the matrix back from the page.
+	type domCell struct {
+		Strategy, Scenario, Outcome, Text string
+		Link                              bool
+	}
+	start := time.Now()
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(pageURL),
+		chromedp.WaitVisible(chromedp.CSS("table.matrix")),
+	), "loading %s", pageURL)
+	cells, err := chromedp.Run(bctx, chromedp.Evaluate[[]domCell](`Array.from(document.querySelectorAll("table.matrix td.cell")).map(td => ({
+		Strategy: td.dataset.strategy, Scenario: td.dataset.scenario, Outcome: td.dataset.outcome,
+		Text: td.innerText.trim(), Link: !!td.querySelector("a")}))`))
+	require.NoError(t, err)
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.matrix tbody tr").length`))
+	require.NoError(t, err)
+	cols, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.matrix thead th.sc").length`))
+	require.NoError(t, err)
+	t.Logf("browser started and page loaded in %v (%s)", time.Since(start).Round(time.Millisecond), bin)
+	check("on load")
+
+	assert.Equal(t, len(m.Strategies), rows, "a row per strategy")
+	assert.Equal(t, len(m.Scenarios), cols, "a column per scenario")
+	require.Len(t, cells, len(testStrategies)*len(testScenarios), "a cell per strategy and scenario")
+	seen := map[[2]string]int{}
+	for _, c := range cells {
+		seen[[2]string{c.Strategy, c.Scenario}]++
+		want, ok := m.Cell(c.Strategy, c.Scenario)
+		if !assert.True(t, ok, "cell %s × %s is not in the matrix", c.Strategy, c.Scenario) {
+			continue
+		}
+		assert.Equal(t, string(want.Outcome), c.Outcome, "%s × %s", c.Strategy, c.Scenario)
+		label := string(want.Outcome)
+		assert.Contains(t, c.Text, label, "%s × %s: the outcome is written, not only coloured", c.Strategy, c.Scenario)
+		assert.True(t, c.Link, "%s × %s can be clicked", c.Strategy, c.Scenario)
+	}
+	for _, st := range testStrategies {
+		for _, sc := range testScenarios {
+			assert.Equal(t, 1, seen[[2]string{st, sc}], "%s × %s: exactly one cell", st, sc)
+		}
+	}
+
+	// Clicking a cell shows its details, and only those.
+	open := func(cell [2]string) (text string, shown int) {
+		t.Helper()
+		id := cellID(cell[0], cell[1])
+		sel := fmt.Sprintf(`td.cell[data-strategy=%q][data-scenario=%q] a`, cell[0], cell[1])
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Click(chromedp.CSS(sel)),
+			chromedp.WaitVisible(chromedp.CSS("#"+id)),
+		), "clicking %s × %s", cell[0], cell[1])
+		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#"+id)))
+		require.NoError(t, err)
+		shown, err = chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("article.detail:not([hidden])").length`))
+		require.NoError(t, err)
+		return text, shown
+	}
+
+	text, shown := open(safeCell)
+	assert.Equal(t, 1, shown, "one panel at a time")
+	s, _ := m.Cell(safeCell[0], safeCell[1])
+	assert.Contains(t, text, fmt.Sprintf("no violation within the bound, %d schedules", s.Schedules))
+
+	text, shown = open(violatedCell)
+	assert.Equal(t, 1, shown, "one panel at a time")
+	v, _ := m.Cell(violatedCell[0], violatedCell[1])
+	sc, err := harness.Lookup(violatedCell[1])
+	require.NoError(t, err)
+	tl := harness.Timeline(v.Counterexample)
+	var marker string
+	for _, line := range strings.Split(tl, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "!! ") {
+			marker = strings.TrimSpace(line)
+			break
+		}
+	}
+	require.NotEmpty(t, marker, "the timeline marks the violation:\n%s", tl)
+	assert.Contains(t, text, marker, "the panel shows the timeline's violation marker")
+	assert.Contains(t, text, "verdict: "+v.Counterexample.Verdict.String(), "the panel shows the timeline's verdict")
+	assert.Contains(t, text, v.Message)
+	assert.Contains(t, text, v.Schedule)
+	assert.Contains(t, text, sc.Title)
+	assert.Contains(t, text, sc.Source)
+	active, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`document.querySelector('td.cell[data-id=%q]').classList.contains("selected")`, cellID(violatedCell[0], violatedCell[1]))))
+	require.NoError(t, err)
+	assert.True(t, active, "the clicked cell is marked")
+	check("after clicking cells")
+
+	if out := os.Getenv("LOCKLAB_SCREENSHOT"); out != "" {
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(out, png, 0o644))
+		t.Logf("screenshot written to %s", out)
+	}
+}

@@ -1,0 +1,254 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"strings"
+
+	"github.com/locklab/locklab/harness"
+)
+
+// Layout of the sequence diagram, in SVG user units (pixels).
+const (
+	seqLeft    = 112 // room for the step column
+	seqCol     = 170 // distance between lifelines
+	seqHead    = 46  // participant boxes
+	seqLabel   = 26  // max characters of an arrow label
+	seqNoteH   = 18  // a line of notes
+	seqCmdH    = 24  // command arrow
+	seqReplyH  = 22  // reply arrow
+	seqBandH   = 24  // an environment event or a violation
+	seqPadding = 10
+)
+
+// sequenceSVG draws a history as a sequence diagram: a lifeline per client
+// and per node, an arrow per command and its reply, the client's
+// conclusions under its arrow, the key's value on each node after the
+// step, environment events as bands across, and the violation in red.
+func sequenceSVG(h *harness.History, id string) template.HTML {
+	marker := id + "-arrow"
+	owner := tokenOwners(h)
+	nc, nn := len(h.Clients), len(h.Nodes)
+	x := func(col int) int { return seqLeft + seqCol/2 + col*seqCol }
+	clientX := func(c int) int { return x(c - 1) }
+	nodeX := func(n int) int { return x(nc + n - 1) }
+	width := seqLeft + (nc+nn)*seqCol + seqPadding
+
+	var body strings.Builder
+	y := seqHead + 16
+	for _, e := range h.Events {
+		top := y
+		bad := e.Violation != "" || len(e.Holders) > 1
+		switch {
+		case e.Client == 0:
+			text := e.Label
+			if len(e.Notes) > 0 {
+				text += ": " + strings.Join(e.Notes, "; ")
+			}
+			fmt.Fprintf(&body, `<rect class="seq-env" x="%d" y="%d" width="%d" height="%d" rx="4"/>`,
+				seqLeft+8, y+2, width-seqLeft-8-seqPadding, seqBandH-4)
+			fmt.Fprintf(&body, `<text class="seq-env-text" x="%d" y="%d" text-anchor="middle">%s</text>`,
+				(seqLeft+width)/2, y+seqBandH/2+5, esc(text))
+			y += seqBandH + 4
+		case e.Node > 0 && e.Node <= nn && e.Client <= nc:
+			cx, nx := clientX(e.Client), nodeX(e.Node)
+			cmd := strings.Join(shortArgs(e.Command, owner), " ")
+			if len(e.Extra) > 0 {
+				cmd += " (+" + e.Extra[0] + ")"
+			}
+			y += seqCmdH
+			arrow(&body, marker, "seq-cmd", cx, nx, y, cmd, strings.Join(e.Command, " "))
+			reply := shorten(e.Reply, owner)
+			if reply == "" {
+				reply = "(no reply)"
+			}
+			y += seqReplyH
+			arrow(&body, marker, "seq-reply", nx, cx, y, reply, e.Reply)
+			y += 4
+		default:
+			// A local action of a client: write, sleep.
+			cx := clientX(min(max(e.Client, 1), max(nc, 1)))
+			text := strings.Join(e.Command, " ")
+			w := min(seqCol-16, 12+7*len([]rune(text)))
+			fmt.Fprintf(&body, `<rect class="seq-local" x="%d" y="%d" width="%d" height="20" rx="3"/>`, cx-w/2, y+6, w)
+			fmt.Fprintf(&body, `<text class="seq-local-text" x="%d" y="%d" text-anchor="middle">%s</text>`, cx, y+20, esc(clip(text, seqLabel-4)))
+			y += 30
+		}
+		if e.Client > 0 && len(e.Notes) > 0 && e.Client <= nc {
+			cx := clientX(e.Client)
+			for _, n := range e.Notes {
+				n = strings.TrimPrefix(n, fmt.Sprintf("c%d ", e.Client))
+				cls := "seq-note"
+				switch {
+				case strings.HasPrefix(n, "acquired"):
+					cls += " seq-note-good"
+				case strings.Contains(n, "deleted") || strings.Contains(n, "not held") || strings.Contains(n, "crash"):
+					cls += " seq-note-bad"
+				}
+				fmt.Fprintf(&body, `<text class="%s" x="%d" y="%d">%s</text>`, cls, cx+6, y+13, esc(clip(n, seqLabel+4)))
+				y += seqNoteH
+			}
+		}
+		// The key's value on each node after the step.
+		if len(e.Keys) == nn {
+			ky := y + 12
+			for i, k := range e.Keys {
+				v := shorten(k, owner)
+				cls := "seq-key"
+				if k == "-" {
+					cls += " seq-key-none"
+				}
+				kx := nodeX(i + 1)
+				w := 14 + 7*len([]rune(v))
+				fmt.Fprintf(&body, `<rect class="%s" x="%d" y="%d" width="%d" height="16" rx="8"/>`, cls, kx-w/2, ky-12, w)
+				fmt.Fprintf(&body, `<text class="seq-key-text" x="%d" y="%d" text-anchor="middle">%s</text>`, kx, ky, esc(v))
+			}
+			y += 20
+		}
+		if bad {
+			fmt.Fprintf(&body, `<rect class="seq-violation" x="%d" y="%d" width="%d" height="%d" rx="4"/>`,
+				seqLeft+8, y+2, width-seqLeft-8-seqPadding, seqBandH-2)
+			fmt.Fprintf(&body, `<text class="seq-violation-text" x="%d" y="%d" text-anchor="middle">!! %s</text>`,
+				(seqLeft+width)/2, y+seqBandH/2+5, esc(violationText(h, e)))
+			y += seqBandH + 2
+		}
+		// The step number and label, with a rule under the row.
+		cls := "seq-step"
+		if bad {
+			cls += " seq-step-bad"
+		}
+		fmt.Fprintf(&body, `<text class="%s" x="8" y="%d">%d</text><text class="seq-step-label" x="34" y="%d">%s</text>`,
+			cls, top+17, e.Step, top+17, esc(clip(e.Label, 11)))
+		y += 6
+		fmt.Fprintf(&body, `<line class="seq-row" x1="4" y1="%d" x2="%d" y2="%d"/>`, y, width-4, y)
+	}
+	height := y + seqHead
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="seq" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+		width, height, width, height, esc(fmt.Sprintf("sequence diagram of %s on %s", h.Scenario, h.Strategy)))
+	fmt.Fprintf(&b, `<defs><marker id="%s" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="seq-arrowhead"/></marker></defs>`, marker)
+	// Lifelines and participant boxes, top and bottom.
+	names := make([]string, 0, nc+nn)
+	kinds := make([]string, 0, nc+nn)
+	for _, c := range h.Clients {
+		n := fmt.Sprintf("c%d", c.ID)
+		if c.Probe {
+			n += " (probe)"
+		}
+		names = append(names, n)
+		kinds = append(kinds, "client")
+	}
+	for _, n := range h.Nodes {
+		names = append(names, n)
+		kinds = append(kinds, "node")
+	}
+	for i, n := range names {
+		cx := x(i)
+		fmt.Fprintf(&b, `<line class="seq-life" x1="%d" y1="%d" x2="%d" y2="%d"/>`, cx, seqHead-10, cx, height-seqHead+10)
+		for _, by := range []int{6, height - seqHead + 6} {
+			fmt.Fprintf(&b, `<rect class="seq-part seq-part-%s" x="%d" y="%d" width="%d" height="28" rx="5"/>`, kinds[i], cx-seqCol/2+14, by, seqCol-28)
+			fmt.Fprintf(&b, `<text class="seq-part-text" x="%d" y="%d" text-anchor="middle">%s</text>`, cx, by+19, esc(clip(n, 20)))
+		}
+	}
+	b.WriteString(`<text class="seq-step-head" x="8" y="26">step</text>`)
+	b.WriteString(body.String())
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// arrow draws a labelled arrow at height y from x1 to x2, the label above
+// it; full is the unabridged text, shown as a tooltip.
+func arrow(b *strings.Builder, marker, cls string, x1, x2, y int, label, full string) {
+	if x1 == x2 {
+		x2 += 40
+	}
+	mid := (x1 + x2) / 2
+	fmt.Fprintf(b, `<g class="%s"><title>%s</title>`, cls, esc(full))
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" marker-end="url(#%s)"/>`, x1, y, x2, y, marker)
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`, mid, y-5, esc(clip(label, seqLabel+(abs(x2-x1)/seqCol-1)*20)))
+}
+
+func violationText(h *harness.History, e harness.Event) string {
+	if len(e.Holders) > 1 {
+		cs := make([]string, len(e.Holders))
+		for i, c := range e.Holders {
+			cs[i] = fmt.Sprintf("c%d", c)
+		}
+		return strings.Join(cs[:len(cs)-1], ", ") + " and " + cs[len(cs)-1] + " hold the lock at once"
+	}
+	if h.Verdict.Step == e.Step && h.Verdict.Message != "" {
+		return h.Verdict.Message
+	}
+	return e.Violation
+}
+
+// tokenOwners maps each lease token to the clients that wrote it ("c1's",
+// "c1/c2's"), as the text timeline shows them.
+func tokenOwners(h *harness.History) map[string]string {
+	who := map[string][]string{}
+	var order []string
+	for _, a := range h.Acquisitions {
+		c := fmt.Sprintf("c%d", a.Client)
+		if _, ok := who[a.Token]; !ok {
+			order = append(order, a.Token)
+		}
+		found := false
+		for _, x := range who[a.Token] {
+			found = found || x == c
+		}
+		if !found {
+			who[a.Token] = append(who[a.Token], c)
+		}
+	}
+	out := map[string]string{}
+	for _, t := range order {
+		out[t] = strings.Join(who[t], "/") + "'s"
+	}
+	return out
+}
+
+func shorten(s string, owner map[string]string) string {
+	if o, ok := owner[s]; ok {
+		return o
+	}
+	if o, ok := owner[strings.Trim(s, `"`)]; ok {
+		return o
+	}
+	return clip(s, 16)
+}
+
+func shortArgs(args []string, owner map[string]string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch o, ok := owner[a]; {
+		case i == 0:
+			out[i] = a
+		case ok:
+			out[i] = o
+		case strings.HasPrefix(a, "lock:"):
+			out[i] = "K"
+		default:
+			out[i] = clip(a, 12)
+		}
+	}
+	return out
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if n < 2 || len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
