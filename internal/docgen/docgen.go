@@ -1,0 +1,488 @@
+// Package docgen keeps the generated parts of locklab's documentation in
+// step with the code: every counterexample timeline, Mermaid diagram and the
+// verdict matrix in docs/ come from real runs on real Redis servers.
+//
+// A Markdown file marks a generated region with a pair of HTML comments:
+//
+//	<!-- generated:run stale-recovery setnx-del -->
+//	... replaced on every generation ...
+//	<!-- end -->
+//
+// The opening comment holds a directive: a kind, positional arguments and
+// optional key="value" options. The kinds are
+//
+//	run SCENARIO STRATEGY [schedule="..."]       Mermaid diagram, then text timeline
+//	timeline SCENARIO STRATEGY [schedule="..."]  the text swimlane only
+//	mermaid SCENARIO STRATEGY [schedule="..."]   the Mermaid sequence diagram only
+//	matrix                                       the verdict matrix of every strategy and scenario
+//	file PATH                                    a source file of the repository, fenced
+//	scenario NAME                                the scenario's title, story, clients and property
+//
+// A run uses the scenario's own schedule, or the schedule option when given.
+// When neither exists the shortest counterexample the explorer finds is
+// used; the documentation pins those schedules in the marker instead, so
+// that generation replays a fixed schedule. Everything generated is
+// deterministic: tokens come from seeded sources, clocks are virtual, and
+// nothing that varies between runs (elapsed times, ports, schedule counts)
+// is written.
+package docgen
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/locklab/locklab/harness"
+)
+
+// Marker texts.
+const (
+	openPrefix = "<!-- generated:"
+	closeText  = "<!-- end -->"
+)
+
+// Matrix bounds used for the generated matrix: the harness defaults,
+// written out so that the text can state them.
+const (
+	MatrixPreemptions = 2
+	MatrixSchedules   = 3000
+)
+
+// Directive is the parsed content of an opening marker.
+type Directive struct {
+	Kind    string
+	Args    []string
+	Options map[string]string
+	// Text is the marker's content as written.
+	Text string
+}
+
+// String returns the directive as written in its marker.
+func (d Directive) String() string { return d.Text }
+
+// ParseDirective reads the text between "<!-- generated:" and "-->".
+func ParseDirective(text string) (Directive, error) {
+	d := Directive{Text: strings.TrimSpace(text), Options: map[string]string{}}
+	s := d.Text
+	for {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		if s == "" {
+			break
+		}
+		end := strings.IndexFunc(s, unicode.IsSpace)
+		if eq := strings.IndexByte(s, '='); eq > 0 && (end < 0 || eq < end) {
+			key := s[:eq]
+			rest := s[eq+1:]
+			var val string
+			if strings.HasPrefix(rest, `"`) {
+				q, err := strconv.QuotedPrefix(rest)
+				if err != nil {
+					return d, fmt.Errorf("directive %q: option %s: unterminated quote", d.Text, key)
+				}
+				val, _ = strconv.Unquote(q)
+				rest = rest[len(q):]
+			} else {
+				e := strings.IndexFunc(rest, unicode.IsSpace)
+				if e < 0 {
+					e = len(rest)
+				}
+				val, rest = rest[:e], rest[e:]
+			}
+			d.Options[key] = val
+			s = rest
+			continue
+		}
+		if end < 0 {
+			end = len(s)
+		}
+		tok := s[:end]
+		if d.Kind == "" {
+			d.Kind = tok
+		} else {
+			d.Args = append(d.Args, tok)
+		}
+		s = s[end:]
+	}
+	if d.Kind == "" {
+		return d, fmt.Errorf("empty directive")
+	}
+	return d, nil
+}
+
+// Generator renders directives by running them on Nodes. The matrix is run
+// at most once per Generator.
+type Generator struct {
+	// Nodes are the Redis servers: at least three for the multi-node
+	// scenarios, the first with a replica for the failover scenario (see
+	// StartNodes).
+	Nodes []harness.Node
+	// Root is the repository root, for file directives.
+	Root string
+	// Workers run each matrix cell's schedules on that many databases at
+	// once (default 2).
+	Workers int
+
+	matrix *harness.MatrixResult
+}
+
+// Block renders one directive: the text that goes between its markers,
+// without the surrounding blank lines.
+func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
+	switch d.Kind {
+	case "run", "timeline", "mermaid":
+		if len(d.Args) != 2 {
+			return "", fmt.Errorf("%s needs a scenario and a strategy: %q", d.Kind, d.Text)
+		}
+		h, err := g.run(ctx, d.Args[0], d.Args[1], d.Options["schedule"])
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", d.Text, err)
+		}
+		tl := "```text\n" + harness.Timeline(h) + "```"
+		mm := "```mermaid\n" + harness.Mermaid(h) + "```"
+		switch d.Kind {
+		case "timeline":
+			return tl, nil
+		case "mermaid":
+			return mm, nil
+		}
+		return mm + "\n\n" + tl, nil
+	case "matrix":
+		m, err := g.Matrix(ctx)
+		if err != nil {
+			return "", err
+		}
+		return MatrixMarkdown(m), nil
+	case "file":
+		if len(d.Args) != 1 {
+			return "", fmt.Errorf("file needs one path: %q", d.Text)
+		}
+		b, err := os.ReadFile(filepath.Join(g.Root, filepath.FromSlash(d.Args[0])))
+		if err != nil {
+			return "", err
+		}
+		lang := strings.TrimPrefix(filepath.Ext(d.Args[0]), ".")
+		return fmt.Sprintf("```%s\n%s\n```\n<sub>%s</sub>", lang, strings.TrimRight(string(b), "\n"), d.Args[0]), nil
+	case "scenario":
+		if len(d.Args) != 1 {
+			return "", fmt.Errorf("scenario needs one name: %q", d.Text)
+		}
+		sc, err := harness.Lookup(d.Args[0])
+		if err != nil {
+			return "", err
+		}
+		return scenarioMarkdown(sc), nil
+	}
+	return "", fmt.Errorf("unknown directive kind %q in %q", d.Kind, d.Text)
+}
+
+// run replays a scenario on a strategy: the given schedule, else the
+// scenario's own, else the shortest counterexample exploration finds.
+func (g *Generator) run(ctx context.Context, scenario, strategy, schedule string) (*harness.History, error) {
+	sc, err := harness.Lookup(scenario)
+	if err != nil {
+		return nil, err
+	}
+	if schedule == "" && sc.Schedule == "" {
+		res, err := harness.Demo(ctx, scenario, strategy, g.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		return res.History, nil
+	}
+	return harness.Run(ctx, harness.RunOptions{Scenario: scenario, Strategy: strategy, Nodes: g.Nodes, Schedule: schedule})
+}
+
+// Matrix runs the verdict matrix, once.
+func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
+	if g.matrix != nil {
+		return g.matrix, nil
+	}
+	w := g.Workers
+	if w <= 0 {
+		w = 2
+	}
+	m, err := harness.Matrix(ctx, harness.MatrixOptions{
+		Nodes:          g.Nodes,
+		MaxPreemptions: MatrixPreemptions,
+		MaxSchedules:   MatrixSchedules,
+		Workers:        w,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.matrix = m
+	return m, nil
+}
+
+// Region is a generated region of a file.
+type Region struct {
+	Directive Directive
+	// Line is the 1-based line of the opening marker.
+	Line int
+	// start and end are byte offsets of the region's content: after the
+	// opening marker's line, up to the closing marker's line.
+	start, end int
+}
+
+// Regions finds the generated regions of src. Markers inside fenced code
+// blocks are left alone.
+func Regions(src []byte) ([]Region, error) {
+	var out []Region
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	off := 0
+	var open *Region
+	fenced := false // inside a fenced code block outside any region
+	for i, ln := range lines {
+		t := strings.TrimSpace(string(ln))
+		switch {
+		case open == nil && (strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")):
+			fenced = !fenced
+		case fenced:
+			// markers quoted in a code block are examples, not markers
+		case strings.HasPrefix(t, openPrefix):
+			if open != nil {
+				return nil, fmt.Errorf("line %d: marker opened before the one of line %d was closed", i+1, open.Line)
+			}
+			body, ok := strings.CutSuffix(t, "-->")
+			if !ok {
+				return nil, fmt.Errorf("line %d: a generated marker must fit on one line", i+1)
+			}
+			d, err := ParseDirective(strings.TrimPrefix(body, openPrefix))
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", i+1, err)
+			}
+			open = &Region{Directive: d, Line: i + 1, start: off + len(ln)}
+		case t == closeText && open != nil:
+			open.end = off
+			out = append(out, *open)
+			open = nil
+		}
+		off += len(ln)
+	}
+	if open != nil {
+		return nil, fmt.Errorf("line %d: generated marker without %s", open.Line, closeText)
+	}
+	return out, nil
+}
+
+// Rewrite returns src with every generated region rendered anew.
+func (g *Generator) Rewrite(ctx context.Context, src []byte) ([]byte, error) {
+	regions, err := Regions(src)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	last := 0
+	for _, r := range regions {
+		block, err := g.Block(ctx, r.Directive)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", r.Line, err)
+		}
+		b.Write(src[last:r.start])
+		b.WriteString("\n" + strings.TrimRight(block, "\n") + "\n\n")
+		last = r.end
+	}
+	b.Write(src[last:])
+	return b.Bytes(), nil
+}
+
+// Files lists the Markdown files under root that generation maintains:
+// docs/*.md and README.md.
+func Files(root string) ([]string, error) {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(docs)
+	out := []string{}
+	for _, f := range append(docs, filepath.Join(root, "README.md")) {
+		if _, err := os.Stat(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Change is a file whose generated regions differ from what the code
+// produces now.
+type Change struct {
+	Path     string
+	Old, New []byte
+}
+
+// Update renders every generated region of the Files under g.Root and
+// returns the files that changed; with write, it also writes them.
+func (g *Generator) Update(ctx context.Context, write bool) ([]Change, error) {
+	files, err := Files(g.Root)
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, f := range files {
+		old, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		neu, err := g.Rewrite(ctx, old)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%w", f, err)
+		}
+		if bytes.Equal(old, neu) {
+			continue
+		}
+		out = append(out, Change{Path: f, Old: old, New: neu})
+		if write {
+			if err := os.WriteFile(f, neu, 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// FirstDifference describes where a and b first differ, by line, for an
+// error message.
+func FirstDifference(a, b []byte) string {
+	al := strings.Split(string(a), "\n")
+	bl := strings.Split(string(b), "\n")
+	for i := 0; i < max(len(al), len(bl)); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y || i >= len(al) || i >= len(bl) {
+			return fmt.Sprintf("line %d:\n  checked in: %q\n  generated:  %q", i+1, x, y)
+		}
+	}
+	return "no difference"
+}
+
+// strategyOrder and scenarioOrder are the orders the docs present them in;
+// names not listed follow, sorted.
+var (
+	strategyOrder = []string{"setnx-del", "setnx-getset", "incr-expire", "incr-expire-lua", "incr-expire-multi",
+		"setnx-expire", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
+	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
+		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
+		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-clock-jump", "redlock-pause"}
+)
+
+func ordered(names, pref []string) []string {
+	var out []string
+	for _, p := range pref {
+		if slices.Contains(names, p) {
+			out = append(out, p)
+		}
+	}
+	var rest []string
+	for _, n := range names {
+		if !slices.Contains(pref, n) {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+func cellText(c harness.Cell) string {
+	switch c.Outcome {
+	case harness.Safe:
+		if !c.Complete {
+			return "safe\\*"
+		}
+		return "safe"
+	case harness.Violated:
+		return "**VIOLATED**"
+	case harness.Deadlock:
+		return "**DEADLOCK**"
+	case harness.Starvation:
+		return "**STARVATION**"
+	case harness.NA:
+		return "·"
+	}
+	return string(c.Outcome)
+}
+
+// MatrixMarkdown renders the verdict matrix as a Markdown table, one row
+// per scenario and one column per strategy, followed by each failing cell's
+// shortest counterexample. It writes nothing that varies between runs.
+func MatrixMarkdown(m *harness.MatrixResult) string {
+	strats := ordered(m.Strategies, strategyOrder)
+	scens := ordered(m.Scenarios, scenarioOrder)
+	var b strings.Builder
+	b.WriteString("| scenario | checks |")
+	for _, s := range strats {
+		fmt.Fprintf(&b, " `%s` |", s)
+	}
+	b.WriteString("\n|---|---|")
+	for range strats {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	partial := false
+	for _, sc := range scens {
+		prop := ""
+		if s, err := harness.Lookup(sc); err == nil {
+			prop = string(s.Property)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |", sc, prop)
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			text := "?"
+			if ok {
+				text = cellText(c)
+				partial = partial || (c.Outcome == harness.Safe && !c.Complete)
+			}
+			fmt.Fprintf(&b, " %s |", text)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "\nsafe: no violation in any schedule within the bound (at most %d preemptions, %d schedules per cell); "+
+		"VIOLATED: mutual exclusion, release safety or fencing broken; DEADLOCK: nobody can ever acquire again; "+
+		"STARVATION: a waiter never gets a free lock; ·: the scenario does not apply to the strategy.", MatrixPreemptions, MatrixSchedules)
+	if partial {
+		fmt.Fprintf(&b, " safe\\*: the %d-schedule limit was reached before the bound was explored in full.", MatrixSchedules)
+	}
+	b.WriteString("\n\n**Shortest counterexamples.** Replay any of them with " +
+		"`locklab explore --strategy S --scenario X`, or look at it step by step with `locklab demo X --strategy S`.\n")
+	for _, sc := range scens {
+		var lines []string
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			if !ok || !(harness.Verdict{Outcome: c.Outcome}).Failed() {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("  - `%s`: %s (%s) — `%s`", s, c.Outcome, c.Property, c.Schedule))
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n- `%s`\n%s", sc, strings.Join(lines, "\n"))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func scenarioMarkdown(sc *harness.Scenario) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "> **%s** — %s\n>\n> %s\n>\n> Checks: %s.", sc.Name, sc.Title, sc.Story, sc.Property)
+	if sc.Schedule != "" {
+		fmt.Fprintf(&b, " Schedule: `%s`.", sc.Schedule)
+	}
+	progs := make([]string, len(sc.Programs))
+	for i, p := range sc.Programs {
+		progs[i] = fmt.Sprintf("c%d: `%s`", i+1, p)
+	}
+	fmt.Fprintf(&b, "\n> Clients: %s.", strings.Join(progs, "; "))
+	return b.String()
+}

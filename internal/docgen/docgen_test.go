@@ -1,0 +1,95 @@
+package docgen_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/internal/docgen"
+)
+
+// TestDocsUpToDate regenerates every generated region of docs/*.md and
+// README.md on real redis-server processes and fails when the checked-in
+// files differ from what the current code produces.
+func TestDocsUpToDate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nodes, stop, err := docgen.StartNodes(ctx)
+	require.NoError(t, err)
+	defer stop()
+
+	g := &docgen.Generator{Nodes: nodes, Root: "../.."}
+	files, err := docgen.Files(g.Root)
+	require.NoError(t, err)
+	regions := 0
+	for _, f := range files {
+		src, err := readFile(f)
+		require.NoError(t, err)
+		rs, err := docgen.Regions(src)
+		require.NoError(t, err, f)
+		regions += len(rs)
+	}
+	require.NotZero(t, regions, "no generated regions found in %v", files)
+
+	changes, err := g.Update(ctx, false)
+	require.NoError(t, err)
+	for _, c := range changes {
+		t.Errorf("%s is out of date: run `make docs` and commit the result\n%s", c.Path, docgen.FirstDifference(c.Old, c.New))
+	}
+	t.Logf("%d generated regions in %d files", regions, len(files))
+}
+
+func TestParseDirective(t *testing.T) {
+	d, err := docgen.ParseDirective(` run release-after-expiry set-nx-px-del schedule="c1 c1 time c2 c1" `)
+	require.NoError(t, err)
+	assert.Equal(t, "run", d.Kind)
+	assert.Equal(t, []string{"release-after-expiry", "set-nx-px-del"}, d.Args)
+	assert.Equal(t, "c1 c1 time c2 c1", d.Options["schedule"])
+
+	_, err = docgen.ParseDirective(`run x y schedule="c1`)
+	assert.Error(t, err)
+	_, err = docgen.ParseDirective(`  `)
+	assert.Error(t, err)
+}
+
+func TestRewriteReplacesOnlyRegions(t *testing.T) {
+	src := "# T\n\nbefore\n<!-- generated:file internal/docgen/testdata/hello.lua -->\nstale\ncontent\n<!-- end -->\nafter\n"
+	g := &docgen.Generator{Root: "../.."}
+	out, err := g.Rewrite(context.Background(), []byte(src))
+	require.NoError(t, err)
+	want := "# T\n\nbefore\n<!-- generated:file internal/docgen/testdata/hello.lua -->\n\n```lua\nreturn 1\n```\n" +
+		"<sub>internal/docgen/testdata/hello.lua</sub>\n\n<!-- end -->\nafter\n"
+	assert.Equal(t, want, string(out))
+	again, err := g.Rewrite(context.Background(), out)
+	require.NoError(t, err)
+	assert.Equal(t, string(out), string(again), "rewriting is idempotent")
+}
+
+func TestRegionErrors(t *testing.T) {
+	for _, src := range []string{
+		"<!-- generated:matrix -->\nno end\n",
+		"<!-- generated:matrix -->\n<!-- generated:matrix -->\n<!-- end -->\n",
+		"<!-- generated:matrix\n-->\n<!-- end -->\n",
+	} {
+		_, err := docgen.Regions([]byte(src))
+		assert.Error(t, err, strings.ReplaceAll(src, "\n", `\n`))
+	}
+	g := &docgen.Generator{Root: "../.."}
+	_, err := g.Rewrite(context.Background(), []byte("<!-- generated:nonsense -->\n<!-- end -->\n"))
+	assert.ErrorContains(t, err, "unknown directive")
+}
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func TestMarkersInCodeBlocksAreIgnored(t *testing.T) {
+	src := "```\n<!-- generated:matrix -->\n```\n<!-- generated:file internal/docgen/testdata/hello.lua -->\n<!-- end -->\n"
+	rs, err := docgen.Regions([]byte(src))
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	assert.Equal(t, "file", rs[0].Directive.Kind)
+}
