@@ -28,6 +28,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/benchutil"
 	"github.com/locklab/locklab/internal/counting"
 	"github.com/locklab/locklab/internal/redisproc"
 	"github.com/locklab/locklab/strategies"
@@ -84,41 +85,25 @@ func main() {
 	single := newContenders(sources[:1], gos[:1], false)
 	multi := newContenders(sources, gos, true)
 
-	// Uncontended: every contender measured in turn, round after round, so
-	// that a machine that drifts slower or faster over the run affects all
-	// alike; the median round is kept.
-	type entry struct {
-		name string
-		f    func() error
-		base int // index of the entry it is compared with
-	}
-	entries := []entry{{name: "PING round trip (redigo)", f: func() error {
+	// Uncontended: contenders measured in interleaved rounds.
+	entries := []benchutil.Entry{{Name: "PING round trip (redigo)", F: func() error {
 		c := pools[0].Get()
 		defer c.Close()
 		_, err := c.Do("PING")
 		return err
 	}}}
+	base := []int{0}
 	for _, group := range [][]cycler{single, multi} {
-		base := len(entries)
+		b := len(entries)
 		for _, c := range group {
-			entries = append(entries, entry{name: c.name, f: func() error { return c.once(ctx, "bench:uncontended") }, base: base})
+			entries = append(entries, benchutil.Entry{Name: c.name, F: func() error { return c.once(ctx, "bench:uncontended") }})
+			base = append(base, b)
 		}
 	}
-	samples := make([][]result, len(entries))
-	for r := 0; r < *rounds; r++ {
-		for i, e := range entries {
-			res, err := measure(e.f, *cycles)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, e.name+":", err)
-				os.Exit(1)
-			}
-			samples[i] = append(samples[i], res)
-		}
-	}
-	med := make([]result, len(entries))
-	for i := range samples {
-		sort.Slice(samples[i], func(a, b int) bool { return samples[i][a].ns < samples[i][b].ns })
-		med[i] = samples[i][len(samples[i])/2]
+	med, err := benchutil.Interleaved(entries, *rounds, *cycles)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	fmt.Printf("Uncontended acquire+release cycle (median of %d interleaved rounds of %d cycles):\n", *rounds, *cycles)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -126,9 +111,9 @@ func main() {
 	for i, e := range entries {
 		vs := ""
 		if i > 0 {
-			vs = fmt.Sprintf("%.2f", float64(med[i].ns)/float64(med[e.base].ns))
+			vs = fmt.Sprintf("%.2f", float64(med[i].Ns)/float64(med[base[i]].Ns))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", e.name, med[i].ns, med[i].allocs, float64(med[i].ns)/float64(med[0].ns), vs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t\n", e.Name, med[i].Ns, med[i].Allocs, float64(med[i].Ns)/float64(med[0].Ns), vs)
 	}
 	tw.Flush()
 
@@ -243,32 +228,6 @@ func locklabCycler(name string, l locklab.Locker, n *locklab.Notifier) cycler {
 			return func() { l.Release(context.Background(), lease) }, nil
 		},
 	}
-}
-
-type result struct {
-	ns, allocs int64
-}
-
-// measure runs f n times after a short warm-up and returns the mean time
-// and allocations per call.
-func measure(f func() error, n int) (result, error) {
-	for i := 0; i < n/10; i++ {
-		if err := f(); err != nil {
-			return result{}, err
-		}
-	}
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		if err := f(); err != nil {
-			return result{}, err
-		}
-	}
-	el := time.Since(t0)
-	runtime.ReadMemStats(&m1)
-	return result{ns: el.Nanoseconds() / int64(n), allocs: int64(m1.Mallocs-m0.Mallocs) / int64(n)}, nil
 }
 
 type contention struct {

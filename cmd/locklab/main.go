@@ -52,7 +52,7 @@ process.`,
 	pf.StringVar(&g.image, "image", os.Getenv("LOCKLAB_REDIS_IMAGE"), `Redis image for the docker backend (default redis:7, built locally when absent; env LOCKLAB_REDIS_IMAGE)`)
 	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend, host:port or password@host:port (repeat for several)`)
 
-	root.AddCommand(newListCmd())
+	root.AddCommand(newListCmd(), newBenchCmd(g))
 	addHarnessCommands(root, g)
 	return root
 }

@@ -86,3 +86,11 @@ func TestHelp(t *testing.T) {
 		assert.True(t, strings.Contains(out, "Usage:"), "%s --help", cmd)
 	}
 }
+
+func TestBench(t *testing.T) {
+	out, _, err := run(t, "bench", "--backend", "process", "-s", "set-nx-px,setnx-getset", "--rounds", "1", "--cycles", "20")
+	require.NoError(t, err)
+	assert.Contains(t, out, "PING round trip")
+	assert.Regexp(t, `set-nx-px\s+\S+\s+[0-9.]+\s+\d+\s+2\s`, out, "set-nx-px sends 2 commands per cycle")
+	assert.Regexp(t, `setnx-getset\s+\S+\s+[0-9.]+\s+\d+\s+3\s`, out)
+}

@@ -1,0 +1,67 @@
+// Package benchutil measures operations against real servers the way the
+// comparison tables need: contenders measured in turn, round after round,
+// so that a machine that drifts slower or faster during the run affects all
+// of them alike, keeping the median round.
+package benchutil
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"time"
+)
+
+// Result is the cost of one call.
+type Result struct {
+	Ns     int64
+	Allocs int64
+}
+
+// Entry is one contender.
+type Entry struct {
+	Name string
+	F    func() error
+}
+
+// Measure runs f n times after a warm-up of n/10 calls and returns the mean
+// time and allocations per call.
+func Measure(f func() error, n int) (Result, error) {
+	for i := 0; i < n/10; i++ {
+		if err := f(); err != nil {
+			return Result{}, err
+		}
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if err := f(); err != nil {
+			return Result{}, err
+		}
+	}
+	el := time.Since(t0)
+	runtime.ReadMemStats(&m1)
+	return Result{Ns: el.Nanoseconds() / int64(n), Allocs: int64(m1.Mallocs-m0.Mallocs) / int64(n)}, nil
+}
+
+// Interleaved measures every entry n calls per round, for rounds rounds,
+// in turn, and returns each entry's median round.
+func Interleaved(entries []Entry, rounds, n int) ([]Result, error) {
+	samples := make([][]Result, len(entries))
+	for r := 0; r < rounds; r++ {
+		for i, e := range entries {
+			res, err := Measure(e.F, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", e.Name, err)
+			}
+			samples[i] = append(samples[i], res)
+		}
+	}
+	out := make([]Result, len(entries))
+	for i, s := range samples {
+		sort.Slice(s, func(a, b int) bool { return s[a].Ns < s[b].Ns })
+		out[i] = s[len(s)/2]
+	}
+	return out, nil
+}
