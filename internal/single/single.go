@@ -47,6 +47,18 @@ func (b Base) BeginRelease(ctx context.Context, lease locklab.Lease) (redis.Conn
 	return rcmd.Conn(ctx, b.Pool)
 }
 
+// BlindDel is the release of every strategy that deletes the key without
+// asking whose it is: DEL key. It reports ErrNotHeld when there was no key,
+// and nil when it deleted one, whoever held it.
+func (b Base) BlindDel(ctx context.Context, lease locklab.Lease) error {
+	c, err := b.BeginRelease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return Del(ctx, c, lease.Key)
+}
+
 // Millis is ttl in whole milliseconds, at least 1.
 func Millis(ttl time.Duration) int64 {
 	return max(ttl.Milliseconds(), 1)

@@ -44,16 +44,6 @@ func acquired(key string, n int64, start time.Time, ttl time.Duration) (locklab.
 	return single.Lease(key, token, 0, start, ttl), nil
 }
 
-// release is the blind DEL all three variants use.
-func release(ctx context.Context, b single.Base, lease locklab.Lease) error {
-	c, err := b.BeginRelease(ctx, lease)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return single.Del(ctx, c, lease.Key)
-}
-
 // IncrExpire is "incr-expire": INCR key; if it returned 1, PEXPIRE key ttl as
 // a second command. Release is DEL.
 type IncrExpire struct{ single.Base }
@@ -84,7 +74,7 @@ func (l *IncrExpire) Acquire(ctx context.Context, key string, ttl time.Duration)
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpire) Release(ctx context.Context, lease locklab.Lease) error {
-	return release(ctx, l.Base, lease)
+	return l.BlindDel(ctx, lease)
 }
 
 //go:embed acquire.lua
@@ -118,7 +108,7 @@ func (l *IncrExpireLua) Acquire(ctx context.Context, key string, ttl time.Durati
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpireLua) Release(ctx context.Context, lease locklab.Lease) error {
-	return release(ctx, l.Base, lease)
+	return l.BlindDel(ctx, lease)
 }
 
 // IncrExpireMulti is "incr-expire-multi": MULTI, INCR, PEXPIRE, EXEC, each
@@ -162,7 +152,7 @@ func (l *IncrExpireMulti) Acquire(ctx context.Context, key string, ttl time.Dura
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpireMulti) Release(ctx context.Context, lease locklab.Lease) error {
-	return release(ctx, l.Base, lease)
+	return l.BlindDel(ctx, lease)
 }
 
 func fmtExec(err error, replies []any) error {

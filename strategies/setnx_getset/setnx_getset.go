@@ -60,34 +60,42 @@ func parseStamp(v any) (ts int64, ok bool) {
 	return ts, err == nil
 }
 
-// timestampLock is what both variants share: the first two steps of
-// acquire (SETNX, then GET) and the stamps.
+// timestampLock is what both variants share: SETNX key <stamp>, and when
+// the key exists, GET it; only the recovery of a stale stamp differs.
 type timestampLock struct{ single.Base }
 
-// begin validates, takes a connection and reads the clock: now is the
-// client's Unix time in milliseconds and ts the stamp it will write.
-func (t timestampLock) begin(ctx context.Context, key string, ttl time.Duration) (c redis.Conn, start time.Time, now, ts int64, err error) {
-	c, err = t.BeginAcquire(ctx, key, ttl)
-	if err != nil {
-		return nil, time.Time{}, 0, 0, err
-	}
-	start = t.Clock.Now()
-	return c, start, start.UnixMilli(), stamp(start, ttl), nil
-}
+// recovery takes over a lock whose stamp has passed; now is the client's
+// Unix time in milliseconds and ts the stamp it writes.
+type recovery func(ctx context.Context, c redis.Conn, key string, now, ts int64) (bool, error)
 
-// setnxOrGet sends SETNX key ts and, when the key exists, GET key. expired
-// reports whether the stored stamp is older than now.
-func setnxOrGet(ctx context.Context, c redis.Conn, key string, now, ts int64) (won, expired bool, err error) {
-	won, err = setnx(ctx, c, key, ts)
-	if won || err != nil {
-		return won, false, err
-	}
-	v, err := rcmd.Do(ctx, c, "GET", key)
+// acquire runs SETNX; on 0, GET; on a stale stamp, recover.
+func (t timestampLock) acquire(ctx context.Context, key string, ttl time.Duration, recover recovery) (locklab.Lease, error) {
+	c, err := t.BeginAcquire(ctx, key, ttl)
 	if err != nil {
-		return false, false, err
+		return locklab.Lease{}, err
 	}
-	existing, ok := parseStamp(v)
-	return false, ok && existing < now, nil
+	defer c.Close()
+	start := t.Clock.Now()
+	now, ts := start.UnixMilli(), stamp(start, ttl)
+	won, err := setnx(ctx, c, key, ts)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	if !won {
+		v, err := rcmd.Do(ctx, c, "GET", key)
+		if err != nil {
+			return locklab.Lease{}, err
+		}
+		if existing, ok := parseStamp(v); ok && existing < now {
+			if won, err = recover(ctx, c, key, now, ts); err != nil {
+				return locklab.Lease{}, err
+			}
+		}
+	}
+	if !won {
+		return locklab.Lease{}, single.NotAcquired(key)
+	}
+	return single.Lease(key, strconv.FormatInt(ts, 10), 0, start, ttl), nil
 }
 
 func setnx(ctx context.Context, c redis.Conn, key string, ts int64) (bool, error) {
@@ -98,8 +106,23 @@ func setnx(ctx context.Context, c redis.Conn, key string, ts int64) (bool, error
 	return n == 1, nil
 }
 
-func lease(key string, ts int64, start time.Time, ttl time.Duration) locklab.Lease {
-	return single.Lease(key, strconv.FormatInt(ts, 10), 0, start, ttl)
+// recoverByDel is the page's naive recovery: DEL the stale key, SETNX again.
+func recoverByDel(ctx context.Context, c redis.Conn, key string, _, ts int64) (bool, error) {
+	if _, err := rcmd.Do(ctx, c, "DEL", key); err != nil {
+		return false, err
+	}
+	return setnx(ctx, c, key, ts)
+}
+
+// recoverByGetSet is the page's fix: GETSET writes this client's stamp and
+// returns the previous one; the client wins only if that one had passed too.
+func recoverByGetSet(ctx context.Context, c redis.Conn, key string, now, ts int64) (bool, error) {
+	v, err := rcmd.Do(ctx, c, "GETSET", key, ts)
+	if err != nil {
+		return false, err
+	}
+	old, ok := parseStamp(v)
+	return ok && old < now, nil
 }
 
 // SetNXDel is the "setnx-del" strategy: SETNX key <stamp>; when the key
@@ -114,37 +137,12 @@ func NewSetNXDel(cfg locklab.Config) (*SetNXDel, error) {
 
 // Acquire runs SETNX; on failure GET; on a stale stamp DEL and SETNX.
 func (l *SetNXDel) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	c, start, now, ts, err := l.begin(ctx, key, ttl)
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	defer c.Close()
-	won, expired, err := setnxOrGet(ctx, c, key, now, ts)
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	if !won && expired {
-		if _, err := rcmd.Do(ctx, c, "DEL", key); err != nil {
-			return locklab.Lease{}, err
-		}
-		if won, err = setnx(ctx, c, key, ts); err != nil {
-			return locklab.Lease{}, err
-		}
-	}
-	if !won {
-		return locklab.Lease{}, single.NotAcquired(key)
-	}
-	return lease(key, ts, start, ttl), nil
+	return l.acquire(ctx, key, ttl, recoverByDel)
 }
 
 // Release deletes the key, whoever holds it.
 func (l *SetNXDel) Release(ctx context.Context, ls locklab.Lease) error {
-	c, err := l.BeginRelease(ctx, ls)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return single.Del(ctx, c, ls.Key)
+	return l.BlindDel(ctx, ls)
 }
 
 // SetNXGetSet is the "setnx-getset" strategy: SETNX key <stamp>; when the key
@@ -162,27 +160,7 @@ func NewSetNXGetSet(cfg locklab.Config) (*SetNXGetSet, error) {
 
 // Acquire runs SETNX; on failure GET; on a stale stamp GETSET.
 func (l *SetNXGetSet) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	c, start, now, ts, err := l.begin(ctx, key, ttl)
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	defer c.Close()
-	won, expired, err := setnxOrGet(ctx, c, key, now, ts)
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	if !won && expired {
-		v, err := rcmd.Do(ctx, c, "GETSET", key, ts)
-		if err != nil {
-			return locklab.Lease{}, err
-		}
-		old, ok := parseStamp(v)
-		won = ok && old < now
-	}
-	if !won {
-		return locklab.Lease{}, single.NotAcquired(key)
-	}
-	return lease(key, ts, start, ttl), nil
+	return l.acquire(ctx, key, ttl, recoverByGetSet)
 }
 
 // Release sends GET and, when the stored stamp is at least the lease's own

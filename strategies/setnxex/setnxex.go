@@ -72,16 +72,7 @@ func (l *SetNXExpire) Acquire(ctx context.Context, key string, ttl time.Duration
 
 // Release deletes the key, whoever holds it.
 func (l *SetNXExpire) Release(ctx context.Context, lease locklab.Lease) error {
-	return blindDel(ctx, l.Base, lease)
-}
-
-func blindDel(ctx context.Context, b single.Base, lease locklab.Lease) error {
-	c, err := b.BeginRelease(ctx, lease)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return single.Del(ctx, c, lease.Key)
+	return l.BlindDel(ctx, lease)
 }
 
 // setNX sends SET key token NX PX ttl: the atomic acquire shared by
@@ -124,7 +115,7 @@ func (l *SetNXPXDel) Acquire(ctx context.Context, key string, ttl time.Duration)
 
 // Release deletes the key, whoever holds it.
 func (l *SetNXPXDel) Release(ctx context.Context, lease locklab.Lease) error {
-	return blindDel(ctx, l.Base, lease)
+	return l.BlindDel(ctx, lease)
 }
 
 // SetNXPXGetDel is the "set-nx-px-getdel" strategy: SET key token NX PX ttl;
