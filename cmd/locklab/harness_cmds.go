@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -75,6 +76,7 @@ func scenarioNames() []string {
 
 func addHarnessCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g), newMatrixCmd(g), newStressCmd(g), newReportCmd(g))
+	root.AddCommand(newWorkerCmd())
 }
 
 func newRaceDemoCmd(g *globals) *cobra.Command {
@@ -402,10 +404,17 @@ func newStressCmd(g *globals) *cobra.Command {
 shared register, release, on real Redis with millisecond TTLs, while
 holders pause past their TTL (--pause-prob) and clients crash between two
 commands (--crash-prob). It reports overlapping holds, lost updates,
-accesses the register's fence check refused, and liveness failures.`,
+accesses the register's fence check refused, and liveness failures.
+
+With --processes each client is its own process: a pause is SIGSTOP, a
+crash SIGKILL. --node-faults injects node faults every --fault-every
+(pause, restart without data, restart-keep with an append-only file,
+partition); it needs the docker or process backend.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob -1 --cycles 100000
-  locklab stress --strategy set-nx-px --no-fence --duration 10s --json`,
+  locklab stress --strategy set-nx-px --no-fence --duration 10s --json
+  locklab stress --strategy set-nx-px-del --processes --first
+  locklab stress --strategy set-nx-px --node-faults restart,partition --fault-every 2s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -419,16 +428,48 @@ accesses the register's fence check refused, and liveness failures.`,
 			if !d.Properties.MultiNode {
 				nodes = 1
 			}
+			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+			for _, f := range o.Faults {
+				if !slices.Contains(stress.FaultKinds, f) {
+					return fmt.Errorf("unknown node fault %q (want %s)", f, strings.Join(stress.FaultKinds, ","))
+				}
+			}
+			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
+				return errNoFaults
+			}
 			errw := cmd.ErrOrStderr()
 			c, ns, err := g.cluster(ctx, errw, nodes)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			_ = ns
+			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
+				return errNoFaults
+			}
 			for _, n := range c.Nodes() {
 				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
+				addr := n.Addr()
+				if pw := n.Password(); pw != "" {
+					addr = pw + "@" + addr
+				}
+				o.Addrs = append(o.Addrs, addr)
+				o.FaultNodes = append(o.FaultNodes, n)
+				if slices.Contains(o.Faults, stress.FaultRestartKeep) {
+					// A restart with its data brings the keys back only
+					// from an append-only file.
+					if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
+						return err
+					}
+				}
 			}
-			_ = ns
+			if o.Processes {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.WorkerCommand = []string{exe, "worker"}
+			}
 			o.Progress = func(p stress.Progress) {
 				fmt.Fprintf(errw, "\r\033[K%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
 			}
@@ -467,6 +508,10 @@ accesses the register's fence check refused, and liveness failures.`,
 	f.IntVar(&nodes, "nodes", 5, "Redis nodes for a multi-node strategy")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found")
+	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
+	f.StringSliceVar(&o.Faults, "node-faults", nil, "node faults to inject: "+strings.Join(stress.FaultKinds, ","))
+	f.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "time between two node faults")
+	f.DurationVar(&o.FaultFor, "fault-for", 0, "how long each node fault lasts (default 5 x TTL)")
 	return cmd
 }
 
@@ -475,7 +520,7 @@ func writeStress(w io.Writer, r *stress.Report) error {
 	fmt.Fprintf(tw, "strategy\t%s (%d clients, ttl %v)\n", r.Strategy, r.Clients, r.TTL)
 	fmt.Fprintf(tw, "cycles\t%d in %v (%.0f/s)\n", r.Cycles, r.Elapsed.Round(time.Millisecond), r.Throughput)
 	fmt.Fprintf(tw, "acquire wait\tp50 %v, p99 %v\n", r.AcquireP50.Round(time.Microsecond), r.AcquireP99.Round(time.Microsecond))
-	fmt.Fprintf(tw, "faults\t%d pauses, %d crashes\n", r.Pauses, r.Crashes)
+	fmt.Fprintf(tw, "faults\t%d pauses, %d crashes, %d node faults\n", r.Pauses, r.Crashes, len(r.NodeFaults))
 	fmt.Fprintf(tw, "overlapping holds\t%d\n", r.Overlaps)
 	fmt.Fprintf(tw, "lost updates\t%d\n", r.LostUpdates)
 	fmt.Fprintf(tw, "fence refusals\t%d\n", r.FenceRefusals)
@@ -485,6 +530,16 @@ func writeStress(w io.Writer, r *stress.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.NodeFaults) > 0 {
+		fmt.Fprintln(w, "\nnode faults:")
+		for _, f := range r.NodeFaults {
+			fmt.Fprintf(w, "  %10v  %-12s node %s for %v", f.At.Round(time.Millisecond), f.Kind, f.Node, f.For.Round(time.Millisecond))
+			if f.Err != "" {
+				fmt.Fprintf(w, " (%s)", f.Err)
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	if !r.Violated() {
 		fmt.Fprintln(w, "\nno violation")
 		return nil
@@ -493,6 +548,9 @@ func writeStress(w io.Writer, r *stress.Report) error {
 		fmt.Fprintf(w, "\nfirst %s at %v: %s\n", v.Kind, v.At.Round(time.Millisecond), v.Detail)
 		for _, e := range v.Timeline {
 			who := fmt.Sprintf("client %d", e.Client)
+			if e.Client == stress.NodeFaultClient {
+				who = "nodes"
+			}
 			fmt.Fprintf(w, "  %10v  %-9s %s\n", e.At.Round(100*time.Microsecond), who, e.What)
 		}
 	}

@@ -94,3 +94,14 @@ func TestBench(t *testing.T) {
 	assert.Regexp(t, `set-nx-px\s+\S+\s+[0-9.]+\s+\d+\s+2\s`, out, "set-nx-px sends 2 commands per cycle")
 	assert.Regexp(t, `setnx-getset\s+\S+\s+[0-9.]+\s+\d+\s+3\s`, out)
 }
+
+func TestStressFlags(t *testing.T) {
+	out, _, err := run(t, "stress", "--backend", "process", "-s", "set-nx-px-del", "--duration", "5s", "--first", "--json")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"violations"`)
+
+	_, _, err = run(t, "stress", "--backend", "addrs", "--addr", "127.0.0.1:1", "-s", "set-nx-px", "--node-faults", "pause")
+	require.Error(t, err, "faults need control of the servers")
+	_, _, err = run(t, "stress", "--backend", "process", "-s", "set-nx-px", "--node-faults", "explode")
+	require.Error(t, err)
+}

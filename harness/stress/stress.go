@@ -13,6 +13,49 @@
 //   - liveness: a stretch of time in which clients keep trying and nobody
 //     acquires, classified as a deadlock (the key has no TTL) or starvation
 //     (the key has a TTL that failed attempts keep pushing forward).
+//
+// # Process mode
+//
+// With Options.Processes every client is a separate OS process (the hidden
+// "locklab worker" command, or any program that calls Worker), so a pause is
+// a real SIGSTOP of the whole process, continued with SIGCONT PauseFor later,
+// and a crash is a real SIGKILL, after which a replacement process is
+// started. Workers run the lock against the servers' addresses themselves
+// and report each step as a JSON line on stdout; the parent stamps each line
+// on its own monotonic clock as it arrives. Workers are killed when the run
+// ends, when ctx is done, and by the kernel if the parent dies (Pdeathsig);
+// a worker whose stdin closes exits too.
+//
+// The register stays in the parent: a worker's two accesses (the read when
+// it enters the critical section, the write when it leaves) are requests on
+// its stdout that the parent answers on its stdin, after checking the fence
+// and the overlap exactly as for goroutine clients. Keeping it in the parent
+// rather than under a key on the first node means node faults (a restart
+// that wipes the node, a pause, a partition) hit only the lock, never the
+// measuring instrument, and one checker serves both modes.
+//
+// What the timing means: the interval the parent checks for overlaps runs
+// from the register's read to its write, both performed by the parent under
+// one mutex, so the order it sees is the order in which the resource was
+// accessed. Each such interval lies inside the worker's real hold (the read
+// is requested after the acquire returned; the release is sent after the
+// write was answered), so pipe latency narrows the measured intervals
+// rather than widening them: an overlap reported is a real overlap of two
+// holds (at the moment of the second read, both were holding), but two
+// holds that overlapped by less than the pipe round trip, without
+// interleaving their register accesses, are not reported. Those are
+// overlaps that did no damage at the resource. The timeline's event times,
+// "acquires" and "releases" included, are arrival times and lag the
+// workers' real steps by the pipe latency (plus any scheduling delay of the
+// parent).
+//
+// # Node faults
+//
+// Options.Faults injects node faults during a run, in goroutine or process
+// mode, one at a time, drawn from the seed: a node paused, killed and
+// restarted with or without its data, or partitioned, for FaultFor, then
+// resumed, started again or healed. Each fault is in Report.NodeFaults and
+// in the timelines (as client NodeFaultClient).
 package stress
 
 import (
@@ -76,6 +119,30 @@ type Options struct {
 	StopOnViolation bool
 	// Progress, if set, is called about every 250ms.
 	Progress func(Progress)
+
+	// Processes runs each client as a separate OS process (see "Process
+	// mode" in the package documentation): pauses become SIGSTOP/SIGCONT
+	// and crashes SIGKILL.
+	Processes bool
+	// WorkerCommand is the program and leading arguments that start one
+	// worker, for example {"/usr/local/bin/locklab", "worker"}; the run
+	// appends the worker's flags. Required with Processes.
+	WorkerCommand []string
+	// Addrs are the addresses of Nodes, in the same order, as "host:port" or
+	// "password@host:port", for the workers to dial. Required with
+	// Processes.
+	Addrs []string
+
+	// FaultNodes are the nodes that node faults may hit; a *node.Node is
+	// one. Faults picks the kinds (FaultPause, FaultRestart,
+	// FaultRestartKeep, FaultPartition); every FaultEvery [2s] one kind and
+	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
+	// before the node is resumed, started again or healed. Faults need
+	// FaultNodes.
+	FaultNodes []FaultNode
+	Faults     []string
+	FaultEvery time.Duration
+	FaultFor   time.Duration
 }
 
 // Progress is a snapshot during a run.
@@ -117,6 +184,7 @@ type Report struct {
 	LostUpdates   int64            `json:"lost_updates"`
 	FenceRefusals int64            `json:"fence_refusals"`
 	Liveness      string           `json:"liveness,omitempty"`
+	NodeFaults    []NodeFault      `json:"node_faults,omitempty"`
 	Counts        map[string]int64 `json:"violations"`
 	First         []Violation      `json:"first"`
 }
@@ -166,6 +234,17 @@ func (o *Options) defaults() error {
 	if o.Key == "" {
 		o.Key = "locklab:stress"
 	}
+	if o.Processes {
+		if len(o.WorkerCommand) == 0 {
+			return locklab.Invalid("process mode needs a worker command")
+		}
+		if len(o.Addrs) != len(o.Nodes) {
+			return locklab.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
+		}
+	}
+	if err := o.faultDefaults(); err != nil {
+		return err
+	}
 	if o.PauseProb > 1 || o.CrashProb > 1 {
 		return locklab.Invalid("probabilities must be at most 1")
 	}
@@ -190,11 +269,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.stop = cancel
 
 	var wg sync.WaitGroup
+	if len(o.Faults) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.faults(ctx)
+		}()
+	}
 	for i := 0; i < o.Clients; i++ {
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			r.client(ctx, cancel, id, desc)
+			if o.Processes {
+				r.worker(ctx, cancel, id)
+			} else {
+				r.client(ctx, cancel, id, desc)
+			}
 		}(i)
 	}
 	done := make(chan struct{})
@@ -216,6 +306,9 @@ loop:
 				cancel()
 			}
 		}
+	}
+	if err := r.fatalErr(); err != nil {
+		return nil, err
 	}
 	return r.report(), nil
 }
@@ -258,6 +351,24 @@ type recorder struct {
 	first    []Violation
 	recent   []Event // ring of the last events
 	liveness string
+	nfaults  []NodeFault
+	fatal    error
+}
+
+// fail ends the run with an error rather than a report.
+func (r *recorder) fail(err error) {
+	r.mu.Lock()
+	if r.fatal == nil {
+		r.fatal = err
+	}
+	r.mu.Unlock()
+	r.stop()
+}
+
+func (r *recorder) fatalErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
 }
 
 func newRecorder(o Options) *recorder {
@@ -370,18 +481,8 @@ func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, r
 	r.mu.Lock()
 	r.latency = append(r.latency, waited)
 	r.event(id, fmt.Sprintf("acquires (fence %d)", lease.Fence))
-	if len(r.inside) > 0 {
-		others := make([]int, 0, len(r.inside))
-		for c := range r.inside {
-			others = append(others, c)
-		}
-		sort.Ints(others)
-		r.overlaps++
-		r.violateLocked(KindOverlap, 1, fmt.Sprintf("client %d entered while clients %v were inside", id, others))
-	}
-	r.inside[id] = r.now()
-	v, ok := r.access(lease.Fence)
 	r.mu.Unlock()
+	v, ok := r.enter(id, lease.Fence)
 
 	hold := time.Duration(rng.Int64N(int64(r.o.HoldMax) + 1))
 	if r.o.PauseProb > 0 && rng.Float64() < r.o.PauseProb {
@@ -392,11 +493,42 @@ func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, r
 		hold += r.o.PauseFor
 	}
 	time.Sleep(hold)
+	r.leave(id, lease.Fence, v, ok)
+}
 
+// enter is the first access of a critical section: the client is inside
+// from now on, overlapping any client already inside, and reads the
+// register. It returns the value read and whether the fence let it through.
+func (r *recorder) enter(id int, fence int64) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.inside) > 0 {
+		others := make([]int, 0, len(r.inside))
+		for c := range r.inside {
+			others = append(others, c)
+		}
+		sort.Ints(others)
+		r.overlaps++
+		r.violateLocked(KindOverlap, 1, fmt.Sprintf("client %d entered while clients %v were inside", id, others))
+	}
+	r.inside[id] = r.now()
+	v, ok := r.access(fence)
+	if ok {
+		r.event(id, fmt.Sprintf("reads %d", v))
+	} else {
+		r.event(id, "read refused by fence")
+	}
+	return v, ok
+}
+
+// leave is the last access of a critical section: the client writes v+1,
+// where v is what it read (readOK false if the fence refused that read), and
+// is no longer inside. It reports whether the write was accepted.
+func (r *recorder) leave(id int, fence, v int64, readOK bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inside, id)
-	if _, wok := r.access(lease.Fence); ok && wok {
+	if _, wok := r.access(fence); readOK && wok {
 		if r.value != v {
 			lost := r.value - v
 			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d wrote %d over %d: %d increment(s) lost", id, v+1, r.value, lost))
@@ -404,9 +536,10 @@ func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, r
 		r.value = v + 1
 		r.writes++
 		r.event(id, fmt.Sprintf("writes %d, releases", v+1))
-	} else {
-		r.event(id, "access refused by fence, releases")
+		return true
 	}
+	r.event(id, "access refused by fence, releases")
+	return false
 }
 
 // access is one access to the register carrying fence; it reports the
@@ -471,6 +604,7 @@ func (r *recorder) report() *Report {
 		Pauses: r.pauses.Load(), Crashes: r.crashes.Load(),
 		Overlaps: r.overlaps, LostUpdates: r.counts[KindLostUpdate], FenceRefusals: r.fenceRef,
 		Liveness: r.liveness, Counts: map[string]int64{}, First: append([]Violation(nil), r.first...),
+		NodeFaults: append([]NodeFault(nil), r.nfaults...),
 	}
 	for k, v := range r.counts {
 		rep.Counts[k] = v

@@ -1,0 +1,190 @@
+package stress_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/redistest"
+)
+
+// workerArg0 makes the test binary a stress worker: the process-mode tests
+// re-execute it with this first argument instead of building cmd/locklab.
+const workerArg0 = "locklab-stress-worker"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == workerArg0 {
+		if err := stress.Worker(context.Background(), os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func workerCommand(t *testing.T) []string {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return []string{exe, workerArg0}
+}
+
+// processOptions runs on one fresh redis-server in process mode.
+func processOptions(t *testing.T, o stress.Options) stress.Options {
+	srv := redistest.StartOne(t)
+	o.Nodes = []locklab.ConnSource{srv.Pool}
+	o.Addrs = []string{srv.Addr}
+	o.Processes = true
+	o.WorkerCommand = workerCommand(t)
+	return o
+}
+
+// noWorkersLeft checks that no process of this test binary started as a
+// worker is still running.
+func noWorkersLeft(t *testing.T) {
+	t.Helper()
+	out, _ := exec.Command("pgrep", "-f", workerArg0).Output()
+	assert.Empty(t, strings.TrimSpace(string(out)), "worker processes left behind")
+}
+
+// A worker really stopped with SIGSTOP past its TTL overlaps its successor
+// and, with an unsafe release, deletes the successor's key. (setnx-del may
+// break even before a pause, through its stale-lock recovery race.)
+func TestProcessesUnsafeViolates(t *testing.T) {
+	for _, name := range []string{"setnx-del", "set-nx-px-del"} {
+		t.Run(name, func(t *testing.T) {
+			rep, err := stress.Run(context.Background(), processOptions(t, stress.Options{
+				Strategy: name, Clients: 4, Duration: 10 * time.Second, TTL: 50 * time.Millisecond,
+				PauseProb: 0.1, CrashProb: -1, StopOnViolation: true, Seed: 5,
+			}))
+			require.NoError(t, err)
+			require.True(t, rep.Violated(), "%s ran %d cycles in %v without a violation", name, rep.Cycles, rep.Elapsed)
+			assert.NotEmpty(t, rep.First[0].Timeline)
+			if name == "set-nx-px-del" {
+				// Holds are far shorter than the TTL: only a SIGSTOP lets
+				// a lease expire under its holder.
+				assert.Positive(t, rep.Pauses)
+				assert.Contains(t, fmt.Sprint(rep.First[0].Timeline), "SIGSTOP")
+			}
+			t.Logf("%s: %s after %v and %d cycles: %s", name, rep.First[0].Kind, rep.First[0].At.Round(time.Millisecond), rep.Cycles, rep.First[0].Detail)
+			noWorkersLeft(t)
+		})
+	}
+}
+
+// set-nx-px with the register's fence check: SIGSTOPped holders overlap
+// their successors, the fence refuses them, no update is lost; SIGKILLed
+// workers are replaced.
+func TestProcessesSetNXPXFenced(t *testing.T) {
+	rep, err := stress.Run(context.Background(), processOptions(t, stress.Options{
+		Strategy: "set-nx-px", Clients: 4, Duration: 4 * time.Second, TTL: 50 * time.Millisecond,
+		PauseProb: 0.1, CrashProb: 0.01, Seed: 6,
+	}))
+	require.NoError(t, err)
+	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d refusals, %d lost, %d errors",
+		rep.Cycles, rep.Pauses, rep.Crashes, rep.Overlaps, rep.FenceRefusals, rep.LostUpdates, rep.Errors)
+	assert.Positive(t, rep.Cycles)
+	assert.Positive(t, rep.Pauses)
+	assert.Positive(t, rep.Crashes, "the run must have exercised SIGKILL")
+	assert.Zero(t, rep.LostUpdates, "violations: %+v", rep.First)
+	assert.Empty(t, rep.Liveness)
+	noWorkersLeft(t)
+}
+
+// A worker that cannot start fails the run with its error, not a report.
+func TestProcessesBadWorker(t *testing.T) {
+	o := processOptions(t, stress.Options{Strategy: "set-nx-px", Clients: 2, Duration: 5 * time.Second})
+	o.WorkerCommand = []string{"/bin/false"}
+	_, err := stress.Run(context.Background(), o)
+	require.Error(t, err)
+	o.WorkerCommand = nil
+	_, err = stress.Run(context.Background(), o)
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+}
+
+// A node restarted without its data forgets the lock: with a TTL far
+// longer than any hold and no client pause, holds still overlap, and the
+// faults are in the report and the timeline. Restarted with an append-only
+// file, the node remembers, and nothing overlaps.
+func TestNodeFaultRestart(t *testing.T) {
+	ctx := context.Background()
+	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	n := c.Nodes()[0]
+	base := stress.Options{
+		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
+		Clients: 4, TTL: 10 * time.Second, HoldMax: 400 * time.Millisecond, PauseProb: -1, CrashProb: -1,
+		NoFence: true, FaultEvery: 300 * time.Millisecond, FaultFor: 5 * time.Millisecond, Seed: 7,
+	}
+
+	o := base
+	o.Faults, o.Duration = []string{stress.FaultRestart}, 4*time.Second
+	rep, err := stress.Run(ctx, o)
+	require.NoError(t, err)
+	t.Logf("restart: %d cycles, %d node faults, %d overlaps, %d lost updates", rep.Cycles, len(rep.NodeFaults), rep.Overlaps, rep.LostUpdates)
+	require.NotEmpty(t, rep.NodeFaults)
+	for _, f := range rep.NodeFaults {
+		assert.Equal(t, stress.FaultRestart, f.Kind)
+		assert.Empty(t, f.Err)
+	}
+	require.Positive(t, rep.Overlaps, "a holder's key vanished with the restart")
+	var ov stress.Violation
+	for _, v := range rep.First {
+		if v.Kind == stress.KindOverlap {
+			ov = v
+		}
+	}
+	assert.Contains(t, fmt.Sprint(ov.Timeline), "restart without its data")
+
+	require.NoError(t, n.SetAppendOnly(ctx, true, "always"))
+	o = base
+	o.Faults, o.Duration = []string{stress.FaultRestartKeep}, 1500*time.Millisecond
+	rep, err = stress.Run(ctx, o)
+	require.NoError(t, err)
+	t.Logf("restart-keep: %d cycles, %d node faults, %d overlaps", rep.Cycles, len(rep.NodeFaults), rep.Overlaps)
+	require.NotEmpty(t, rep.NodeFaults)
+	assert.Zero(t, rep.Overlaps, "the append-only file brought the lock back: %+v", rep.First)
+}
+
+// Pause and partition faults are injected and healed, in process mode too.
+func TestNodeFaultPausePartition(t *testing.T) {
+	ctx := context.Background()
+	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	n := c.Nodes()[0]
+	rep, err := stress.Run(ctx, stress.Options{
+		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()},
+		Processes: true, WorkerCommand: workerCommand(t), FaultNodes: []stress.FaultNode{n},
+		Faults: []string{stress.FaultPause, stress.FaultPartition}, Clients: 3, Duration: 2500 * time.Millisecond,
+		PauseProb: -1, CrashProb: -1, FaultEvery: 300 * time.Millisecond, FaultFor: 100 * time.Millisecond, Seed: 8,
+	})
+	require.NoError(t, err)
+	kinds := map[string]int{}
+	for _, f := range rep.NodeFaults {
+		kinds[f.Kind]++
+		assert.Empty(t, f.Err)
+	}
+	t.Logf("%d cycles, node faults %v, %d errors", rep.Cycles, kinds, rep.Errors)
+	assert.Positive(t, kinds[stress.FaultPause])
+	assert.Positive(t, kinds[stress.FaultPartition])
+	assert.Positive(t, rep.Cycles)
+	assert.Zero(t, rep.LostUpdates)
+	_, err = n.Do(ctx, "PING")
+	require.NoError(t, err, "the node answers after the run")
+	noWorkersLeft(t)
+
+	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []string{"meteor"}, FaultNodes: []stress.FaultNode{n}})
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+}

@@ -1,0 +1,163 @@
+package stress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/strategies"
+)
+
+// Events a worker reports on its stdout, one JSON object per line.
+const (
+	EvAcquired = "acquired" // the lock was acquired: fence, token, wait
+	EvEnter    = "enter"    // entering the critical section: read the register (answered)
+	EvLeave    = "leave"    // leaving it: write value to the register (answered)
+	EvReleased = "released" // the lease was released (err set if the release failed)
+	EvError    = "error"    // an acquire attempt failed with err
+)
+
+// WorkerEvent is one line a worker writes on its stdout.
+type WorkerEvent struct {
+	Ev    string        `json:"ev"`
+	Fence int64         `json:"fence,omitempty"`
+	Token string        `json:"token,omitempty"`
+	Wait  time.Duration `json:"wait,omitempty"`
+	Value int64         `json:"value,omitempty"`
+	Err   string        `json:"err,omitempty"`
+}
+
+// WorkerReply is the parent's answer, one JSON line on the worker's stdin,
+// to an EvEnter (the value read) and to an EvLeave (whether the write was
+// accepted). OK is false when the register's fence check refused the
+// access.
+type WorkerReply struct {
+	Value int64 `json:"value"`
+	OK    bool  `json:"ok"`
+}
+
+// workerArgs are the flags of a worker, built by the parent and parsed by
+// Worker.
+func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
+	args := []string{
+		"--strategy", o.Strategy, "--key", o.Key, "--ttl", o.TTL.String(),
+		"--hold-max", o.HoldMax.String(), "--seed", fmt.Sprint(seed), "--id", fmt.Sprint(id),
+		"--skew", skew.String(),
+	}
+	for _, a := range o.Addrs {
+		args = append(args, "--addr", a)
+	}
+	return args
+}
+
+// Worker is one client of a process-mode run, as run by the hidden
+// "locklab worker" command: it loops acquire, critical section, release on
+// the servers given with --addr (host:port or password@host:port), reports
+// each step on out as a JSON WorkerEvent line, and takes its register
+// accesses' answers as WorkerReply lines from in. It returns nil when in is
+// closed (the parent is gone or done) or ctx ends.
+func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		strategy, key string
+		addrs         []string
+		ttl, holdMax  time.Duration
+		skew          time.Duration
+		seed          uint64
+		id            int
+	)
+	fs.StringVar(&strategy, "strategy", "", "")
+	fs.StringVar(&key, "key", "locklab:stress", "")
+	fs.Func("addr", "", func(s string) error { addrs = append(addrs, s); return nil })
+	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
+	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
+	fs.DurationVar(&skew, "skew", 0, "")
+	fs.Uint64Var(&seed, "seed", 1, "")
+	fs.IntVar(&id, "id", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if len(addrs) == 0 {
+		return errors.New("worker: no --addr")
+	}
+	desc, err := strategies.Info(strategy)
+	if err != nil {
+		return err
+	}
+	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl / 4}}
+	var pools []*redis.Pool
+	for _, a := range addrs {
+		var opts []redis.DialOption
+		if pw, hp, ok := strings.Cut(a, "@"); ok {
+			a = hp
+			opts = append(opts, redis.DialPassword(pw))
+		}
+		p := locklab.NewPool(a, opts...)
+		defer p.Close()
+		pools = append(pools, p)
+		cfg.Nodes = append(cfg.Nodes, p)
+	}
+	if !desc.Properties.MultiNode {
+		cfg.Pool, cfg.Nodes = pools[0], nil
+	}
+	if skew != 0 {
+		cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(skew) })
+	}
+	l, err := strategies.New(strategy, cfg)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(id)))
+	enc := json.NewEncoder(out)
+	dec := json.NewDecoder(in)
+	ask := func(e WorkerEvent) (WorkerReply, error) {
+		var rep WorkerReply
+		if err := enc.Encode(e); err != nil {
+			return rep, err
+		}
+		return rep, dec.Decode(&rep)
+	}
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		lease, err := locklab.Wait(ctx, l, key, ttl, cfg.Retry)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if enc.Encode(WorkerEvent{Ev: EvError, Err: err.Error()}) != nil {
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if enc.Encode(WorkerEvent{Ev: EvAcquired, Fence: lease.Fence, Token: lease.Token, Wait: time.Since(t0)}) != nil {
+			return nil
+		}
+		read, err := ask(WorkerEvent{Ev: EvEnter, Fence: lease.Fence})
+		if err != nil {
+			return nil // the parent closed the pipe
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(holdMax) + 1)))
+		if _, err := ask(WorkerEvent{Ev: EvLeave, Fence: lease.Fence, Value: read.Value + 1}); err != nil {
+			return nil
+		}
+		ev := WorkerEvent{Ev: EvReleased}
+		if err := l.Release(context.WithoutCancel(ctx), lease); err != nil {
+			ev.Err = err.Error()
+		}
+		if enc.Encode(ev) != nil {
+			return nil
+		}
+	}
+	return nil
+}
