@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,29 +34,15 @@ source and the JSON history.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			errw := cmd.ErrOrStderr()
 			if out == "" {
 				return fmt.Errorf("report needs a file name (-o)")
 			}
-			c, ns, err := g.cluster(ctx, errw, nodes)
+			mr, err := g.runMatrix(cmd, &o, nodes)
 			if err != nil {
 				return err
 			}
+			c, m, began := mr.cluster, mr.result, mr.began
 			defer c.Close()
-			scs := o.Scenarios
-			if len(scs) == 0 {
-				scs = scenarioNames()
-			}
-			o.Nodes = withReplica(ctx, c, ns, scs)
-			began := time.Now()
-			o.Progress = func(cell harness.Cell) {
-				fmt.Fprintf(errw, "\r\033[K%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)
-			}
-			m, err := harness.Matrix(ctx, o)
-			fmt.Fprint(errw, "\r\033[K")
-			if err != nil {
-				return err
-			}
 			// Replay each counterexample with the key's value recorded.
 			if _, err := report.Record(ctx, m, o.Nodes); err != nil {
 				return err
@@ -87,12 +72,7 @@ source and the JSON history.`,
 	f := cmd.Flags()
 	f.StringVarP(&out, "out", "o", "locklab-report.html", "the HTML file to write")
 	f.StringVar(&title, "title", "", `the page's title (default "locklab verdict matrix")`)
-	f.StringSliceVarP(&o.Strategies, "strategy", "s", nil, "restrict to these strategies")
-	f.StringSliceVarP(&o.Scenarios, "scenario", "x", nil, "restrict to these scenarios")
-	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2)")
-	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "most schedules per cell (default 3000)")
-	f.IntVar(&o.Workers, "workers", 2, "schedules run at once per cell, each on its own database")
-	f.IntVar(&nodes, "nodes", 3, "Redis nodes to start (multi-node scenarios need 3)")
+	matrixFlags(f, &o, &nodes)
 	return cmd
 }
 
