@@ -531,7 +531,7 @@ func (r *recorder) leave(id int, fence, v int64, readOK bool) bool {
 	if _, wok := r.access(fence); readOK && wok {
 		if r.value != v {
 			lost := r.value - v
-			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d wrote %d over %d: %d increment(s) lost", id, v+1, r.value, lost))
+			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d read %d and wrote %d, but the register held %d by then: %d increment(s) lost", id, v, v+1, r.value, lost))
 		}
 		r.value = v + 1
 		r.writes++
