@@ -144,7 +144,7 @@ func RaceDemo(ctx context.Context, w io.Writer, nodes []Node) error {
 	}
 	sc, _ := Lookup("stale-recovery")
 	fmt.Fprintf(w, "The C1/C2 race of the SETNX page (%s)\n\n", sc.Source)
-	fmt.Fprintf(w, "%s\n\nSchedule: %s\n\n", wrap(sc.Story, 78), sc.Schedule)
+	fmt.Fprintf(w, "%s\n\nSchedule: %s\n\n", WrapText(sc.Story, 78, ""), sc.Schedule)
 	for _, strat := range []string{"setnx-del", "setnx-getset"} {
 		h, err := Run(ctx, RunOptions{Scenario: sc.Name, Strategy: strat, Nodes: nodes})
 		if err != nil {
@@ -319,12 +319,15 @@ func cut(h *History) string {
 	return s[:h.Verdict.Step].String()
 }
 
-func wrap(s string, width int) string {
+// WrapText breaks s into lines of at most width characters, at spaces
+// (a longer word gets a line of its own), and starts each line after the
+// first with indent.
+func WrapText(s string, width int, indent string) string {
 	var b strings.Builder
 	n := 0
 	for _, w := range strings.Fields(s) {
 		if n > 0 && n+1+len(w) > width {
-			b.WriteByte('\n')
+			b.WriteString("\n" + indent)
 			n = 0
 		} else if n > 0 {
 			b.WriteByte(' ')

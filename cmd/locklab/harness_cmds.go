@@ -115,7 +115,7 @@ func newScenariosCmd() *cobra.Command {
 				return writeJSON(w, all)
 			}
 			for _, sc := range all {
-				fmt.Fprintf(w, "%s — %s\n  checks: %s\n  source: %s\n  %s\n\n", sc.Name, sc.Title, sc.Property, sc.Source, indentWrap(sc.Story, 76, "  "))
+				fmt.Fprintf(w, "%s — %s\n  checks: %s\n  source: %s\n  %s\n\n", sc.Name, sc.Title, sc.Property, sc.Source, harness.WrapText(sc.Story, 76, "  "))
 			}
 			return nil
 		},
@@ -536,24 +536,6 @@ func writeStress(w io.Writer, r *stress.Report) error {
 		}
 	}
 	return nil
-}
-
-// indentWrap wraps s at width and indents continuation lines.
-func indentWrap(s string, width int, indent string) string {
-	var b strings.Builder
-	n := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 && n+1+len(word) > width {
-			b.WriteString("\n" + indent)
-			n = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(word)
-		n += len(word)
-	}
-	return b.String()
 }
 
 // matrixFlags are the flags that bound a verdict matrix (matrix, report).
