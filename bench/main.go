@@ -166,8 +166,8 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 	n := locklab.NewNotifier(sources[0])
 	rl := redislock.New(gos[0])
 	return []cycler{
-		locklabCycler("locklab set-nx-px + Notifier", notify, n),
-		locklabCycler("locklab set-nx-px + Wait", plain, nil),
+		locklabCycler("locklab set-nx-px, Wait", plain, nil),
+		locklabCycler("locklab set-nx-px, Notifier", notify, n),
 		{
 			name: "bsm/redislock (1ms linear)",
 			once: func(ctx context.Context, key string) error {

@@ -46,11 +46,17 @@ func Measure(f func() error, n int) (Result, error) {
 }
 
 // Interleaved measures every entry n calls per round, for rounds rounds,
-// in turn, and returns each entry's median round.
+// in turn, starting each round one entry further along, and returns each
+// entry's median round.
 func Interleaved(entries []Entry, rounds, n int) ([]Result, error) {
 	samples := make([][]Result, len(entries))
 	for r := 0; r < rounds; r++ {
-		for i, e := range entries {
+		// Each round starts with a different entry: where an entry stands
+		// in the round (right after another, warm or cold) shows in its
+		// time on a small machine.
+		for k := range entries {
+			i := (k + r) % len(entries)
+			e := entries[i]
 			res, err := Measure(e.F, n)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Name, err)
