@@ -2,7 +2,9 @@ package harness
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Timeline renders a history as a text swimlane: one row per step, one
@@ -123,6 +125,9 @@ func shorten(s string, owner map[string]string) string {
 	if o, ok := owner[strings.Trim(s, `"`)]; ok {
 		return o
 	}
+	if t, ok := stampLabel(strings.Trim(s, `"`)); ok {
+		return t
+	}
 	if len(s) > 12 {
 		return s[:11] + "~"
 	}
@@ -138,6 +143,8 @@ func shortArgs(args []string, owner map[string]string) []string {
 		}
 		if o, ok := owner[a]; ok {
 			out[i] = o
+		} else if t, ok := stampLabel(a); ok {
+			out[i] = t
 		} else if strings.HasPrefix(a, "lock:") {
 			out[i] = "K"
 		} else if len(a) > 10 {
@@ -197,8 +204,8 @@ func mermaidText(s string) string {
 	return r.Replace(s)
 }
 
-// owners maps each lease token to the clients that wrote it ("c1's", or
-// "c1/c2's" when two clients wrote the same value).
+// owners maps each lease token written by exactly one client to a label for
+// it ("c1's").
 func owners(h *History) map[string]string {
 	who := map[string][]string{}
 	for _, a := range h.Acquisitions {
@@ -207,9 +214,13 @@ func owners(h *History) map[string]string {
 			who[a.Token] = append(who[a.Token], c)
 		}
 	}
+	// A value that several clients wrote (the counter "1" of the INCR
+	// locks) names nobody: it is shown as it is.
 	out := map[string]string{}
 	for t, cs := range who {
-		out[t] = strings.Join(cs, "/") + "'s"
+		if len(cs) == 1 {
+			out[t] = cs[0] + "'s"
+		}
 	}
 	return out
 }
@@ -221,4 +232,18 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// stampLabel shows a Unix time in milliseconds near Epoch (a timestamp
+// lock's stamp that no acquire claimed) as its offset from Epoch: "@30.012s".
+func stampLabel(s string) (string, bool) {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return "", false
+	}
+	d := time.Duration(ms-Epoch.UnixMilli()) * time.Millisecond
+	if d < -24*time.Hour || d > 24*time.Hour {
+		return "", false
+	}
+	return "@" + d.String(), true
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/locklab/locklab"
 )
 
+// stepTick is the virtual time one client step takes.
+const stepTick = time.Millisecond
+
 // Epoch is where every virtual clock starts: runs do not depend on the
 // wall clock.
 var Epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -823,6 +826,11 @@ func (r *run) grant(st Step) bool {
 		r.mu.Unlock()
 		return false
 	}
+	// Each step takes a tick of virtual time, so that clients that read
+	// their clocks at different steps see different times (and timestamp
+	// locks written at different steps differ), as on real machines. Ticks
+	// are far below any TTL: only "time" events make locks expire.
+	r.now += stepTick
 	c := q.c
 	c.pending = slices.DeleteFunc(c.pending, func(x *request) bool { return x == q })
 	q.owner.active = true
