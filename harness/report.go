@@ -21,9 +21,10 @@ func Timeline(h *History) string {
 		colW = 18
 	}
 	keyW := 10
+	const evW = 13 // fits "failover(n1)", "time(+1m2s)", "restart(n2)"
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s on %s, key %q, TTL %v\n", h.Scenario, h.Strategy, h.Key, h.TTL)
-	head := fmt.Sprintf("%-4s %-10s", "step", "event")
+	head := fmt.Sprintf("%-4s %-*s", "step", evW, "event")
 	for _, c := range h.Clients {
 		name := fmt.Sprintf("c%d", c.ID)
 		if c.Probe {
@@ -38,13 +39,7 @@ func Timeline(h *History) string {
 	b.WriteString(strings.Repeat("-", len(strings.TrimRight(head, " "))) + "\n")
 	for _, e := range h.Events {
 		cells := make([][]string, nc)
-		ev := ""
-		if e.Client == 0 {
-			ev = e.Label
-			for _, n := range e.Notes {
-				ev += " " + n
-			}
-		} else if e.Client <= nc {
+		if e.Client > 0 && e.Client <= nc {
 			cmd := strings.Join(shortArgs(e.Command, owner), " ")
 			lines := []string{cmd}
 			if e.Reply != "" {
@@ -67,9 +62,9 @@ func Timeline(h *History) string {
 					mark = "!"
 				}
 				lbl := e.Label
-				line = fmt.Sprintf("%3d%s %-10s", e.Step, mark, pad(lbl, 10))
+				line = fmt.Sprintf("%3d%s %-*s", e.Step, mark, evW, pad(lbl, evW))
 			} else {
-				line = fmt.Sprintf("%-4s %-10s", "", "")
+				line = fmt.Sprintf("%-4s %-*s", "", evW, "")
 			}
 			for _, c := range cells {
 				s := ""
@@ -88,7 +83,6 @@ func Timeline(h *History) string {
 		if e.Client == 0 && len(e.Notes) > 0 {
 			b.WriteString(fmt.Sprintf("%-4s   (%s)\n", "", strings.Join(e.Notes, "; ")))
 		}
-		_ = ev
 		if len(e.Holders) > 1 || e.Violation != "" {
 			b.WriteString(fmt.Sprintf("%-4s !! %s\n", "", violationLine(h, e)))
 		}
