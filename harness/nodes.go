@@ -9,6 +9,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/ttlclock"
 )
 
 // Node is a Redis server the harness runs schedules on. The harness talks to
@@ -50,21 +51,6 @@ func (n AddrNode) Name() string { return n.NodeName }
 // Addr returns the node's "host:port".
 func (n AddrNode) Addr() string { return n.NodeAddr }
 
-// advanceScript moves a database's clock forward by ARGV[1] milliseconds:
-// every key whose TTL is at most that expires now; the others have their
-// TTL shortened by it. Keys without a TTL are untouched.
-var advanceScript = redis.NewScript(0, `
-local d = tonumber(ARGV[1])
-local n = 0
-for _, k in ipairs(redis.call('KEYS', '*')) do
-  local t = redis.call('PTTL', k)
-  if t >= 0 then
-    if t <= d then redis.call('DEL', k); n = n + 1
-    else redis.call('PEXPIRE', k, t - d) end
-  end
-end
-return n`)
-
 // AdvanceTTLs shortens every TTL in the database src connects to by d,
 // deleting the keys whose TTL runs out: the effect of d passing on the
 // server's clock, applied at once. It returns the number of keys expired.
@@ -74,12 +60,12 @@ func AdvanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (
 		return 0, err
 	}
 	defer c.Close()
-	return redis.Int(advanceScript.DoContext(ctx, c, d.Milliseconds()))
+	return ttlclock.Advance(ctx, c, d)
 }
 
 // ExpireTTLs makes every key with a TTL in src's database expire now.
 func ExpireTTLs(ctx context.Context, src locklab.ConnSource) (int, error) {
-	return AdvanceTTLs(ctx, src, 1000*24*time.Hour)
+	return AdvanceTTLs(ctx, src, ttlclock.All)
 }
 
 // FlushDB empties the database src connects to.

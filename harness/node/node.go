@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/ttlclock"
 )
 
 // Backend names accepted in Options.Backend and $LOCKLAB_BACKEND.
@@ -435,17 +437,6 @@ func (n *Node) Flush(ctx context.Context) error {
 	return err
 }
 
-// expireScript deletes, among KEYS, those that have a TTL.
-var expireScript = redis.NewScript(-1, `
-local n = 0
-for _, k in ipairs(KEYS) do
-  if redis.call('PTTL', k) >= 0 then
-    redis.call('DEL', k)
-    n = n + 1
-  end
-end
-return n`)
-
 // ExpireAll makes time pass on the node: every key of database 0 that has a
 // TTL is removed now, as if its TTL had elapsed; keys without a TTL stay. It
 // only sends commands (SCAN and a Lua script), so it works on every backend.
@@ -456,30 +447,10 @@ func (n *Node) ExpireAll(ctx context.Context) error {
 		return fmt.Errorf("node %s: ExpireAll: %w", n.name, err)
 	}
 	defer c.Close()
-	cursor := "0"
-	for {
-		v, err := redis.Values(redis.DoContext(c, ctx, "SCAN", cursor, "COUNT", 500))
-		if err != nil {
-			return fmt.Errorf("node %s: ExpireAll: SCAN: %w", n.name, err)
-		}
-		var keys []string
-		if _, err := redis.Scan(v, &cursor, &keys); err != nil {
-			return fmt.Errorf("node %s: ExpireAll: SCAN reply: %w", n.name, err)
-		}
-		if len(keys) > 0 {
-			args := make([]any, 0, len(keys)+1)
-			args = append(args, len(keys))
-			for _, k := range keys {
-				args = append(args, k)
-			}
-			if _, err := expireScript.DoContext(ctx, c, args...); err != nil {
-				return fmt.Errorf("node %s: ExpireAll: %w", n.name, err)
-			}
-		}
-		if cursor == "0" {
-			return nil
-		}
+	if _, err := ttlclock.Advance(ctx, c, ttlclock.All); err != nil {
+		return fmt.Errorf("node %s: ExpireAll: %w", n.name, err)
 	}
+	return nil
 }
 
 // SetAppendOnly switches the node's append-only file on or off now (CONFIG

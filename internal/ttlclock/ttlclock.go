@@ -1,0 +1,65 @@
+// Package ttlclock makes time pass on a Redis server's keys: every TTL is
+// shortened at once by a duration, and the keys whose TTL runs out are
+// deleted, as if that much time had elapsed on the server's clock. Keys
+// without a TTL are untouched. It only sends commands (SCAN, and a Lua
+// script per batch of keys), so it works on any server a client can reach.
+package ttlclock
+
+import (
+	"context"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// All is a duration past every TTL: Advance(ctx, c, All) expires every key
+// that has one.
+const All = 1000 * 24 * time.Hour
+
+// advanceScript shortens the TTL of each of KEYS by ARGV[1] milliseconds,
+// deleting those whose TTL is at most that; it returns how many it deleted.
+var advanceScript = redis.NewScript(-1, `
+local d = tonumber(ARGV[1])
+local n = 0
+for _, k in ipairs(KEYS) do
+  local t = redis.call('PTTL', k)
+  if t >= 0 then
+    if t <= d then redis.call('DEL', k); n = n + 1
+    else redis.call('PEXPIRE', k, t - d) end
+  end
+end
+return n`)
+
+// Advance moves the clock of c's current database forward by d and returns
+// the number of keys that expired.
+func Advance(ctx context.Context, c redis.Conn, d time.Duration) (int, error) {
+	ms := d.Milliseconds()
+	expired := 0
+	cursor := "0"
+	for {
+		v, err := redis.Values(redis.DoContext(c, ctx, "SCAN", cursor, "COUNT", 500))
+		if err != nil {
+			return expired, err
+		}
+		var keys []string
+		if _, err := redis.Scan(v, &cursor, &keys); err != nil {
+			return expired, err
+		}
+		if len(keys) > 0 {
+			args := make([]any, 0, len(keys)+2)
+			args = append(args, len(keys))
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			args = append(args, ms)
+			n, err := redis.Int(advanceScript.DoContext(ctx, c, args...))
+			if err != nil {
+				return expired, err
+			}
+			expired += n
+		}
+		if cursor == "0" {
+			return expired, nil
+		}
+	}
+}
