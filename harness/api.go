@@ -39,16 +39,9 @@ type RunOptions struct {
 // Run runs one schedule of a scenario on a strategy on fresh Redis state
 // and returns its history, with the verdict of the scenario's property.
 func Run(ctx context.Context, o RunOptions) (*History, error) {
-	sc, err := Lookup(o.Scenario)
+	sc, spec, err := resolve(o.Scenario, o.Strategy, o.Factory, o.Nodes)
 	if err != nil {
 		return nil, err
-	}
-	spec, err := resolve(sc, o.Strategy, o.Factory)
-	if err != nil {
-		return nil, err
-	}
-	if len(o.Nodes) < sc.nodes() {
-		return nil, fmt.Errorf("scenario %s needs %d node(s), got %d", sc.Name, sc.nodes(), len(o.Nodes))
 	}
 	text := o.Schedule
 	if text == "" {

@@ -101,8 +101,22 @@ type explorer struct {
 	start    time.Time
 }
 
-// resolve builds the run spec of a scenario and strategy.
-func resolve(sc *Scenario, strategy string, f Factory) (runSpec, error) {
+// resolve finds the scenario named scenario, checks that nodes are enough
+// for it, and builds the run spec of it on strategy.
+func resolve(scenario, strategy string, f Factory, nodes []Node) (*Scenario, runSpec, error) {
+	sc, err := Lookup(scenario)
+	if err != nil {
+		return nil, runSpec{}, err
+	}
+	if len(nodes) < sc.nodes() {
+		return nil, runSpec{}, fmt.Errorf("scenario %s needs %d node(s), got %d", sc.Name, sc.nodes(), len(nodes))
+	}
+	spec, err := specOf(sc, strategy, f)
+	return sc, spec, err
+}
+
+// specOf builds the run spec of a scenario on a strategy.
+func specOf(sc *Scenario, strategy string, f Factory) (runSpec, error) {
 	multi := sc.MultiNode
 	if f == nil {
 		d, err := strategies.Info(strategy)
@@ -125,16 +139,9 @@ func resolve(sc *Scenario, strategy string, f Factory) (runSpec, error) {
 // within the bounds (preemption bounding: schedules switch clients at most
 // MaxPreemptions times beyond the natural order), or a random sample.
 func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
-	sc, err := Lookup(opts.Scenario)
+	sc, spec, err := resolve(opts.Scenario, opts.Strategy, opts.Factory, opts.Nodes)
 	if err != nil {
 		return nil, err
-	}
-	spec, err := resolve(sc, opts.Strategy, opts.Factory)
-	if err != nil {
-		return nil, err
-	}
-	if len(opts.Nodes) < sc.nodes() {
-		return nil, fmt.Errorf("scenario %s needs %d node(s), got %d", sc.Name, sc.nodes(), len(opts.Nodes))
 	}
 	if opts.MaxSteps > 0 {
 		spec.maxSteps = opts.MaxSteps
