@@ -328,28 +328,13 @@ func (ls *listener) done(acquired bool) {
 }
 
 func (ls *listener) pause(ctx context.Context, _ int, err error) (*Lease, bool) {
-	d := ls.p.Max
-	if r := remaining(err); r > 0 {
-		d = min(d, r+time.Millisecond)
-	}
-	if ls.timer == nil {
-		ls.timer = time.NewTimer(d)
-	} else {
-		ls.timer.Reset(d)
-	}
-	defer ls.timer.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, false
-	case lease := <-ls.w.given:
+	lease, ok := sleep(ctx, &ls.timer, untilExpiry(ls.p.Max, err), ls.w.wake, ls.w.given)
+	if lease != nil {
 		ls.n.mu.Lock()
 		ls.w.claimed = false // the handoff is complete
 		ls.n.mu.Unlock()
-		return &lease, true
-	case <-ls.w.wake:
-	case <-ls.timer.C:
 	}
-	return nil, true
+	return lease, ok
 }
 
 // Close ends the subscription. Waiters fall back to polling.

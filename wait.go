@@ -145,16 +145,22 @@ func (*poller) start(string) bool { return false }
 func (*poller) done(bool) {}
 
 func (pl *poller) pause(ctx context.Context, n int, err error) (*Lease, bool) {
-	d := pl.p.Delay(n)
+	return sleep(ctx, &pl.timer, untilExpiry(pl.p.Delay(n), err), nil, nil)
+}
+
+// untilExpiry caps the pause d at the holder's remaining TTL (plus a
+// millisecond) when the refusal err tells it: no point waiting longer.
+func untilExpiry(d time.Duration, err error) time.Duration {
 	if r := remaining(err); r > 0 {
 		d = min(d, r+time.Millisecond)
 	}
-	return nil, sleep(ctx, &pl.timer, d, nil)
+	return d
 }
 
-// sleep waits d on *timer (created on first use), or until wake receives;
-// false when ctx ends first.
-func sleep(ctx context.Context, timer **time.Timer, d time.Duration, wake <-chan struct{}) bool {
+// sleep waits d on *timer (created on first use), or until wake receives,
+// or until given hands a lease over, which it returns; false when ctx ends
+// first.
+func sleep(ctx context.Context, timer **time.Timer, d time.Duration, wake <-chan struct{}, given <-chan Lease) (*Lease, bool) {
 	if *timer == nil {
 		*timer = time.NewTimer(d)
 	} else {
@@ -163,12 +169,15 @@ func sleep(ctx context.Context, timer **time.Timer, d time.Duration, wake <-chan
 	select {
 	case <-ctx.Done():
 		(*timer).Stop()
-		return false
+		return nil, false
+	case lease := <-given:
+		(*timer).Stop()
+		return &lease, true
 	case <-wake:
 		(*timer).Stop()
-		return true
+		return nil, true
 	case <-(*timer).C:
-		return true
+		return nil, true
 	}
 }
 
