@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/benchutil"
 	"github.com/locklab/locklab/internal/counting"
 	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies"
@@ -103,21 +104,11 @@ func BenchmarkCycleVsPing(b *testing.B) {
 		b.Fatal(err)
 	}
 	cycle(b, ctx, l, "bench:ratio")
-	var ping, cyc time.Duration
-	for b.Loop() {
-		t0 := time.Now()
+	benchutil.Pair(b, "ping", func() {
 		c := srv.Pool.Get()
 		if _, err := c.Do("PING"); err != nil {
 			b.Fatal(err)
 		}
 		c.Close()
-		t1 := time.Now()
-		cycle(b, ctx, l, "bench:ratio")
-		t2 := time.Now()
-		ping += t1.Sub(t0)
-		cyc += t2.Sub(t1)
-	}
-	b.ReportMetric(float64(ping.Nanoseconds())/float64(b.N), "ping-ns/op")
-	b.ReportMetric(float64(cyc.Nanoseconds())/float64(b.N), "cycle-ns/op")
-	b.ReportMetric(float64(cyc)/float64(ping), "x-ping")
+	}, "cycle", func() { cycle(b, ctx, l, "bench:ratio") }, "x-ping")
 }

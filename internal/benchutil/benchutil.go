@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"testing"
 	"time"
 )
 
@@ -70,4 +71,23 @@ func Interleaved(entries []Entry, rounds, n int) ([]Result, error) {
 		out[i] = s[len(s)/2]
 	}
 	return out, nil
+}
+
+// Pair times a and then b once per iteration of tb's loop, so that both run
+// under the same load, and reports each one's mean time per call (metrics
+// "<nameA>-ns/op" and "<nameB>-ns/op") and b's cost in units of a (metric
+// ratio).
+func Pair(tb *testing.B, nameA string, a func(), nameB string, b func(), ratio string) {
+	var ta, tbb time.Duration
+	for tb.Loop() {
+		t0 := time.Now()
+		a()
+		t1 := time.Now()
+		b()
+		ta += t1.Sub(t0)
+		tbb += time.Since(t1)
+	}
+	tb.ReportMetric(float64(ta.Nanoseconds())/float64(tb.N), nameA+"-ns/op")
+	tb.ReportMetric(float64(tbb.Nanoseconds())/float64(tb.N), nameB+"-ns/op")
+	tb.ReportMetric(float64(tbb)/float64(ta), ratio)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/benchutil"
 	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies/redlock"
 	"github.com/locklab/locklab/strategies/setnxex"
@@ -70,17 +71,6 @@ func BenchmarkCycleRatio(b *testing.B) {
 	ctx := context.Background()
 	cycle(b, ctx, rl, "bench:ratio")
 	cycle(b, ctx, single, "bench:ratio")
-	var multi, one time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		cycle(b, ctx, rl, "bench:ratio")
-		t1 := time.Now()
-		cycle(b, ctx, single, "bench:ratio")
-		t2 := time.Now()
-		multi += t1.Sub(t0)
-		one += t2.Sub(t1)
-	}
-	b.ReportMetric(float64(multi.Nanoseconds())/float64(b.N), "redlock-ns/op")
-	b.ReportMetric(float64(one.Nanoseconds())/float64(b.N), "single-ns/op")
-	b.ReportMetric(float64(multi)/float64(one), "x-single")
+	benchutil.Pair(b, "single", func() { cycle(b, ctx, single, "bench:ratio") },
+		"redlock", func() { cycle(b, ctx, rl, "bench:ratio") }, "x-single")
 }
