@@ -52,13 +52,16 @@ type Config struct {
 	// serialized, so a non-concurrent source such as *math/rand.Rand is fine.
 	Rand io.Reader
 	// DriftFactor is the clock drift allowance of Redlock as a fraction of
-	// the TTL. Default 0.01.
+	// the TTL. Default 0.01. Only redlock reads it: strategies.New refuses
+	// it for the others (strategies.Description.Options).
 	DriftFactor float64
 	// NodeTimeout bounds each node's answer in a multi-node acquire. Default:
-	// a fiftieth of the TTL, at least 2ms and at most 50ms.
+	// a fiftieth of the TTL, at least 2ms and at most 50ms. Only redlock
+	// reads it.
 	NodeTimeout time.Duration
 	// Notify makes strategies that support it (set-nx-px) publish each
-	// release on ReleaseChannelPrefix + key, for a Notifier's waiters.
+	// release on ReleaseChannelPrefix + key, for a Notifier's waiters; the
+	// others refuse it.
 	Notify bool
 	// Retry is the retry policy a strategy uses where the algorithm itself
 	// retries (Redlock) and the default for Wait callers that want one.
@@ -107,7 +110,10 @@ func (t *TokenSource) Token() (string, error) {
 
 // NewPool returns a redigo pool for addr ("host:port") with the timeouts a
 // lock wants: a dial timeout of 2s and read/write timeouts of 2s. Extra dial
-// options (a password, a database) are appended.
+// options (a password, a database) are appended. A connection that has been
+// idle for PoolIdleCheck or longer is checked with a PING before it is
+// handed out, so one the server closed meanwhile (a restart, CLIENT KILL,
+// its idle timeout) is replaced instead of failing the caller's command.
 func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
 	o := append([]redis.DialOption{
 		redis.DialConnectTimeout(2 * time.Second),
@@ -120,5 +126,20 @@ func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
 			return redis.DialContext(ctx, "tcp", addr, o...)
 		},
+		TestOnBorrowContext: pingIfIdle,
 	}
+}
+
+// PoolIdleCheck is how long a connection of NewPool may sit idle before it
+// is checked with a PING on borrow.
+const PoolIdleCheck = time.Second
+
+// pingIfIdle is NewPool's health check on borrow, as redigo's documentation
+// shows it.
+func pingIfIdle(ctx context.Context, c redis.Conn, lastUsed time.Time) error {
+	if time.Since(lastUsed) < PoolIdleCheck {
+		return nil
+	}
+	_, err := redis.DoContext(c, ctx, "PING")
+	return err
 }

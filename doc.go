@@ -34,6 +34,7 @@
 // Outcomes are told apart with errors.Is: ErrNotAcquired means someone else
 // holds the lock, ErrUnavailable means Redis could not be reached or failed a
 // command, ErrNotHeld means a release or extend found the lock gone or owned
-// by another client, and ErrInvalid marks bad input. Context errors are kept
-// in the chain, so errors.Is(err, context.Canceled) works as well.
+// by another client, and ErrInvalid marks bad input. A context that is done,
+// before the call or during it, gives ErrUnavailable with the context error
+// kept in the chain, so errors.Is(err, context.Canceled) works as well.
 package locklab

@@ -16,6 +16,13 @@ import (
 // ErrNotHeld when the strategy can tell that the lock was no longer the
 // caller's. Strategies that cannot tell (a blind DEL) return nil and may have
 // deleted someone else's lock: that is their documented weakness.
+//
+// Every error wraps one of the sentinels below. A context that is cancelled
+// or past its deadline, whether before the call or during it, gives
+// ErrUnavailable wrapping ctx.Err(): errors.Is(err, context.Canceled) and
+// errors.Is(err, context.DeadlineExceeded) hold as well. The one exception is
+// Wait (and Notifier.Wait), which, when ctx ends the wait after a refusal,
+// wraps ctx.Err() and the last ErrNotAcquired.
 type Locker interface {
 	Acquire(ctx context.Context, key string, ttl time.Duration) (Lease, error)
 	Release(ctx context.Context, lease Lease) error
@@ -88,8 +95,9 @@ func Invalid(format string, args ...any) error {
 }
 
 // CheckAcquire validates the arguments of an Acquire: the context must not be
-// done, the key must not be empty and the TTL must be positive. Strategies
-// call it before sending anything to Redis.
+// done (else ErrUnavailable wrapping ctx.Err()), the key must not be empty
+// and the TTL must be at least 1ms (else ErrInvalid). Strategies call it
+// before sending anything to Redis.
 func CheckAcquire(ctx context.Context, key string, ttl time.Duration) error {
 	if ctx == nil {
 		return Invalid("nil context")
@@ -97,16 +105,26 @@ func CheckAcquire(ctx context.Context, key string, ttl time.Duration) error {
 	if key == "" {
 		return Invalid("empty key")
 	}
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	return Unavailable(ctx.Err())
+}
+
+// checkTTL refuses a TTL that is not positive or shorter than 1ms, the
+// resolution of PX.
+func checkTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return Invalid("ttl must be positive, got %v", ttl)
 	}
 	if ttl < time.Millisecond {
 		return Invalid("ttl must be at least 1ms, got %v", ttl)
 	}
-	return ctx.Err()
+	return nil
 }
 
-// CheckLease validates the lease given to Release or Extend.
+// CheckLease validates the lease given to Release or Extend, with the same
+// errors as CheckAcquire.
 func CheckLease(ctx context.Context, lease Lease) error {
 	if ctx == nil {
 		return Invalid("nil context")
@@ -114,5 +132,5 @@ func CheckLease(ctx context.Context, lease Lease) error {
 	if lease.Key == "" {
 		return Invalid("lease has an empty key (zero Lease?)")
 	}
-	return ctx.Err()
+	return Unavailable(ctx.Err())
 }

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/strategies"
 )
 
 // scripted is a Locker whose attempts fail with the given errors, in order,
@@ -118,4 +122,56 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 	assert.ErrorIs(t, locklab.CheckAcquire(context.Background(), "k", -1), locklab.ErrInvalid)
 	assert.NoError(t, locklab.CheckAcquire(context.Background(), "k", time.Second))
 	assert.ErrorIs(t, locklab.CheckLease(context.Background(), locklab.Lease{}), locklab.ErrInvalid)
+}
+
+// A NaN in the policy made every delay zero: Wait hammered a held lock
+// thousands of times a second. It is refused before the first attempt.
+func TestWaitRefusesNaNPolicy(t *testing.T) {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	require.NoError(t, err)
+	ctx := context.Background()
+	held, err := l.Acquire(ctx, "wait:nan", time.Minute)
+	require.NoError(t, err)
+	defer l.Release(ctx, held)
+	for _, p := range []locklab.RetryPolicy{
+		{Multiplier: math.NaN()},
+		{Jitter: math.NaN()},
+		{Initial: -time.Second},
+	} {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := locklab.Wait(wctx, l, "wait:nan", time.Second, p)
+		cancel()
+		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", p)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "refused before any attempt")
+		n := locklab.NewNotifier(pool)
+		_, err = n.Wait(ctx, l, "wait:nan", time.Second, p)
+		n.Close()
+		require.ErrorIs(t, err, locklab.ErrInvalid, "Notifier.Wait, %+v", p)
+	}
+}
+
+// A pooled connection that the server closed while it sat idle is replaced
+// on borrow, not handed to the caller to fail with.
+func TestNewPoolChecksIdleConnections(t *testing.T) {
+	srv := redistest.StartOne(t)
+	pool := locklab.NewPool(srv.Addr)
+	defer pool.Close()
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, "pool:idle", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, pool.Stats().IdleCount, "one connection waits in the pool")
+
+	// The server drops every client but the one asking.
+	c, err := redis.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	_, err = c.Do("CLIENT", "KILL", "TYPE", "normal")
+	c.Close()
+	require.NoError(t, err)
+	time.Sleep(locklab.PoolIdleCheck + 100*time.Millisecond)
+
+	require.NoError(t, l.Release(ctx, lease), "the dead connection is replaced, not used")
 }

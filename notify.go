@@ -52,6 +52,12 @@ func remaining(err error) time.Duration {
 // crashed holder publishes nothing) and, as a bound on lost notifications,
 // after the policy's Max delay.
 //
+// The connection is checked with a PING every NotifierHealthEvery; when it
+// drops or stops answering (server restarted, paused or partitioned, client
+// killed), the Notifier reconnects with backoff and subscribes again, and
+// wakes every waiter once, since a release may have gone unseen. While it is
+// disconnected, waiters poll.
+//
 // It works with strategies that publish on release: build them with
 // Config.Notify set (set-nx-px supports it).
 type Notifier struct {
@@ -60,26 +66,35 @@ type Notifier struct {
 	mu      sync.Mutex
 	waiters map[string][]*waiter
 	started bool
-	ready   chan struct{}
-	err     error
-	conn    redis.Conn
-	wmu     sync.Mutex // serializes writes on conn: Close's and the listener's
+	ready   chan struct{} // closed after the first subscription attempt
+	err     error         // why there is no subscription now, or nil
 	closed  bool
-	done    chan struct{}
+	quit    chan struct{} // closed by Close
+	done    chan struct{} // closed when the listener ends
 }
+
+// NotifierHealthEvery is how often a Notifier pings its pub/sub connection.
+// A connection that has not answered for three times as long is dropped and
+// made again.
+const NotifierHealthEvery = time.Second
+
+// notifierBackoff bounds the pause between two reconnection attempts.
+const notifierBackoffMax = 2 * time.Second
 
 // NewNotifier returns a Notifier listening on src, the Redis server the
 // lock lives on. It connects on first use.
 func NewNotifier(src ConnSource) *Notifier {
-	return &Notifier{src: src, waiters: map[string][]*waiter{}, ready: make(chan struct{}), done: make(chan struct{})}
+	return &Notifier{src: src, waiters: map[string][]*waiter{}, ready: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{})}
 }
 
-// subscribe subscribes once and waits for the subscription to be confirmed.
+// subscribe starts the listener once and waits for its first attempt to
+// subscribe; it returns why there is no subscription now, or nil.
 func (n *Notifier) subscribe(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		return errors.New("locklab: notifier closed")
+		return errNotifierClosed
 	}
 	if !n.started {
 		n.started = true
@@ -88,67 +103,172 @@ func (n *Notifier) subscribe(ctx context.Context) error {
 	n.mu.Unlock()
 	select {
 	case <-n.ready:
+		n.mu.Lock()
+		defer n.mu.Unlock()
 		return n.err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// listen subscribes, serves the subscription until it fails, and subscribes
+// again with backoff, until Close.
 func (n *Notifier) listen() {
 	defer close(n.done)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	c, err := n.src.GetContext(ctx)
-	cancel()
-	if err == nil {
-		err = c.Send("PSUBSCRIBE", ReleaseChannelPrefix+"*")
-		if err == nil {
-			err = c.Flush()
+	first := true
+	for failures := 0; ; {
+		c, err := n.connect()
+		n.mu.Lock()
+		n.err = Unavailable(err)
+		n.mu.Unlock()
+		if first {
+			close(n.ready)
+			first = false
+		} else if err == nil {
+			n.wakeAll() // a release may have been published while away
 		}
+		if err == nil {
+			failures = 0
+			err = n.serve(c)
+			n.mu.Lock()
+			n.err = Unavailable(err)
+			n.mu.Unlock()
+			n.wakeAll() // they poll until the subscription is back
+		} else {
+			failures++
+		}
+		d := min(time.Duration(1<<min(failures, 10))*10*time.Millisecond, notifierBackoffMax)
+		select {
+		case <-n.quit:
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// connect gets a connection and subscribes; the subscription is confirmed
+// within a few seconds or the connection is given up.
+func (n *Notifier) connect() (redis.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-n.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c, err := n.src.GetContext(ctx)
+	if err != nil {
+		return nil, err
 	}
 	psc := redis.PubSubConn{Conn: c}
-	if err == nil {
-		// The first reply confirms the subscription.
-		switch v := psc.ReceiveWithTimeout(5 * time.Second).(type) {
-		case redis.Subscription:
-		case error:
-			err = v
-		}
-	}
-	n.mu.Lock()
-	n.err, n.conn = Unavailable(err), c
-	n.mu.Unlock()
-	close(n.ready)
-	if err != nil {
-		if c != nil {
-			c.Close()
-		}
-		return
-	}
-	defer func() {
-		n.wmu.Lock()
+	if err := psc.PSubscribe(ReleaseChannelPrefix + "*"); err != nil {
 		c.Close()
-		n.wmu.Unlock()
-	}()
-	for {
-		switch v := psc.ReceiveWithTimeout(0).(type) {
-		case redis.Message:
-			n.wake(strings.TrimPrefix(v.Channel, ReleaseChannelPrefix))
-		case redis.Subscription:
-			if v.Count == 0 {
-				return // Close asked for it
+		return nil, err
+	}
+	// The first reply confirms the subscription.
+	switch v := psc.ReceiveWithTimeout(5 * time.Second).(type) {
+	case redis.Subscription:
+		return c, nil
+	case error:
+		c.Close()
+		return nil, v
+	default:
+		c.Close()
+		return nil, fmt.Errorf("unexpected reply %v to PSUBSCRIBE", v)
+	}
+}
+
+// serve reads messages from c, pinging it every NotifierHealthEvery, until c
+// fails, stops answering, or Close ends the subscription. Only the pinger
+// writes on c (a PING, or the PUNSUBSCRIBE when Close asks) and only the
+// reader reads and, when it ends, closes c. After Close, serve waits for the
+// reader only a moment: a reader stuck on an unresponsive server ends at its
+// read timeout.
+func (n *Notifier) serve(c redis.Conn) error {
+	psc := redis.PubSubConn{Conn: c}
+	var wmu sync.Mutex // the pinger's writes and the reader's Close
+	end := make(chan error, 1)
+	stopPing := make(chan struct{})
+	go func() {
+		t := time.NewTicker(NotifierHealthEvery)
+		defer t.Stop()
+		for {
+			var err error
+			select {
+			case <-stopPing:
+				return
+			case <-n.quit:
+				wmu.Lock()
+				psc.PUnsubscribe()
+				wmu.Unlock()
+				return
+			case <-t.C:
+				wmu.Lock()
+				err = psc.Ping("")
+				wmu.Unlock()
 			}
-		case error:
-			n.mu.Lock()
-			n.err = Unavailable(v)
-			// Wake everyone: they fall back to polling.
-			for _, ws := range n.waiters {
-				for _, w := range ws {
-					signal(w.wake)
-				}
+			if err != nil {
+				return // the reader sees it too
 			}
-			n.mu.Unlock()
-			return
 		}
+	}()
+	go func() {
+		var err error
+		defer func() {
+			close(stopPing)
+			wmu.Lock()
+			c.Close()
+			wmu.Unlock()
+			end <- err
+		}()
+		for {
+			switch v := psc.ReceiveWithTimeout(3 * NotifierHealthEvery).(type) {
+			case redis.Message:
+				n.wake(strings.TrimPrefix(v.Channel, ReleaseChannelPrefix))
+			case redis.Subscription:
+				if v.Count == 0 {
+					err = errNotifierClosed
+					return // Close asked for it
+				}
+			case error:
+				err = v
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-end:
+		return err
+	case <-n.quit:
+		select {
+		case <-end:
+		case <-time.After(closeGrace):
+		}
+		return errNotifierClosed
+	}
+}
+
+var errNotifierClosed = errors.New("locklab: notifier closed")
+
+// subscribed reports whether the subscription is up now.
+func (n *Notifier) subscribed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err == nil && !n.closed
+}
+
+// closeGrace is how long Close waits for the server to end the
+// subscription before it leaves the connection to its read timeout.
+const closeGrace = 200 * time.Millisecond
+
+// wakeAll wakes one waiter of every key, to try again.
+func (n *Notifier) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for key := range n.waiters {
+		n.wakeLocked(key)
 	}
 }
 
@@ -235,9 +355,11 @@ func (n *Notifier) dequeue(key string, w *waiter) {
 // them without a first attempt: waiters are served in order. It returns like
 // locklab.Wait: at once on errors other than ErrNotAcquired, with ctx.Err()
 // and the last refusal when ctx ends. Without a subscription (Redis
-// unreachable) it polls like locklab.Wait.
+// unreachable, or the subscription dropped and not yet back) it polls like
+// locklab.Wait, and goes back to notifications as soon as the subscription
+// is back. After Close it is locklab.Wait.
 func (n *Notifier) Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
-	if ctx != nil && n.subscribe(ctx) != nil {
+	if ctx != nil && errors.Is(n.subscribe(ctx), errNotifierClosed) {
 		return Wait(ctx, l, key, ttl, p)
 	}
 	return waitLoop(ctx, l, key, ttl, p, &listener{n: n, l: l, p: p.withDefaults(),
@@ -327,8 +449,14 @@ func (ls *listener) done(acquired bool) {
 	}
 }
 
-func (ls *listener) pause(ctx context.Context, _ int, err error) (*Lease, bool) {
-	lease, ok := sleep(ctx, &ls.timer, untilExpiry(ls.p.Max, err), ls.w.wake, ls.w.given)
+func (ls *listener) pause(ctx context.Context, n int, err error) (*Lease, bool) {
+	d := ls.p.Max // a release wakes it before that
+	if !ls.n.subscribed() {
+		// No release will be heard: poll. The reconnection wakes every
+		// waiter, so the next pause waits for notifications again.
+		d = ls.p.Delay(max(n, 1))
+	}
+	lease, ok := sleep(ctx, &ls.timer, untilExpiry(d, err), ls.w.wake, ls.w.given)
 	if lease != nil {
 		ls.n.mu.Lock()
 		ls.w.claimed = false // the handoff is complete
@@ -337,24 +465,28 @@ func (ls *listener) pause(ctx context.Context, _ int, err error) (*Lease, bool) 
 	return lease, ok
 }
 
-// Close ends the subscription. Waiters fall back to polling.
+// Close ends the subscription. Waiters fall back to polling. It returns
+// promptly whatever the server does: when the server does not answer the
+// unsubscribe within a moment (paused, partitioned), the connection is left
+// to its read timeout, which closes it.
 func (n *Notifier) Close() error {
 	n.mu.Lock()
-	n.closed = true
-	c, started := n.conn, n.started
-	n.mu.Unlock()
-	if !started {
+	if n.closed {
+		n.mu.Unlock()
 		return nil
 	}
-	<-n.ready
-	if c != nil && n.err == nil {
-		// The listener owns the connection: ask the server to end the
-		// subscription and let the listener close it.
-		n.wmu.Lock()
-		c.Send("PUNSUBSCRIBE")
-		c.Flush()
-		n.wmu.Unlock()
+	n.closed = true
+	started := n.started
+	n.mu.Unlock()
+	close(n.quit)
+	if started {
+		select {
+		case <-n.done:
+		case <-time.After(2 * closeGrace):
+			// Still dialling or confirming a subscription with a server
+			// that does not answer: the listener ends when that times
+			// out, and it sees quit.
+		}
 	}
-	<-n.done
 	return nil
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -157,4 +160,93 @@ func TestNotifierHandoffOfALostLease(t *testing.T) {
 	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the other client's lock is untouched")
 	require.NoError(t, <-got, "the waiter gets the lock when the other client's TTL runs out")
 	_ = other
+}
+
+// ownNotifier is a set-nx-px lock with notifications and a Notifier, on a
+// redis-server of the test's own, which the test may pause or restart.
+func ownNotifier(t *testing.T) (*redistest.Server, locklab.Locker, *locklab.Notifier) {
+	srv := redistest.StartOne(t)
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: srv.Pool, Notify: true})
+	require.NoError(t, err)
+	n := locklab.NewNotifier(srv.Pool)
+	t.Cleanup(func() { n.Close() })
+	return srv, l, n
+}
+
+// subscribed waits until the server counts one pattern subscription: the
+// Notifier's.
+func subscribed(t *testing.T, srv *redistest.Server, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		c := srv.Pool.Get()
+		n, err := redis.Int(c.Do("PUBSUB", "NUMPAT"))
+		c.Close()
+		if err == nil && n == 1 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the Notifier did not subscribe again within %v (NUMPAT %d, %v)", within, n, err)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// wakeLatency measures how long a waiter takes to get key after its holder
+// releases it: a notification takes about a millisecond, the fallback
+// (policy slow) ten seconds.
+func wakeLatency(t *testing.T, l locklab.Locker, n *locklab.Notifier, key string) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	held, err := l.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	got := make(chan time.Time, 1)
+	go func() {
+		lease, err := n.Wait(ctx, l, key, time.Minute, slow)
+		woken := time.Now()
+		if assert.NoError(t, err) {
+			assert.NoError(t, l.Release(ctx, lease)) // free for the next measure
+		}
+		got <- woken
+	}()
+	time.Sleep(50 * time.Millisecond) // let it queue
+	released := time.Now()
+	require.NoError(t, l.Release(ctx, held))
+	return (<-got).Sub(released)
+}
+
+func TestNotifierCloseWhileServerPaused(t *testing.T) {
+	srv, l, n := ownNotifier(t)
+	wakeLatency(t, l, n, "notify:paused") // subscribed and used
+	require.NoError(t, srv.Signal(syscall.SIGSTOP))
+	defer srv.Signal(syscall.SIGCONT)
+	closed := make(chan struct{})
+	began := time.Now()
+	go func() { n.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs while the server is paused")
+	}
+	assert.Less(t, time.Since(began), 2*time.Second, "Close returns promptly")
+}
+
+func TestNotifierResubscribes(t *testing.T) {
+	srv, l, n := ownNotifier(t)
+	before := wakeLatency(t, l, n, "notify:resub")
+	t.Logf("wake-up before: %v", before)
+
+	// The pub/sub client is killed...
+	subscribed(t, srv, time.Second)
+	srv.Do(t, "CLIENT", "KILL", "TYPE", "pubsub")
+	subscribed(t, srv, 10*time.Second)
+	afterKill := wakeLatency(t, l, n, "notify:resub")
+
+	// ... and the server restarts.
+	require.NoError(t, srv.Restart())
+	subscribed(t, srv, 10*time.Second)
+	afterRestart := wakeLatency(t, l, n, "notify:resub")
+	t.Logf("wake-up after CLIENT KILL: %v, after a restart: %v", afterKill, afterRestart)
+	// The fallback would take 10s (slow); a notification takes about a
+	// millisecond, plus whatever the machine's load adds.
+	assert.Less(t, afterKill, 2*time.Second, "woken by a notification after CLIENT KILL")
+	assert.Less(t, afterRestart, 2*time.Second, "woken by a notification after a restart")
 }

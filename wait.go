@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -19,6 +20,26 @@ type RetryPolicy struct {
 	Multiplier float64
 	Jitter     float64
 	Attempts   int
+}
+
+// Validate refuses a policy no delay can be computed from: a Multiplier or
+// Jitter that is NaN, or a negative Initial, Max or Attempts. Out-of-range
+// values that have a meaning (Multiplier below 1, Jitter outside [0, 1])
+// pick the defaults, as the zero value does.
+func (p RetryPolicy) Validate() error {
+	switch {
+	case math.IsNaN(p.Multiplier):
+		return Invalid("retry policy: Multiplier is NaN")
+	case math.IsNaN(p.Jitter):
+		return Invalid("retry policy: Jitter is NaN")
+	case p.Initial < 0:
+		return Invalid("retry policy: negative Initial %v", p.Initial)
+	case p.Max < 0:
+		return Invalid("retry policy: negative Max %v", p.Max)
+	case p.Attempts < 0:
+		return Invalid("retry policy: negative Attempts %d", p.Attempts)
+	}
+	return nil
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -55,7 +76,8 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 
 // Wait acquires key with l, retrying after ErrNotAcquired according to p
 // until it succeeds, the attempts run out, or ctx is done. Any other error
-// (Redis unreachable, bad input) is returned at once. When ctx ends the wait,
+// (Redis unreachable, bad input, a policy Validate refuses) is returned at
+// once. When ctx ends the wait,
 // the error wraps both ctx.Err() and the last ErrNotAcquired, so errors.Is
 // works for either. When a refusal says when the holder's lock expires (a
 // *HeldError), Wait sleeps no longer than that.
@@ -82,6 +104,9 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 		return Lease{}, Invalid("nil Locker")
 	}
 	if err := CheckAcquire(ctx, key, ttl); err != nil {
+		return Lease{}, err
+	}
+	if err := p.Validate(); err != nil {
 		return Lease{}, err
 	}
 	acquired := false

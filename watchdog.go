@@ -33,9 +33,12 @@ type Watchdog struct {
 }
 
 // Watch starts a watchdog for lease, extending it to ttl every interval
-// (every <= 0: ttl/3). It ends when Stop is called, when ctx ends, or when
-// the lock is lost: an extend answers ErrNotHeld, or the lease runs out
-// before an extend gets through.
+// (every <= 0: ttl/3). The ttl has the same minimum as Acquire's (1ms). It
+// ends when Stop is called, when ctx ends, or when the lock is lost: an
+// extend answers ErrNotHeld, or the lease runs out before an extend gets
+// through. Each extend is bounded by the lease's own expiry (Lease.Until),
+// so Lost fires no later than the expiry plus one interval, whatever the
+// server does (paused, partitioned) and whatever the pool's timeouts.
 func Watch(ctx context.Context, ext Extender, lease Lease, ttl, every time.Duration) (*Watchdog, error) {
 	if ext == nil {
 		return nil, Invalid("nil Extender")
@@ -43,8 +46,8 @@ func Watch(ctx context.Context, ext Extender, lease Lease, ttl, every time.Durat
 	if err := CheckLease(ctx, lease); err != nil {
 		return nil, err
 	}
-	if ttl <= 0 {
-		return nil, Invalid("ttl must be positive, got %v", ttl)
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
 	}
 	if every <= 0 {
 		every = ttl / 3
@@ -60,8 +63,9 @@ func Watch(ctx context.Context, ext Extender, lease Lease, ttl, every time.Durat
 
 func (w *Watchdog) run(ctx context.Context) {
 	defer close(w.done)
-	t := time.NewTicker(w.every)
+	t := time.NewTimer(w.every)
 	defer t.Stop()
+	var lastErr error
 	for {
 		select {
 		case <-w.stop:
@@ -73,21 +77,37 @@ func (w *Watchdog) run(ctx context.Context) {
 		w.mu.Lock()
 		cur := w.lease
 		w.mu.Unlock()
-		next, err := w.ext.Extend(ctx, cur, w.ttl)
+		if lastErr != nil && !time.Now().Before(cur.Until) {
+			w.fail(fmt.Errorf("%w: the lease ran out while extends failed: %w", ErrNotHeld, lastErr))
+			return
+		}
+		// An extend that ends after the lease's expiry is of no use: the
+		// lock may belong to someone else by then.
+		ectx, cancel := context.WithDeadline(ctx, cur.Until)
+		next, err := w.ext.Extend(ectx, cur, w.ttl)
+		cancel()
 		switch {
 		case err == nil:
 			w.mu.Lock()
 			w.lease = next
 			w.mu.Unlock()
+			lastErr = nil
+			t.Reset(w.every)
+			continue
 		case errors.Is(err, ErrNotHeld):
 			w.fail(err)
+			return
+		case ctx.Err() != nil:
 			return
 		case !time.Now().Before(cur.Until):
 			w.fail(fmt.Errorf("%w: the lease ran out while extends failed: %w", ErrNotHeld, err))
 			return
 		}
 		// Other failures (Redis unreachable) are retried while the
-		// lease is still valid.
+		// lease is still valid, and the loss is told at its expiry at
+		// the latest.
+		lastErr = err
+		t.Reset(min(w.every, time.Until(cur.Until)))
 	}
 }
 

@@ -3,13 +3,16 @@ package locklab_test
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -62,4 +65,72 @@ func TestWatchdogStop(t *testing.T) {
 	require.True(t, errors.Is(err, locklab.ErrInvalid), "interval longer than the TTL")
 	_, err = locklab.Watch(ctx, nil, lease, time.Second, 0)
 	require.ErrorIs(t, err, locklab.ErrInvalid)
+}
+
+// TestWatchdogReportsLossOnTimeWhileServerPaused stops the server past the
+// lease's TTL: no extend can get through, and Lost must fire by the lease's
+// expiry plus one interval, with NewPool's 2s timeouts and with a pool that
+// has none.
+func TestWatchdogReportsLossOnTimeWhileServerPaused(t *testing.T) {
+	for _, name := range []string{"NewPool", "plain redis.Pool"} {
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.StartOne(t)
+			var pool *redis.Pool
+			if name == "NewPool" {
+				pool = locklab.NewPool(srv.Addr)
+			} else {
+				pool = &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr) }}
+			}
+			defer pool.Close()
+			l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+			require.NoError(t, err)
+			ctx := context.Background()
+			const ttl, every = 800 * time.Millisecond, 200 * time.Millisecond
+			lease, err := l.Acquire(ctx, "watchdog:paused", ttl)
+			require.NoError(t, err)
+			w, err := locklab.Watch(ctx, l.(locklab.Extender), lease, ttl, every)
+			require.NoError(t, err)
+			defer w.Stop()
+
+			require.NoError(t, srv.Signal(syscall.SIGSTOP))
+			resumed := false
+			resume := func() {
+				if !resumed {
+					srv.Signal(syscall.SIGCONT)
+					resumed = true
+				}
+			}
+			defer resume()
+			var lostAt time.Time
+			select {
+			case <-w.Lost():
+				lostAt = time.Now()
+			case <-time.After(5 * time.Second):
+				resume()
+				t.Fatal("the loss was not reported while the server was stopped")
+			}
+			until := w.Lease().Until
+			late := lostAt.Sub(until)
+			t.Logf("Lost fired %v after the lease's expiry", late)
+			assert.GreaterOrEqual(t, late, time.Duration(0), "not before the lease ran out")
+			// One interval, and as much again for a loaded machine's
+			// scheduling: far below the pool's 2s read timeout.
+			assert.LessOrEqual(t, late, 2*every, "Lost fires by the expiry plus one interval")
+			require.ErrorIs(t, w.Err(), locklab.ErrNotHeld)
+		})
+	}
+}
+
+func TestWatchRefusesTinyTTL(t *testing.T) {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	l, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	lease := locklab.Lease{Key: "watchdog:tiny", Token: "t", Until: time.Now().Add(time.Second)}
+	for _, ttl := range []time.Duration{1, 2, 3, time.Millisecond - 1} {
+		w, err := locklab.Watch(context.Background(), l.(locklab.Extender), lease, ttl, 0)
+		require.ErrorIs(t, err, locklab.ErrInvalid, "ttl %v", ttl)
+		require.Nil(t, w)
+	}
+	_, err := l.Acquire(context.Background(), "watchdog:tiny", time.Millisecond-1)
+	require.ErrorIs(t, err, locklab.ErrInvalid, "the same minimum as Acquire")
 }

@@ -16,15 +16,20 @@ const (
 	FamilyRedlock     = "redlock"
 )
 
-// Sources, as cited by Description.Source.
+// Sources, as cited by Description.Source: each article by its title and
+// its author or site.
 const (
-	srcSetNXPage  = "Redis docs, SETNX command page, \"Design pattern: Locking with SETNX\" (withdrawn; seeds 000 and 004)"
-	srcTornado    = srcSetNXPage + "; release as in the tornado-redis Lock quoted in seed 000"
-	srcIncrBlog   = "blog post \"Redis实现分布式全局锁\" as surveyed in seed 000 (INCR + EXPIRE)"
+	srcSurvey     = "an anonymous Chinese survey of Redis lock designs, republished from WizNote"
+	srcSetNXPage  = "Redis docs, SETNX command page, \"Design pattern: Locking with SETNX\" (withdrawn there and from huangz's Chinese translation, redisdoc)"
+	srcTornado    = srcSetNXPage + "; release as in the tornado-redis Lock quoted in " + srcSurvey
+	srcIncrBlog   = "blog post \"Redis实现分布式全局锁\" as summarized in " + srcSurvey + " (INCR + EXPIRE)"
 	srcSetPage    = "Redis docs, SET command page, pattern with NX and EX plus a random token"
-	srcSetNXPHP   = "seed 001 (\"解鎖redis鎖的正確姿勢\", SETNX + EXPIRE, then SET NX EX with DEL) and seed 003 (jedis setnx + expire)"
-	srcGetThenDel = "seed 003 (GET, compare the value, then DEL) and the PHP loop in seed 000"
-	srcRedlock    = "Redis docs, \"Distributed locks with Redis\" (the Redlock algorithm); seed 002; critique: Kleppmann, \"How to do distributed locking\", and antirez, \"Is Redlock safe?\""
+	srcYjf        = "葉劍峰 (yjf512), \"解鎖redis鎖的正確姿勢\", cnblogs"
+	srcJedis      = "\"實現分布式鎖的必要條件\", an article on jedis locks"
+	srcLockNotes  = "the notes \"分布式锁 Distributed Lock\""
+	srcSetNXPHP   = srcYjf + " (SETNX + EXPIRE, then SET NX EX with DEL), and " + srcJedis + " (setnx + expire)"
+	srcGetThenDel = srcJedis + " (GET, compare the value, then DEL), and the PHP loop in " + srcSurvey
+	srcRedlock    = "Redis docs, \"Distributed locks with Redis\" (the Redlock algorithm); " + srcLockNotes + "; critique: Kleppmann, \"How to do distributed locking\", and antirez, \"Is Redlock safe?\""
 )
 
 // wrap adapts a family constructor to a Factory.
@@ -138,12 +143,13 @@ func init() {
 		Name:    "set-nx-px",
 		Family:  FamilySetNXEx,
 		Summary: "SET key token NX PX ttl + HINCRBY of a fence counter in one script; release Lua compare-and-delete",
-		Source:  srcSetPage + "; compare-and-delete script in seeds 000, 001, 002; fencing after Kleppmann, \"How to do distributed locking\"",
+		Source:  srcSetPage + "; compare-and-delete script in " + srcSurvey + ", in " + srcYjf + " and in " + srcLockNotes + "; fencing after Kleppmann, \"How to do distributed locking\"",
 		Weaknesses: []string{
 			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",
 			"one node: a restart without persistence, or a failover to a replica that missed the write, loses the lock",
 		},
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
+		Options:    []string{OptNotify},
 	}, wrap(setnxex.NewSetNXPX))
 
 	MustRegister(Description{
@@ -158,5 +164,6 @@ func init() {
 			"concurrent attempts can split the votes so that nobody wins; callers retry after a random delay",
 		},
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Extend: true, MultiNode: true},
+		Options:    []string{OptDriftFactor, OptNodeTimeout},
 	}, wrap(redlock.New))
 }

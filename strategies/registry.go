@@ -30,33 +30,72 @@ import (
 type Properties struct {
 	// AtomicAcquire: concurrent acquires of a free key grant it to exactly
 	// one client.
-	AtomicAcquire bool
+	AtomicAcquire bool `json:"atomic_acquire"`
 	// ServerTTL: the key carries a TTL in Redis, so a crashed holder's lock
 	// goes away on its own. Without it, expiry is a timestamp in the value
 	// that clients must interpret.
-	ServerTTL bool
+	ServerTTL bool `json:"server_ttl"`
 	// OwnerCheckedRelease: releasing a lease that is no longer held returns
 	// locklab.ErrNotHeld and leaves the current holder's lock in place.
-	OwnerCheckedRelease bool
+	OwnerCheckedRelease bool `json:"owner_checked_release"`
 	// Fencing: leases carry a fence number that grows with each acquire.
-	Fencing bool
+	Fencing bool `json:"fencing"`
 	// Extend: the Locker implements locklab.Extender.
-	Extend bool
+	Extend bool `json:"extend"`
 	// MultiNode: the strategy uses Config.Nodes, not Config.Pool.
-	MultiNode bool
+	MultiNode bool `json:"multi_node"`
 }
 
 // Description tells what a strategy is.
 type Description struct {
-	Name    string
-	Family  string
-	Summary string
+	Name    string `json:"name"`
+	Family  string `json:"family"`
+	Summary string `json:"summary"`
 	// Source names the article or Redis documentation page the algorithm
 	// comes from.
-	Source string
+	Source string `json:"source"`
 	// Weaknesses are the failures it is known for, each one sentence.
-	Weaknesses []string
-	Properties Properties
+	Weaknesses []string   `json:"weaknesses"`
+	Properties Properties `json:"properties"`
+	// Options names the Config fields meant for some strategies only
+	// (OptDriftFactor, OptNodeTimeout, OptNotify) that this one reads. New
+	// refuses a Config that sets one the strategy does not read.
+	Options []string `json:"options,omitempty"`
+}
+
+// The Config fields that only some strategies read.
+const (
+	OptDriftFactor = "DriftFactor"
+	OptNodeTimeout = "NodeTimeout"
+	OptNotify      = "Notify"
+)
+
+// setOptions lists the strategy-specific fields cfg sets.
+func setOptions(cfg locklab.Config) []string {
+	var out []string
+	if cfg.DriftFactor != 0 {
+		out = append(out, OptDriftFactor)
+	}
+	if cfg.NodeTimeout != 0 {
+		out = append(out, OptNodeTimeout)
+	}
+	if cfg.Notify {
+		out = append(out, OptNotify)
+	}
+	return out
+}
+
+// readers lists the registered strategies that read option opt. The caller
+// holds mu.
+func readers(opt string) []string {
+	var out []string
+	for n, e := range registry {
+		if slices.Contains(e.desc.Options, opt) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Factory builds a Locker from a Config. It validates the Config and fails
@@ -108,13 +147,28 @@ func unknown(name string) error {
 	return fmt.Errorf("%w %q: valid names are %s", ErrUnknown, name, strings.Join(Names(), ", "))
 }
 
-// New builds the strategy registered as name.
+// New builds the strategy registered as name. A Config that sets a field
+// the strategy does not read (DriftFactor, NodeTimeout, Notify) is refused
+// with locklab.ErrInvalid naming the strategies that read it.
 func New(name string, cfg locklab.Config) (locklab.Locker, error) {
 	mu.RLock()
 	e, ok := registry[name]
+	var refused error
+	if ok {
+		for _, opt := range setOptions(cfg) {
+			if !slices.Contains(e.desc.Options, opt) {
+				refused = locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
+					name, opt, strings.Join(readers(opt), ", "))
+				break
+			}
+		}
+	}
 	mu.RUnlock()
 	if !ok {
 		return nil, unknown(name)
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	l, err := e.factory(cfg)
 	if err != nil {
@@ -145,6 +199,7 @@ func Info(name string) (Description, error) {
 	}
 	d := e.desc
 	d.Weaknesses = slices.Clone(d.Weaknesses)
+	d.Options = slices.Clone(d.Options)
 	return d, nil
 }
 

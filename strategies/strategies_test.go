@@ -2,6 +2,10 @@ package strategies_test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/redistest"
@@ -20,9 +24,7 @@ func TestConformance(t *testing.T) {
 	}
 	for _, name := range strategies.Names() {
 		d, err := strategies.Info(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			strategytest.Run(t, name, func() locklab.Config {
@@ -33,4 +35,29 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestOptionsScopedToStrategies: a Config field only some strategies read
+// is refused by the others, with a message naming those that read it.
+func TestOptionsScopedToStrategies(t *testing.T) {
+	pool := locklab.NewPool("127.0.0.1:1") // never dialled
+	defer pool.Close()
+	cases := []struct {
+		strategy string
+		cfg      locklab.Config
+		readers  string
+	}{
+		{"set-nx-px-del", locklab.Config{Pool: pool, DriftFactor: 0.1}, "redlock"},
+		{"setnx-del", locklab.Config{Pool: pool, NodeTimeout: time.Second}, "redlock"},
+		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "set-nx-px"},
+	}
+	for _, c := range cases {
+		_, err := strategies.New(c.strategy, c.cfg)
+		require.ErrorIs(t, err, locklab.ErrInvalid, c.strategy)
+		assert.Contains(t, err.Error(), "strategies that do: "+c.readers, "%s: the message names the strategies that read the field", c.strategy)
+	}
+	_, err := strategies.New("set-nx-px", locklab.Config{Pool: pool, Notify: true})
+	assert.NoError(t, err, "set-nx-px reads Notify")
+	_, err = strategies.New("redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, DriftFactor: 0.1, NodeTimeout: time.Second})
+	assert.NoError(t, err, "redlock reads DriftFactor and NodeTimeout")
 }

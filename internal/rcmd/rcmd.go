@@ -6,6 +6,7 @@ package rcmd
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/gomodule/redigo/redis"
@@ -63,6 +64,20 @@ func (s Script) Do(ctx context.Context, c redis.Conn, keysAndArgs ...any) (any, 
 		v, err = Do(ctx, c, "EVAL", args...)
 	}
 	return v, err
+}
+
+// IsNil reports whether src is nil or an interface holding a nil pointer
+// (a typed nil such as (*redis.Pool)(nil)), which would panic at first use.
+func IsNil(src locklab.ConnSource) bool {
+	if src == nil {
+		return true
+	}
+	v := reflect.ValueOf(src)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Conn takes a connection from src for one operation. The caller closes it.

@@ -14,10 +14,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/procid"
 )
 
 // InstallHint tells how to get redis-server where it is missing.
@@ -89,7 +92,8 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{Bin: bin, opts: opts, Dir: opts.Dir}
 	if s.Dir == "" {
-		d, err := os.MkdirTemp("", "locklab-redis-")
+		sweep.Do(func() { RemoveStale() })
+		d, err := os.MkdirTemp("", dirPrefix+ownerTag())
 		if err != nil {
 			return nil, err
 		}
@@ -113,6 +117,51 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.cleanup()
 	return nil, lastErr
+}
+
+// dirPrefix starts the name of the temporary directories Start creates:
+// dirPrefix + pid + "-" + start time + "-" + random, naming the process that
+// owns it.
+const dirPrefix = "locklab-redis-"
+
+var sweep sync.Once
+
+// ownerTag is "pid-starttime-" of this process.
+func ownerTag() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + "-" + procid.Start(pid) + "-"
+}
+
+// RemoveStale removes the temporary directories that servers of an earlier
+// run left behind (a run killed before it could stop them): those whose
+// owning process is gone. Those of live processes stay. Start calls it once
+// per process before creating its first directory. It returns the
+// directories it removed.
+func RemoveStale() []string {
+	ents, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), dirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		f := strings.SplitN(rest, "-", 3)
+		if len(f) != 3 {
+			continue // no owner in the name: leave it alone
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil || procid.Alive(pid, f[1]) {
+			continue
+		}
+		dir := filepath.Join(os.TempDir(), e.Name())
+		if os.RemoveAll(dir) == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed
 }
 
 // launch starts the process on port and waits for PING.

@@ -23,8 +23,8 @@ type Base struct {
 
 // New checks cfg for a single-node strategy and applies the defaults.
 func New(cfg locklab.Config) (Base, error) {
-	if cfg.Pool == nil {
-		return Base{}, locklab.Invalid("Config.Pool is nil: a single-node strategy needs a connection source such as a *redis.Pool")
+	if rcmd.IsNil(cfg.Pool) {
+		return Base{}, locklab.Invalid("Config.Pool is nil (%T): a single-node strategy needs a connection source such as a *redis.Pool", cfg.Pool)
 	}
 	return Base{Pool: cfg.Pool, Clock: cfg.ClockOrDefault(), Tokens: cfg.Tokens()}, nil
 }

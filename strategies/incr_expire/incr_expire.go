@@ -14,8 +14,8 @@
 //     forward: under contention the lock of a crashed holder lives for as
 //     long as others keep trying, and waiters starve.
 //
-// Source: the INCR + EXPIRE section of the first seed article (a survey of
-// Redis locks citing the blog post "Redis实现分布式全局锁"), which shows the
+// Source: the INCR + EXPIRE section of an anonymous Chinese survey of Redis
+// locks (citing the blog post "Redis实现分布式全局锁"), which shows the
 // two-command version, the Lua script, and the MULTI/EXEC caveat. Expiries
 // use PEXPIRE (milliseconds) throughout so that TTLs can be milliseconds.
 package incr_expire

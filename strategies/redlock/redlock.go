@@ -36,6 +36,11 @@ const (
 	// fiftieth of the TTL.
 	MinNodeTimeout = 2 * time.Millisecond
 	MaxNodeTimeout = 50 * time.Millisecond
+	// ReleaseNodeTimeout bounds each node's answer to a Release when
+	// Config.NodeTimeout is not set. A release is not time-critical, but
+	// one stopped node must not hold it up: keys left on a node that did
+	// not answer expire with their TTL.
+	ReleaseNodeTimeout = 250 * time.Millisecond
 )
 
 // driftFloor is the fixed part of the drift allowance: 2ms for the
@@ -73,8 +78,8 @@ func New(cfg locklab.Config) (*Redlock, error) {
 		return nil, locklab.Invalid("redlock: Config.Nodes is empty: give the independent Redis masters (3 or 5 is usual)")
 	}
 	for i, nd := range cfg.Nodes {
-		if nd == nil {
-			return nil, locklab.Invalid("redlock: Config.Nodes[%d] is nil", i)
+		if rcmd.IsNil(nd) {
+			return nil, locklab.Invalid("redlock: Config.Nodes[%d] is nil (%T)", i, nd)
 		}
 	}
 	if n%2 == 0 {
@@ -88,6 +93,9 @@ func New(cfg locklab.Config) (*Redlock, error) {
 	}
 	if math.IsNaN(drift) || drift < 0 || drift >= 1 {
 		return nil, locklab.Invalid("redlock: DriftFactor %v: want a fraction of the TTL in [0, 1)", cfg.DriftFactor)
+	}
+	if err := cfg.Retry.Validate(); err != nil {
+		return nil, fmt.Errorf("redlock: Config.Retry: %w", err)
 	}
 	if cfg.NodeTimeout < 0 {
 		return nil, locklab.Invalid("redlock: negative NodeTimeout %v", cfg.NodeTimeout)
@@ -246,8 +254,10 @@ func withCtx(ctx context.Context, err error) error {
 }
 
 // Release deletes the lease's key on every node where it still holds the
-// lease's token, in parallel. Each node's answer is bounded by ctx and, when
-// Config.NodeTimeout is set, by that. It returns nil when a majority
+// lease's token, in parallel. Each node's answer is bounded by ctx and by
+// Config.NodeTimeout, or ReleaseNodeTimeout when that is not set: Release
+// returns once every node has answered or timed out. It returns nil when a
+// majority
 // of the nodes deleted it, an error wrapping locklab.ErrNotHeld when too many
 // nodes answered that the key was gone or someone else's for a majority to
 // have held it, and otherwise one wrapping locklab.ErrUnavailable that joins
@@ -259,14 +269,13 @@ func (r *Redlock) Release(ctx context.Context, lease locklab.Lease) error {
 	}
 	rd := r.newRound(opRelease, lease.Key, lease.Token, 0)
 	defer r.putRound(rd)
-	rctx, cancel := ctx, context.CancelFunc(nil)
-	if r.nodeTimeout > 0 {
-		rctx, cancel = context.WithTimeout(ctx, r.nodeTimeout)
+	timeout := r.nodeTimeout
+	if timeout <= 0 {
+		timeout = ReleaseNodeTimeout
 	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	rd.run(rctx, true)
-	if cancel != nil {
-		cancel()
-	}
+	cancel()
 	done, gone, failed := rd.count()
 	switch {
 	case done >= r.quorum:

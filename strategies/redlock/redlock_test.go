@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -483,6 +484,8 @@ func TestBadInput(t *testing.T) {
 		"drift":          {Nodes: []locklab.ConnSource{p}, DriftFactor: 1.5},
 		"negative drift": {Nodes: []locklab.ConnSource{p}, DriftFactor: -0.1},
 		"node timeout":   {Nodes: []locklab.ConnSource{p}, NodeTimeout: -time.Second},
+		"NaN multiplier": {Nodes: []locklab.ConnSource{p}, Retry: locklab.RetryPolicy{Multiplier: math.NaN()}},
+		"NaN jitter":     {Nodes: []locklab.ConnSource{p}, Retry: locklab.RetryPolicy{Jitter: math.NaN()}},
 	} {
 		if l, err := redlock.New(cfg); !errors.Is(err, locklab.ErrInvalid) || l != nil {
 			t.Errorf("%s: New = %v, %v; want nil, ErrInvalid", name, l, err)
@@ -595,5 +598,54 @@ func TestSplitVote(t *testing.T) {
 	}
 	if got := get(t, srv[4], "k"); got != "" {
 		t.Fatalf("node 4 kept %q after the failed attempt", got)
+	}
+}
+
+// TestReleaseDoesNotWaitForAStoppedNode: with plain pools (no timeouts), a
+// context without deadline and no NodeTimeout, one node stopped must not
+// hold a release up: four of five answer at once, the fifth times out.
+func TestReleaseDoesNotWaitForAStoppedNode(t *testing.T) {
+	srv := redistest.Start(t, 5)
+	var nodes []locklab.ConnSource
+	for _, s := range srv {
+		addr := s.Addr
+		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr) }}
+		t.Cleanup(func() { p.Close() })
+		nodes = append(nodes, p)
+	}
+	l, err := redlock.New(locklab.Config{Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, "release:stopped", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv[4].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer srv[4].Signal(syscall.SIGCONT)
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- l.Release(ctx, lease) }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Release waits for the stopped node")
+	}
+	took := time.Since(began)
+	t.Logf("release with one node stopped took %v", took)
+	if err != nil {
+		t.Fatalf("four of five nodes deleted the key: %v", err)
+	}
+	// The bound, and as much again for a loaded machine.
+	if took > 2*redlock.ReleaseNodeTimeout+time.Second {
+		t.Errorf("release took %v, want about the node timeout %v", took, redlock.ReleaseNodeTimeout)
+	}
+	for i, s := range srv[:4] {
+		if v := get(t, s, "release:stopped"); v != "" {
+			t.Errorf("node %d still holds the key", i)
+		}
 	}
 }

@@ -9,7 +9,8 @@
 //     hold the lock: the C1/C2 race the page itself describes.
 //   - SetNXGetSet ("setnx-getset") recovers with GETSET, the page's fix: only
 //     the client whose GETSET returns the stale timestamp wins (C4 and C5).
-//     Its release follows the tornado-redis Lock of the first seed article:
+//     Its release follows the tornado-redis Lock quoted in an anonymous
+//     Chinese survey of Redis locks:
 //     GET, and DEL when the stored timestamp is not older than the holder's.
 //     It still breaks: the timestamps come from client clocks, so a client
 //     whose clock runs ahead steals a live lock; and a holder that runs past
@@ -18,8 +19,8 @@
 //
 // Sources: the SETNX command page of the Redis documentation, section
 // "Design pattern: Locking with SETNX" (later withdrawn with a warning that
-// the algorithm has race conditions; the fourth seed is the diff of its
-// Chinese translation), and the tornado-redis Lock quoted in the first seed.
+// the algorithm has race conditions, there and in huangz's Chinese
+// translation), and the tornado-redis Lock quoted in that survey.
 //
 // The page writes <current Unix time + lock timeout + 1> in seconds. locklab
 // writes milliseconds, <Unix time in ms + TTL in ms + 1>, so that TTLs can be

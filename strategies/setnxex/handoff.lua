@@ -6,7 +6,12 @@
 -- ARGV[2]  the successor's token
 -- ARGV[3]  the successor's TTL in milliseconds
 -- Returns the successor's fence number, or false when the current holder's
--- lock is gone (nothing is changed then).
+-- lock is gone (nothing is changed then). When the counters' key is not a
+-- hash, it fails before writing anything.
+local t = redis.call('type', KEYS[2])['ok']
+if t ~= 'hash' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE the fence counters key ' .. KEYS[2] .. ' holds a ' .. t .. ', not a hash')
+end
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return redis.call('hincrby', KEYS[2], KEYS[1], 1)

@@ -200,8 +200,21 @@ func NewSetNXPX(cfg locklab.Config) (*SetNXPX, error) {
 	return single.Build(cfg, func(b single.Base) *SetNXPX { return &SetNXPX{Base: b, notify: cfg.Notify} })
 }
 
-// Acquire runs the acquire script: one command.
+// checkKey refuses FenceHash as a lock key: the lock would overwrite the
+// fence counters of every other key.
+func checkKey(key string) error {
+	if key == FenceHash {
+		return locklab.Invalid("set-nx-px: key %q holds the fence counters and cannot be a lock", key)
+	}
+	return nil
+}
+
+// Acquire runs the acquire script: one command. The key FenceHash is
+// refused with ErrInvalid.
 func (l *SetNXPX) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	if err := checkKey(key); err != nil {
+		return locklab.Lease{}, err
+	}
 	c, err := l.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locklab.Lease{}, err
@@ -274,6 +287,9 @@ func (l *SetNXPX) Extend(ctx context.Context, lease locklab.Lease, ttl time.Dura
 // the lock was lost.
 func (l *SetNXPX) Handoff(ctx context.Context, lease locklab.Lease, ttl time.Duration) (locklab.Lease, error) {
 	if err := locklab.CheckAcquire(ctx, lease.Key, ttl); err != nil {
+		return locklab.Lease{}, err
+	}
+	if err := checkKey(lease.Key); err != nil {
 		return locklab.Lease{}, err
 	}
 	c, err := l.BeginRelease(ctx, lease)

@@ -1,11 +1,11 @@
 // Package strategytest is the conformance suite every registered strategy
 // passes against real Redis servers. Run it on a strategy of your own after
-// registering it:
+// registering it, against any Redis you run (see the package example):
 //
 //	func TestMyLock(t *testing.T) {
-//		srv := redistest.Start(t, 1) // or any real Redis you run
+//		pool := locklab.NewPool("127.0.0.1:6379")
 //		strategytest.Run(t, "my-lock", func() locklab.Config {
-//			return locklab.Config{Pool: srv[0].Pool}
+//			return locklab.Config{Pool: pool}
 //		})
 //	}
 //
@@ -19,7 +19,8 @@ package strategytest
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,14 +30,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 
-// TTL used where a test waits for expiry.
-const shortTTL = 80 * time.Millisecond
+// minShortTTL is the least TTL used where a test waits for expiry; Run
+// derives the one it uses from the servers' round trip (see measureShortTTL).
+const minShortTTL = 80 * time.Millisecond
 
-// longTTL outlives any test.
+// maxShortTTL bounds the derived short TTL: at 2.5s Redlock's default node
+// timeout reaches its 50ms cap.
+const maxShortTTL = 2500 * time.Millisecond
+
+// minNodeTimeout and maxNodeTimeout bound the derived node timeout of a
+// multi-node strategy (and so its short TTL, five of them). The floor is
+// well above one measured round: on a machine shared with other work, the
+// round trip swings by a factor of ten between the measurement and the
+// tests.
+const (
+	minNodeTimeout = 500 * time.Millisecond
+	maxNodeTimeout = time.Second
+)
+
+// longTTL outlives any test. Races that are meant to finish use a shorter
+// one (raceTTL): leftovers of failed attempts must not block them.
 const longTTL = time.Minute
 
 // Run runs the suite for the strategy registered as name. newConfig returns a
@@ -47,7 +63,8 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 	d, err := strategies.Info(name)
 	require.NoError(t, err)
 	p := d.Properties
-	s := &suite{name: name, props: p, newConfig: newConfig}
+	s := &suite{name: name, props: p, options: d.Options, newConfig: newConfig}
+	s.timing(t, newConfig())
 
 	t.Run("AcquireRelease", s.acquireRelease)
 	t.Run("SecondAcquireRefusedWhileHeld", s.secondRefused)
@@ -66,11 +83,70 @@ type suite struct {
 	name      string
 	props     strategies.Properties
 	newConfig func() locklab.Config
+	// short is the TTL of the tests that wait for expiry; nodeTimeout,
+	// when set, is the Config.NodeTimeout of a multi-node strategy. Both
+	// are derived from the servers' round trip (timing).
+	short, nodeTimeout time.Duration
+	// options are the strategy-specific Config fields it reads: the suite
+	// sets NodeTimeout only where it is read (New refuses it elsewhere).
+	options []string
 }
+
+// timing derives the suite's timeouts from the servers as they answer now,
+// from the slowest of 20 parallel PING rounds to every server (after one
+// that dials): on a loaded machine the rounds are slower, and so are the
+// timeouts. A multi-node strategy that reads NodeTimeout, whose Config sets none, gets ten
+// rounds (within [minNodeTimeout, maxNodeTimeout]) as its node timeout. The
+// short TTL is 250 rounds (a fiftieth of it, Redlock's default node timeout,
+// covers five rounds), within [minShortTTL, maxShortTTL], and at least five
+// node timeouts.
+func (s *suite) timing(t *testing.T, cfg locklab.Config) {
+	t.Helper()
+	srcs := cfg.Nodes
+	if cfg.Pool != nil {
+		srcs = []locklab.ConnSource{cfg.Pool}
+	}
+	var worst time.Duration
+	for i := range 21 { // the first round dials: not counted
+		began := time.Now()
+		var wg sync.WaitGroup
+		for _, src := range srcs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := src.GetContext(context.Background())
+				if err != nil {
+					return
+				}
+				c.Do("PING")
+				c.Close()
+			}()
+		}
+		wg.Wait()
+		if i > 0 {
+			worst = max(worst, time.Since(began))
+		}
+	}
+	s.short = min(max(250*worst, minShortTTL), maxShortTTL)
+	if s.props.MultiNode && cfg.NodeTimeout == 0 && slices.Contains(s.options, strategies.OptNodeTimeout) {
+		s.nodeTimeout = min(max(10*worst, minNodeTimeout), maxNodeTimeout).Round(time.Millisecond)
+		s.short = max(s.short, 5*s.nodeTimeout)
+	}
+	s.short = s.short.Round(time.Millisecond)
+	t.Logf("slowest round trip %v: short TTL %v, node timeout %v (0: the Config's)", worst, s.short, s.nodeTimeout)
+}
+
+// raceTTL is the TTL of a race meant to finish: long enough for the
+// losers to stop after the first win, short enough that the keys a failed
+// attempt could not take back do not block the race for long.
+func (s *suite) raceTTL() time.Duration { return min(max(10*s.short, 2*time.Second), 10*time.Second) }
 
 func (s *suite) locker(t *testing.T) (locklab.Locker, locklab.Config) {
 	t.Helper()
 	cfg := s.newConfig()
+	if s.nodeTimeout > 0 {
+		cfg.NodeTimeout = s.nodeTimeout
+	}
 	l, err := strategies.New(s.name, cfg)
 	require.NoError(t, err)
 	return l, cfg
@@ -128,12 +204,12 @@ func (s *suite) secondRefused(t *testing.T) {
 	require.NoError(t, a.Release(ctx, lease))
 }
 
-// expire acquires k with shortTTL and waits until it has lapsed.
-func expire(t *testing.T, l locklab.Locker, k string) locklab.Lease {
+// expire acquires k with the short TTL and waits until it has lapsed.
+func (s *suite) expire(t *testing.T, l locklab.Locker, k string) locklab.Lease {
 	t.Helper()
-	lease, err := l.Acquire(context.Background(), k, shortTTL)
+	lease, err := l.Acquire(context.Background(), k, s.short)
 	require.NoError(t, err)
-	time.Sleep(shortTTL + 40*time.Millisecond)
+	time.Sleep(s.short + s.short/2)
 	return lease
 }
 
@@ -141,7 +217,7 @@ func (s *suite) acquireAfterTTL(t *testing.T) {
 	a, _ := s.locker(t)
 	b, _ := s.locker(t)
 	k := key(t)
-	expire(t, a, k)
+	s.expire(t, a, k)
 	lease, err := b.Acquire(context.Background(), k, longTTL)
 	require.NoError(t, err, "the lock of a holder that never released must become free after its TTL")
 	require.NoError(t, b.Release(context.Background(), lease))
@@ -156,7 +232,7 @@ func (s *suite) releaseNotHeld(t *testing.T) {
 	b, _ := s.locker(t)
 	c, _ := s.locker(t)
 	k := key(t)
-	stale := expire(t, a, k)
+	stale := s.expire(t, a, k)
 	bl, err := b.Acquire(ctx, k, longTTL)
 	require.NoError(t, err)
 
@@ -220,19 +296,19 @@ func (s *suite) extend(t *testing.T) {
 	}
 	require.True(t, ok, "strategy declares Extend but does not implement locklab.Extender")
 	k := key(t)
-	lease, err := l.Acquire(ctx, k, 300*time.Millisecond)
+	lease, err := l.Acquire(ctx, k, s.short)
 	require.NoError(t, err)
 	longer, err := ext.Extend(ctx, lease, longTTL)
 	require.NoError(t, err)
 	assert.True(t, longer.Until.After(lease.Until))
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(s.short + s.short/2)
 	other, _ := s.locker(t)
 	_, err = other.Acquire(ctx, k, longTTL)
 	require.ErrorIs(t, err, locklab.ErrNotAcquired, "extended lock must outlive its first TTL")
 	require.NoError(t, l.Release(ctx, longer))
 
 	// Extending a lapsed lease fails and does not re-create the lock.
-	stale := expire(t, l, k+":lapsed")
+	stale := s.expire(t, l, k+":lapsed")
 	_, err = ext.Extend(ctx, stale, longTTL)
 	require.ErrorIs(t, err, locklab.ErrNotHeld)
 	again, err := other.Acquire(ctx, k+":lapsed", longTTL)
@@ -252,6 +328,16 @@ func (s *suite) badInput(t *testing.T) {
 	_, err = strategies.New(s.name, locklab.Config{})
 	require.ErrorIs(t, err, locklab.ErrInvalid, "a Config without connection source")
 	assert.Contains(t, err.Error(), s.name)
+	// A typed nil pool is no connection source either: refused at New, not
+	// a panic at the first Acquire.
+	var nilPool *redis.Pool
+	cfg := locklab.Config{Pool: nilPool}
+	if s.props.MultiNode {
+		cfg = s.newConfig()
+		cfg.Nodes = append([]locklab.ConnSource{nilPool}, cfg.Nodes[1:]...)
+	}
+	_, err = strategies.New(s.name, cfg)
+	require.ErrorIs(t, err, locklab.ErrInvalid, "a typed nil pool")
 }
 
 func (s *suite) ctxCancelled(t *testing.T) {
@@ -261,14 +347,28 @@ func (s *suite) ctxCancelled(t *testing.T) {
 	k := key(t)
 	_, err := l.Acquire(ctx, k, longTTL)
 	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, locklab.ErrUnavailable, "a done context wraps a sentinel, like one that ends mid-call")
 	n, _ := redis.Int64(do(t, firstNode(cfg), "EXISTS", k), nil)
 	assert.Zero(t, n, "a cancelled acquire must not take the lock")
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelExpired()
+	_, err = l.Acquire(expired, k, longTTL)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, locklab.ErrUnavailable)
 
 	// Wait gives up when its context ends, and says why.
 	holder, _ := s.locker(t)
 	lease, err := holder.Acquire(context.Background(), k, longTTL)
 	require.NoError(t, err)
 	defer holder.Release(context.Background(), lease)
+	err = holder.Release(ctx, lease)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, locklab.ErrUnavailable, "a release with a done context")
+	if ext, ok := holder.(locklab.Extender); ok {
+		_, err = ext.Extend(expired, lease, longTTL)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, locklab.ErrUnavailable, "an extend with an expired context")
+	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer wcancel()
 	_, err = locklab.Wait(wctx, l, k, longTTL, locklab.RetryPolicy{Initial: time.Millisecond})
@@ -278,9 +378,11 @@ func (s *suite) ctxCancelled(t *testing.T) {
 
 // deadPool is a pool whose server does not exist: a port nothing listens on.
 func deadPool(t *testing.T) *redis.Pool {
-	port, err := redisproc.FreePort()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := locklab.NewPool(fmt.Sprintf("127.0.0.1:%d", port))
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	p := locklab.NewPool(addr)
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -314,16 +416,20 @@ func (s *suite) unreachable(t *testing.T) {
 func (s *suite) race50(t *testing.T) {
 	const n = 50
 	k := key(t)
-	ctx, won := context.WithCancel(context.Background())
+	ttl := s.raceTTL()
+	// Bounded, so that a race that cannot finish fails instead of hanging.
+	limit, cancel := context.WithTimeout(context.Background(), 30*ttl)
+	defer cancel()
+	ctx, won := context.WithCancel(limit)
 	defer won()
 	attempt := func(l locklab.Locker) error {
-		_, err := l.Acquire(ctx, k, longTTL)
+		_, err := l.Acquire(ctx, k, ttl)
 		return err
 	}
 	if s.props.MultiNode {
 		attempt = func(l locklab.Locker) error {
 			for {
-				_, err := locklab.Wait(ctx, l, k, longTTL, locklab.RetryPolicy{Initial: time.Millisecond, Max: 20 * time.Millisecond})
+				_, err := locklab.Wait(ctx, l, k, ttl, locklab.RetryPolicy{Initial: time.Millisecond, Max: 20 * time.Millisecond})
 				switch {
 				case err == nil:
 					won()
@@ -369,6 +475,7 @@ func (s *suite) race50(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	require.NoError(t, limit.Err(), "the race did not finish within %v", 30*ttl)
 	require.Empty(t, other, "only ErrNotAcquired is expected from the losers")
 	if s.props.AtomicAcquire {
 		require.Equal(t, 1, winners, "exactly one of %d racing clients must win a free key", n)
