@@ -3,8 +3,6 @@ package node
 import (
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 )
@@ -76,42 +74,4 @@ func onSignal(sig chan os.Signal, stop chan struct{}) {
 			syscall.Kill(os.Getpid(), ss)
 		}
 	}
-}
-
-// procStart returns the start time of process pid (field 22 of
-// /proc/pid/stat), or "" where /proc is not available. With the pid it
-// identifies a process even after its pid is reused.
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// alive reports whether the process pid, started at start ("" if unknown),
-// still runs on this host.
-func alive(pid int, start string) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	if err != nil && err != syscall.EPERM {
-		return false
-	}
-	if start != "" {
-		if now := procStart(pid); now != "" && now != start {
-			return false // the pid was reused
-		}
-	}
-	return true
 }

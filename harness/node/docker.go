@@ -20,6 +20,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/locklab/locklab/internal/procid"
 	"github.com/locklab/locklab/internal/redisproc"
 )
 
@@ -82,7 +83,7 @@ func ownLabels() map[string]string {
 	return map[string]string{
 		LabelKey:      "1",
 		LabelPid:      strconv.Itoa(pid),
-		LabelPidStart: procStart(pid),
+		LabelPidStart: procid.Start(pid),
 		LabelHost:     host,
 	}
 }
@@ -126,10 +127,16 @@ func (b *dockerBackend) createNetwork(ctx context.Context, label string) error {
 	for k, v := range b.labels {
 		labels[k] = v
 	}
+	// A create cut short by ctx may still have created the network: the
+	// calls run to the end, and ctx is checked between them.
+	bg := context.WithoutCancel(ctx)
 	var lastErr error
 	for attempt := 0; attempt < 8; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("docker: creating network %s: %w", name, err)
+		}
 		probe, err := b.cli.CreateNetwork(dc.CreateNetworkOptions{
-			Name: name, Driver: "bridge", Labels: labels, Context: ctx,
+			Name: name, Driver: "bridge", Labels: labels, Context: bg,
 		})
 		if err != nil {
 			return fmt.Errorf("docker: creating network %s: %w", name, err)
@@ -156,7 +163,7 @@ func (b *dockerBackend) createNetwork(ctx context.Context, label string) error {
 			gw = gateway.String()
 		}
 		nw, err := b.cli.CreateNetwork(dc.CreateNetworkOptions{
-			Name: name, Driver: "bridge", Labels: labels, Context: ctx,
+			Name: name, Driver: "bridge", Labels: labels, Context: bg,
 			IPAM: &dc.IPAMOptions{Driver: "default", Config: []dc.IPAMConfig{{Subnet: subnet, Gateway: gw}}},
 		})
 		if err != nil {
@@ -164,6 +171,10 @@ func (b *dockerBackend) createNetwork(ctx context.Context, label string) error {
 			lastErr = err
 			time.Sleep(time.Duration(20*(attempt+1)) * time.Millisecond)
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			b.cli.RemoveNetwork(nw.ID)
+			return fmt.Errorf("docker: creating network %s: %w", name, err)
 		}
 		b.netID, b.netName, b.subnet, b.gateway = nw.ID, name, prefix.Masked(), gateway
 		return nil
@@ -295,12 +306,17 @@ func (s *dockerServer) create(ctx context.Context) error {
 		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
 			s.b.netName: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: s.ip}},
 		}},
-		Context: ctx,
+		// Not cut short by ctx: a container created after all must get
+		// its id recorded, for close to remove it.
+		Context: context.WithoutCancel(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("docker: creating container %s: %w", s.container, err)
 	}
 	s.id = c.ID
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("docker: creating container %s: %w", s.container, err)
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	conf := []byte(redisConf(s.persistCfg))
@@ -336,6 +352,9 @@ func (s *dockerServer) startAndWait(ctx context.Context) error {
 		for {
 			select {
 			case <-stop:
+				return
+			case <-ctx.Done(): // Close cuts the start short
+				close(exited)
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
@@ -528,7 +547,7 @@ func RemoveStale(ctx context.Context) error {
 		if err != nil {
 			return false
 		}
-		return !alive(pid, labels[LabelPidStart])
+		return !procid.Alive(pid, labels[LabelPidStart])
 	}
 	cs, err := cli.ListContainers(dc.ListContainersOptions{All: true, Filters: filter, Context: ctx})
 	if err != nil {

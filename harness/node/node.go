@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,11 +104,20 @@ type Cluster struct {
 	replicas []*Node
 	version  string
 	closed   bool
+	// closing is closed when the first Close has removed everything;
+	// later calls wait for it.
+	closing chan struct{}
+	// starting counts the nodes being started; Close waits for them after
+	// cancelling their start (cancelStart).
+	starting    sync.WaitGroup
+	cancelStart context.CancelFunc
+	closeErr    error
 }
 
 // Node is one redis-server of a Cluster.
 type Node struct {
 	name     string
+	idx      int
 	cluster  *Cluster
 	srv      server
 	password string
@@ -177,26 +187,25 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{be: be, opts: opts}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &Cluster{be: be, opts: opts, closing: make(chan struct{}), cancelStart: cancel}
 	track(c)
 	p := persistence{appendOnly: opts.AppendOnly, fsync: opts.AppendFsync}
-	nodes := make([]*Node, opts.N)
 	errs := make([]error, opts.N)
 	var wg sync.WaitGroup
-	for i := range nodes {
+	for i := range opts.N {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodes[i], errs[i] = c.startNode(ctx, i, "n"+strconv.Itoa(i+1), p)
+			_, errs[i] = c.startNode(ctx, i, "n"+strconv.Itoa(i+1), p, func(n *Node) {
+				c.nodes = append(c.nodes, n)
+			})
 		}()
 	}
 	wg.Wait()
 	c.mu.Lock()
-	for _, n := range nodes {
-		if n != nil {
-			c.nodes = append(c.nodes, n)
-		}
-	}
+	slices.SortFunc(c.nodes, func(a, b *Node) int { return a.idx - b.idx })
 	c.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		c.Close()
@@ -226,12 +235,26 @@ func autoBackend(ctx context.Context, opts Options) (backend, error) {
 		"  or give the addresses of running servers with backend %q (Options.Addrs)", derr, perr, BackendAddrs)
 }
 
-func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persistence) (*Node, error) {
+// errClosed is the error of a start cut short by Close.
+var errClosed = errors.New("node: cluster closed")
+
+// startNode starts one server and, under c.mu, hands it to attach, which
+// files it in the cluster. When Close runs meanwhile, it cancels the start
+// and waits for it; a server that came up all the same is removed here.
+func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persistence, attach func(*Node)) (*Node, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClosed
+	}
+	c.starting.Add(1)
+	c.mu.Unlock()
+	defer c.starting.Done()
 	srv, err := c.be.start(ctx, idx, name, p)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{name: name, cluster: c, srv: srv, persist: p}
+	n := &Node{name: name, idx: idx, cluster: c, srv: srv, persist: p}
 	if a, ok := srv.(*addrServer); ok {
 		n.password = a.password
 	}
@@ -240,6 +263,14 @@ func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persist
 		IdleTimeout: time.Minute,
 		DialContext: n.Dial,
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		n.pool.Close()
+		srv.close()
+		return nil, fmt.Errorf("node %s: %w", name, errClosed)
+	}
+	attach(n)
 	return n, nil
 }
 
@@ -269,14 +300,22 @@ func (c *Cluster) Replicas() []*Node {
 }
 
 // Close stops every node and removes every container, network, process and
-// directory the cluster created. It is safe to call more than once.
+// directory the cluster created, cutting short the starts under way. It is
+// safe to call more than once and from several goroutines (a signal handler
+// and the program): every call returns once everything is removed, with the
+// first call's error.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil
+		<-c.closing
+		return c.closeErr
 	}
 	c.closed = true
+	c.mu.Unlock()
+	c.cancelStart()
+	c.starting.Wait()
+	c.mu.Lock()
 	all := append(append([]*Node(nil), c.nodes...), c.replicas...)
 	c.mu.Unlock()
 	var errs []error
@@ -299,7 +338,9 @@ func (c *Cluster) Close() error {
 		errs = append(errs, err)
 	}
 	untrack(c)
-	return errors.Join(errs...)
+	c.closeErr = errors.Join(errs...)
+	close(c.closing)
+	return c.closeErr
 }
 
 // ExpireAll makes time pass on every node of Nodes() (see Node.ExpireAll).
@@ -343,13 +384,10 @@ func (c *Cluster) AddReplica(ctx context.Context, master *Node) (*Node, error) {
 	master.mu.Lock()
 	p := master.persist
 	master.mu.Unlock()
-	r, err := c.startNode(ctx, idx, name, p)
+	r, err := c.startNode(ctx, idx, name, p, func(r *Node) { c.replicas = append(c.replicas, r) })
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.replicas = append(c.replicas, r)
-	c.mu.Unlock()
 	// Start the full sync at once instead of waiting for more replicas.
 	if _, err := master.do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
 		return nil, fmt.Errorf("node %s: %w", master.name, err)

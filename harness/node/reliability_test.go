@@ -64,6 +64,7 @@ func startChild(t *testing.T) (*exec.Cmd, func() error) {
 }
 
 func TestStaleRemovedAfterSIGKILL(t *testing.T) {
+	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
 	child, wait := startChild(t)
@@ -94,6 +95,7 @@ func TestStaleRemovedAfterSIGKILL(t *testing.T) {
 }
 
 func TestSignalRemovesEverything(t *testing.T) {
+	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
@@ -128,6 +130,7 @@ func TestSignalRemovesEverything(t *testing.T) {
 }
 
 func TestPullNeverHangs(t *testing.T) {
+	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
 	t0 := time.Now()
@@ -144,5 +147,14 @@ func TestPullNeverHangs(t *testing.T) {
 	c := start(t, Options{Backend: BackendDocker, N: 1, Image: "locklab/no-such-image:0"})
 	if !strings.Contains(c.Describe(), LocalImageRepo) {
 		t.Errorf("Describe() = %q, want the local image", c.Describe())
+	}
+}
+
+// skipShort skips a docker reliability test under -short (make test); make
+// test-long and CI run it.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker reliability test: run without -short (make test-long)")
 	}
 }

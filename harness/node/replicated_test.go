@@ -1,11 +1,6 @@
 package node
 
-import (
-	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-)
+import "testing"
 
 // Each run starts with master and replica alike and the link cut; a
 // failover loses what the master took since, and the next Prepare brings
@@ -15,27 +10,42 @@ func TestReplicatedFailoverLosesWrites(t *testing.T) {
 		ctx := ctxT(t)
 		c := start(t, Options{Backend: be, N: 1})
 		r, err := c.Replicated(ctx, c.Nodes()[0])
-		require.NoError(t, err)
-		assert.Equal(t, "n1", r.Name())
-		for round := 0; round < 3; round++ {
-			require.NoError(t, r.Prepare(ctx))
-			master := r.current()
-			_, err := master.Do(ctx, "SET", "lock", "c1")
-			require.NoError(t, err)
-			require.NoError(t, r.Failover(ctx))
-			promoted := r.current()
-			assert.NotEqual(t, master.Addr(), r.Addr(), "round %d: clients follow the promoted replica", round)
-			_, ok := get(t, promoted, "lock")
-			assert.False(t, ok, "round %d: the promoted replica must lack the write made after the cut", round)
-			role, err := promoted.Role(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, "master", role)
-			role, err = master.Role(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, "slave", role, "round %d: the old master is demoted", round)
-			_, err = master.Do(ctx, "SET", "late", "write")
-			require.Error(t, err, "round %d: the demoted master refuses writes", round)
+		if err != nil {
+			t.Fatal(err)
 		}
-		require.NoError(t, r.Prepare(ctx))
+		if r.Name() != "n1" {
+			t.Errorf("name %q, want n1", r.Name())
+		}
+		for round := 0; round < 3; round++ {
+			if err := r.Prepare(ctx); err != nil {
+				t.Fatalf("round %d: prepare: %v", round, err)
+			}
+			master := r.current()
+			if _, err := master.Do(ctx, "SET", "lock", "c1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Failover(ctx); err != nil {
+				t.Fatalf("round %d: failover: %v", round, err)
+			}
+			promoted := r.current()
+			if master.Addr() == r.Addr() {
+				t.Errorf("round %d: clients follow the promoted replica", round)
+			}
+			if _, ok := get(t, promoted, "lock"); ok {
+				t.Errorf("round %d: the promoted replica must lack the write made after the cut", round)
+			}
+			if role, err := promoted.Role(ctx); err != nil || role != "master" {
+				t.Fatalf("round %d: promoted role %q (%v), want master", round, role, err)
+			}
+			if role, err := master.Role(ctx); err != nil || role != "slave" {
+				t.Fatalf("round %d: the old master is demoted: role %q (%v), want slave", round, role, err)
+			}
+			if _, err := master.Do(ctx, "SET", "late", "write"); err == nil {
+				t.Fatalf("round %d: the demoted master refuses writes", round)
+			}
+		}
+		if err := r.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

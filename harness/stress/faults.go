@@ -119,6 +119,7 @@ func (r *recorder) nodeFault(ctx context.Context, kind string, n FaultNode) {
 	r.mu.Lock()
 	r.event(NodeFaultClient, fmt.Sprintf("node %s %s for %v", n.Name(), what, r.o.FaultFor))
 	r.mu.Unlock()
+	r.faulting.Store(true)
 	err := start(bg)
 	if err == nil {
 		select {
@@ -127,6 +128,8 @@ func (r *recorder) nodeFault(ctx context.Context, kind string, n FaultNode) {
 		}
 		err = end(bg)
 	}
+	r.faultEnded.Store(int64(r.now()))
+	r.faulting.Store(false)
 	f.For = r.now() - f.At
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -188,3 +188,25 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []string{"meteor"}, FaultNodes: []stress.FaultNode{n}})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 }
+
+// A node paused for longer than the stuck window makes the lock
+// unobtainable for the whole fault: that is the fault, not starvation. Only
+// a lock that stays unobtainable after the fault ends is a violation.
+func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
+	ctx := context.Background()
+	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	n := c.Nodes()[0]
+	rep, err := stress.Run(ctx, stress.Options{
+		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
+		Faults: []string{stress.FaultPause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
+		Stuck: 2 * time.Second, PauseProb: -1, CrashProb: -1, Duration: 10 * time.Second, Seed: 9,
+	})
+	require.NoError(t, err)
+	t.Logf("%d cycles, %d node faults, liveness %q", rep.Cycles, len(rep.NodeFaults), rep.Liveness)
+	require.NotEmpty(t, rep.NodeFaults)
+	assert.GreaterOrEqual(t, rep.NodeFaults[0].For, 3*time.Second, "the fault outlasts the 2s window")
+	assert.Empty(t, rep.Liveness, "no liveness violation from the faults alone: %+v", rep.First)
+	assert.Positive(t, rep.Cycles, "the lock was taken between the faults")
+}

@@ -109,6 +109,8 @@ type Options struct {
 	NoFence bool
 	// Stuck is how long clients may keep trying without anybody acquiring
 	// before the run reports a liveness violation [max(20 x TTL, 1s)].
+	// Time inside an injected node fault does not count: the window
+	// starts again when the fault ends.
 	Stuck time.Duration
 	// Seed makes pauses, crashes, skews and holds repeatable in kind (real
 	// concurrency is never repeatable in order).
@@ -338,6 +340,11 @@ type recorder struct {
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
+	// faulting is set while a node fault is injected; faultEnded is when
+	// the last one ended (ns since start). Liveness is not judged during a
+	// fault, and the stuck window starts again when it ends.
+	faulting   atomic.Bool
+	faultEnded atomic.Int64
 
 	mu       sync.Mutex
 	inside   map[int]time.Duration // clients in the critical section, since when
@@ -556,12 +563,14 @@ func (r *recorder) access(fence int64) (int64, bool) {
 	return r.value, true
 }
 
-// stuck reports a liveness violation: nobody acquired for o.Stuck.
+// stuck reports a liveness violation: nobody acquired for o.Stuck, not
+// counting the time spent inside an injected node fault: a lock that a
+// fault alone makes unobtainable is no violation until the fault is over.
 func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (string, bool) {
-	if r.liveness != "" || ctx.Err() != nil {
+	if r.liveness != "" || ctx.Err() != nil || r.faulting.Load() {
 		return "", false
 	}
-	last := time.Duration(r.lastAcquire.Load())
+	last := time.Duration(max(r.lastAcquire.Load(), r.faultEnded.Load()))
 	if r.now()-last < r.o.Stuck {
 		return "", false
 	}
