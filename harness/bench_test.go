@@ -28,7 +28,7 @@ func BenchmarkExplore(b *testing.B) {
 	var sched, cmds int
 	var el time.Duration
 	for i := 0; i < b.N; i++ {
-		r, err := Explore(context.Background(), ExploreOptions{Scenario: "release-after-expiry", Strategy: "set-nx-px", Nodes: nodes, Workers: 2})
+		r, err := Explore(context.Background(), ExploreOptions{Case: mustCase(b, "release-after-expiry", "set-nx-px"), Nodes: nodes, Workers: 2})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,14 @@
+// The checkers: each property (mutual exclusion, release safety, fencing,
+// deadlock and starvation freedom) judged on a history, and the verdict
+// they reach.
+
 package harness
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gomodule/redigo/redis"
+)
 
 // Outcome is the verdict of a property on a run, or of a strategy on a
 // scenario within the explored bound.
@@ -79,6 +87,32 @@ func CheckRelease(h *History) Verdict {
 	w := h.WrongRelease[0]
 	return Verdict{Outcome: Violated, Property: ReleaseSafety, Step: w.Step,
 		Message: fmt.Sprintf("c%d's release deleted c%d's lock on n%d at step %d", w.Client, w.Victim, w.Node, w.Step)}
+}
+
+// releaseProbe is what the connection wrapper saw around one command of a
+// release that ran while another client (the victim) held the lock: the
+// lock key on the node before and after the command.
+type releaseProbe struct {
+	client, victim, node int
+	token                string // the victim's lease token
+	victimHolds          bool   // the victim still held its lease after the command
+	before, after        any
+}
+
+// checkReleaseStep is the wrongful-release check of one step of h: when
+// the command of event removed or replaced the victim's token while the
+// victim held the lock, it records a WrongRelease, which CheckRelease then
+// reports, and notes it in the event.
+func checkReleaseStep(h *History, event int, p releaseProbe) bool {
+	bs, _ := redis.String(p.before, nil)
+	as, _ := redis.String(p.after, nil)
+	if p.before == nil || bs != p.token || (p.after != nil && as == bs) || !p.victimHolds {
+		return false
+	}
+	e := &h.Events[event]
+	h.WrongRelease = append(h.WrongRelease, WrongRelease{Client: p.client, Victim: p.victim, Step: e.Step, Node: p.node})
+	e.Notes = append(e.Notes, fmt.Sprintf("c%d deleted c%d's lock", p.client, p.victim))
+	return true
 }
 
 // CheckFencing fails when the resource accepted a write carrying a smaller

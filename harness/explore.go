@@ -1,3 +1,7 @@
+// The explorer: runs many schedules of a case, every one within the bounds
+// (depth-first with preemption bounding) or a random sample, and keeps the
+// shortest counterexample.
+
 package harness
 
 import (
@@ -8,15 +12,12 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/locklab/locklab/strategies"
 )
 
 // ExploreOptions bound and steer an exploration.
 type ExploreOptions struct {
-	// Scenario and Strategy name what to explore.
-	Scenario string
-	Strategy string
+	// Case is what to explore.
+	Case Case
 	// Nodes are the servers to run on (at least the scenario's count).
 	Nodes []Node
 	// Random samples Samples schedules at random from Seed instead of
@@ -46,9 +47,6 @@ type ExploreOptions struct {
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
 	Progress func(ExploreProgress)
-	// Factory overrides the strategy registry (Strategy then only names
-	// it).
-	Factory Factory
 }
 
 // ExploreProgress is what the progress callback sees.
@@ -101,48 +99,14 @@ type explorer struct {
 	start    time.Time
 }
 
-// resolve finds the scenario named scenario, checks that nodes are enough
-// for it, and builds the run spec of it on strategy.
-func resolve(scenario, strategy string, f Factory, nodes []Node) (*Scenario, runSpec, error) {
-	sc, err := Lookup(scenario)
-	if err != nil {
-		return nil, runSpec{}, err
-	}
-	if len(nodes) < sc.nodes() {
-		return nil, runSpec{}, fmt.Errorf("scenario %s needs %d node(s), got %d", sc.Name, sc.nodes(), len(nodes))
-	}
-	spec, err := specOf(sc, strategy, f)
-	return sc, spec, err
-}
-
-// specOf builds the run spec of a scenario on a strategy.
-func specOf(sc *Scenario, strategy string, f Factory) (runSpec, error) {
-	multi := sc.MultiNode
-	if f == nil {
-		d, err := strategies.Info(strategy)
-		if err != nil {
-			return runSpec{}, err
-		}
-		multi = d.Properties.MultiNode
-		name := strategy
-		f = func(cfg lockConfig) (lockLocker, error) { return strategies.New(name, cfg) }
-	}
-	return runSpec{
-		strategy: strategy, scenario: sc.Name, factory: f, multi: multi,
-		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
-		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
-		prepare: slices.Contains(sc.Needs, "failover"),
-	}, nil
-}
-
 // Explore runs many schedules of a scenario on a strategy: all of them
 // within the bounds (preemption bounding: schedules switch clients at most
 // MaxPreemptions times beyond the natural order), or a random sample.
 func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
-	sc, spec, err := resolve(opts.Scenario, opts.Strategy, opts.Factory, opts.Nodes)
-	if err != nil {
+	if err := opts.Case.check(opts.Nodes); err != nil {
 		return nil, err
 	}
+	sc, spec := opts.Case.Scenario, opts.Case.spec()
 	if opts.MaxSteps > 0 {
 		spec.maxSteps = opts.MaxSteps
 	}
@@ -174,17 +138,11 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.opts.Samples <= 0 {
 		e.opts.Samples = 200
 	}
-	for _, f := range sc.Faults {
-		st, err := ParseStep(f)
-		if err != nil {
-			return nil, err
-		}
-		e.alphabet = append(e.alphabet, st)
+	var err error
+	if e.alphabet, err = sc.alphabet(); err != nil {
+		return nil, err
 	}
-	nodes := opts.Nodes[:sc.nodes()]
-	if !spec.multi {
-		nodes = opts.Nodes[:1]
-	}
+	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), 16)
 	if len(sc.Needs) > 0 {
 		workers = 1
@@ -222,7 +180,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		return nil, e.err
 	}
 	r := &e.res
-	r.Scenario, r.Strategy = sc.Name, opts.Strategy
+	r.Scenario, r.Strategy = sc.Name, opts.Case.Strategy.Name
 	r.Elapsed = time.Since(e.start)
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()

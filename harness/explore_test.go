@@ -39,7 +39,7 @@ func TestExploreFindsEveryUnsafeStrategy(t *testing.T) {
 		{"set-nx-px", "stale-recovery", Safe},
 	}
 	for _, c := range cases {
-		res, err := Explore(context.Background(), ExploreOptions{Scenario: c.scenario, Strategy: c.strategy, Nodes: nodes, Workers: 2})
+		res, err := Explore(context.Background(), ExploreOptions{Case: mustCase(t, c.scenario, c.strategy), Nodes: nodes, Workers: 2})
 		if err != nil {
 			t.Fatalf("%s on %s: %v", c.strategy, c.scenario, err)
 		}
@@ -52,7 +52,7 @@ func TestExploreFindsEveryUnsafeStrategy(t *testing.T) {
 		}
 		if c.want != Safe {
 			// The counterexample replays to the same verdict.
-			h, err := Run(context.Background(), RunOptions{Scenario: c.scenario, Strategy: c.strategy, Nodes: nodes, Schedule: res.Counterexample.Schedule})
+			h, err := Run(context.Background(), RunOptions{Case: mustCase(t, c.scenario, c.strategy), Nodes: nodes, Schedule: res.Counterexample.Schedule})
 			if err != nil || h.Verdict.Outcome != c.want {
 				t.Errorf("%s on %s: replay of %q gave %v (%v)", c.strategy, c.scenario, res.Counterexample.Schedule, h.Verdict, err)
 			}
@@ -71,7 +71,7 @@ func cexSchedule(r *ExploreResult) string {
 func TestRandomExploration(t *testing.T) {
 	nodes := nodesOf(redistest.Start(t, 1))
 	run := func() *ExploreResult {
-		r, err := Explore(context.Background(), ExploreOptions{Scenario: "stale-recovery", Strategy: "setnx-del", Nodes: nodes, Random: true, Samples: 150, Seed: 7})
+		r, err := Explore(context.Background(), ExploreOptions{Case: mustCase(t, "stale-recovery", "setnx-del"), Nodes: nodes, Random: true, Samples: 150, Seed: 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestCheckersFail(t *testing.T) {
 		{"const-fence", "pause-past-ttl-fenced", Violated, Fencing},
 	}
 	for _, c := range cases {
-		res, err := Explore(context.Background(), ExploreOptions{Scenario: c.scenario, Strategy: "broken-" + c.mode, Nodes: nodes, Factory: broken(c.mode)})
+		res, err := Explore(context.Background(), ExploreOptions{Case: Custom(mustLookup(t, c.scenario), "broken-"+c.mode, broken(c.mode)), Nodes: nodes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,11 +181,11 @@ func TestCheckersFail(t *testing.T) {
 func TestRedlockClockJump(t *testing.T) {
 	nodes := nodesOf(redistest.Start(t, 3))
 	f := func(cfg locklab.Config) (locklab.Locker, error) { return redlock.New(cfg) }
-	h, err := Run(context.Background(), RunOptions{Scenario: "redlock-clock-jump", Strategy: "redlock", Nodes: nodes, Factory: f})
+	h, err := Run(context.Background(), RunOptions{Case: Custom(mustLookup(t, "redlock-clock-jump"), "redlock", f), Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + Timeline(h))
+	t.Log(h.Schedule)
 	if h.Verdict.Outcome != Violated {
 		t.Fatalf("redlock clock jump: %v", h.Verdict)
 	}
@@ -213,11 +213,11 @@ func TestRedlockRestart(t *testing.T) {
 		nodes[i] = procNode{name: "n" + string(rune('1'+i)), s: s.Server}
 	}
 	f := func(cfg locklab.Config) (locklab.Locker, error) { return redlock.New(cfg) }
-	h, err := Run(context.Background(), RunOptions{Scenario: "redlock-restart", Strategy: "redlock", Nodes: nodes, Factory: f})
+	h, err := Run(context.Background(), RunOptions{Case: Custom(mustLookup(t, "redlock-restart"), "redlock", f), Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + Timeline(h))
+	t.Log(h.Schedule)
 	if h.Verdict.Outcome != Violated {
 		t.Fatalf("redlock restart: %v", h.Verdict)
 	}

@@ -1,3 +1,7 @@
+// The history: the record of one run (every step's command, reply, notes,
+// holders and key values; acquisitions, writes, wrongful releases) and the
+// verdict the checkers reached. Renderers and checkers work on it alone.
+
 package harness
 
 import (

@@ -1,3 +1,7 @@
+// Nodes: the Redis servers a run uses (anything with a name and an
+// address), the faults a node may support, and the slot of one database on
+// each node that one run executes in.
+
 package harness
 
 import (
@@ -51,10 +55,10 @@ func (n AddrNode) Name() string { return n.NodeName }
 // Addr returns the node's "host:port".
 func (n AddrNode) Addr() string { return n.NodeAddr }
 
-// AdvanceTTLs shortens every TTL in the database src connects to by d,
+// advanceTTLs shortens every TTL in the database src connects to by d,
 // deleting the keys whose TTL runs out: the effect of d passing on the
 // server's clock, applied at once. It returns the number of keys expired.
-func AdvanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (int, error) {
+func advanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (int, error) {
 	c, err := src.GetContext(ctx)
 	if err != nil {
 		return 0, err
@@ -63,13 +67,13 @@ func AdvanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (
 	return ttlclock.Advance(ctx, c, d)
 }
 
-// ExpireTTLs makes every key with a TTL in src's database expire now.
-func ExpireTTLs(ctx context.Context, src locklab.ConnSource) (int, error) {
-	return AdvanceTTLs(ctx, src, ttlclock.All)
+// expireTTLs makes every key with a TTL in src's database expire now.
+func expireTTLs(ctx context.Context, src locklab.ConnSource) (int, error) {
+	return advanceTTLs(ctx, src, ttlclock.All)
 }
 
-// FlushDB empties the database src connects to.
-func FlushDB(ctx context.Context, src locklab.ConnSource) error {
+// flushDB empties the database src connects to.
+func flushDB(ctx context.Context, src locklab.ConnSource) error {
 	c, err := src.GetContext(ctx)
 	if err != nil {
 		return err
@@ -128,16 +132,19 @@ func (s *slot) close() {
 // flush empties the slot's database on every node.
 func (s *slot) flush(ctx context.Context) error {
 	for i := range s.nodes {
-		if err := FlushDB(ctx, s.pool(i)); err != nil {
+		if err := flushDB(ctx, s.pool(i)); err != nil {
 			return fmt.Errorf("FLUSHDB on %s (%s): %w", s.nodes[i].Name(), s.nodes[i].Addr(), err)
 		}
 	}
 	return nil
 }
 
-// serverInfo returns "redis_version" of node i, or "" when unknown.
-func serverVersion(ctx context.Context, src locklab.ConnSource) string {
-	c, err := src.GetContext(ctx)
+// ServerVersion returns the "redis_version" n reports, or "" when it
+// cannot be read.
+func ServerVersion(ctx context.Context, n Node) string {
+	p := locklab.NewPool(n.Addr())
+	defer p.Close()
+	c, err := p.GetContext(ctx)
 	if err != nil {
 		return ""
 	}

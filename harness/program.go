@@ -1,3 +1,6 @@
+// Client programs: what each client of a scenario does, in order
+// (acquire, write, sleep, release, crash), and their text form.
+
 package harness
 
 import (
@@ -58,6 +61,19 @@ func (p Program) String() string {
 		parts[i] = o.String()
 	}
 	return strings.Join(parts, " ")
+}
+
+// MarshalText writes p in the text form, as JSON shows it.
+func (p Program) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads p from the text form.
+func (p *Program) UnmarshalText(b []byte) error {
+	q, err := ParseProgram(string(b))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
 }
 
 // ParseProgram reads the text form: ops separated by white space; acquire*k

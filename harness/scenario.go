@@ -1,3 +1,7 @@
+// The scenario catalog: each story of how a lock fails, with its clients'
+// programs, its schedule or the faults the explorer may insert, and the
+// property it threatens.
+
 package harness
 
 import (
@@ -17,45 +21,45 @@ const TTL = 30 * time.Second
 // faults that may strike, and the property the story threatens.
 type Scenario struct {
 	// Name is the identifier used by the CLI ("stale-recovery").
-	Name string
+	Name string `json:"name"`
 	// Title is a one-line summary.
-	Title string
+	Title string `json:"title"`
 	// Story tells what happens, in one paragraph.
-	Story string
+	Story string `json:"story"`
 	// Source names the article or critique the story comes from.
-	Source string
+	Source string `json:"source"`
 	// Property is what the scenario checks.
-	Property Property
+	Property Property `json:"property"`
 	// Programs are the clients' programs, c1 first.
-	Programs []Program
+	Programs []Program `json:"programs"`
 	// Schedule, when set, is the schedule the story describes; Demo runs
 	// it, and the explorer starts from it.
-	Schedule string
+	Schedule string `json:"schedule,omitempty"`
 	// Faults are the events the explorer may insert, each at most once per
 	// occurrence in the list ("time", "crash(c1)", "restart(n2)").
-	Faults []string
+	Faults []string `json:"faults,omitempty"`
 	// MaxFaults bounds how many of Faults one explored schedule uses.
-	MaxFaults int
+	MaxFaults int `json:"max_faults,omitempty"`
 	// Fenced: the protected resource refuses a write whose fence number is
 	// below one it has accepted.
-	Fenced bool
+	Fenced bool `json:"fenced,omitempty"`
 	// NoPreemption keeps the explorer to the natural order of the clients
 	// (each runs until it blocks or ends): the story is about time, not
 	// about interleaving.
-	NoPreemption bool
+	NoPreemption bool `json:"no_preemption,omitempty"`
 	// Waiter is the client a starvation scenario watches.
-	Waiter int
+	Waiter int `json:"waiter,omitempty"`
 	// MultiNode: the scenario is for multi-node strategies (Redlock) and
 	// needs Nodes servers; otherwise it is for single-node strategies.
-	MultiNode bool
+	MultiNode bool `json:"multi_node,omitempty"`
 	// Nodes is how many servers the scenario needs (default 1, or 3 for
 	// multi-node ones).
-	Nodes int
+	Nodes int `json:"nodes,omitempty"`
 	// Needs lists the node faults the scenario uses ("restart",
 	// "failover"): it is n/a on nodes that cannot do them.
-	Needs []string
+	Needs []string `json:"needs,omitempty"`
 	// Applies, when set, narrows the strategies the scenario is for.
-	Applies func(d strategies.Description) bool
+	Applies func(d strategies.Description) bool `json:"-"`
 }
 
 // AppliesTo reports whether the scenario is meant for the strategy d.
@@ -64,6 +68,20 @@ func (s *Scenario) AppliesTo(d strategies.Description) bool {
 		return false
 	}
 	return s.Applies == nil || s.Applies(d)
+}
+
+// alphabet is the scenario's faults as steps, in the order listed (a fault
+// listed twice may strike twice).
+func (s *Scenario) alphabet() ([]Step, error) {
+	out := make([]Step, 0, len(s.Faults))
+	for _, f := range s.Faults {
+		st, err := ParseStep(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 func (s *Scenario) nodes() int {
@@ -112,7 +130,7 @@ var catalog = []*Scenario{
 		Title: "the holder crashes between the acquiring command and EXPIRE",
 		Story: "C1's acquire is two commands, SETNX (or INCR) then EXPIRE. C1 crashes after the first: the key " +
 			"exists with no TTL, nobody will ever delete it, and every later client is refused forever.",
-		Source:    "the SETNX+EXPIRE and INCR+EXPIRE locks of the seed articles",
+		Source:    "the SETNX+EXPIRE and INCR+EXPIRE locks of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs; blog post \"Redis实现分布式全局锁\")",
 		Property:  NoDeadlock,
 		Programs:  progs("acquire write release", "acquire*2 write release"),
 		Schedule:  "c1 crash(c1)",
@@ -125,7 +143,7 @@ var catalog = []*Scenario{
 		Story: "C1 takes the lock and crashes. C2 tries every 20s with a 30s TTL. When a failed try resets the " +
 			"TTL (MULTI INCR EXPIRE EXEC runs EXPIRE whether or not INCR returned 1), the key never reaches its " +
 			"expiry while someone keeps trying: C2 starves, although the lock frees itself as soon as nobody tries.",
-		Source:   "the INCR/EXPIRE lock in a MULTI/EXEC transaction of the seed articles",
+		Source:   "the INCR/EXPIRE lock in a MULTI/EXEC transaction, after the blog post \"Redis实现分布式全局锁\"",
 		Property: NoStarvation,
 		Programs: progs("acquire crash",
 			"acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire write release"),
@@ -138,7 +156,7 @@ var catalog = []*Scenario{
 		Story: "C1 holds the lock and runs past its TTL; the key expires and C2 acquires. C1 then releases: a " +
 			"blind DEL deletes C2's key; a GET-compare-then-DEL checks first, but the key can expire and be taken " +
 			"between the GET and the DEL. Either way C2 is now unprotected and a third client can walk in.",
-		Source:    "the DEL release of the seed articles; Redis SET command page on safe release",
+		Source:    "the DEL release of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs); Redis SET command page on safe release",
 		Property:  ReleaseSafety,
 		Programs:  progs("acquire write release", "acquire write release"),
 		Faults:    []string{"time"},

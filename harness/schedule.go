@@ -1,3 +1,6 @@
+// Schedules: the steps a run takes, client steps and events, with their
+// typed kinds and the text form ("c3 time c1 c2 crash(c1)").
+
 package harness
 
 import (
@@ -8,7 +11,7 @@ import (
 )
 
 // Step is one entry of a schedule: either "client C sends its next command"
-// (Kind "c", optionally to node Node when the client has commands outstanding
+// (Kind StepClient, optionally to node Node when the client has commands outstanding
 // on several nodes) or an environment event.
 //
 // Event kinds and their text form:
@@ -27,51 +30,78 @@ import (
 //	kill(n1) restart(n1) restart(n1,keep) pause(n1) resume(n1)
 //	partition(n1) heal(n1) failover(n1)   node faults
 type Step struct {
-	Kind   string
+	Kind   StepKind
 	Client int
 	Node   int
 	Dur    time.Duration
 	Keep   bool
 }
 
+// StepKind is what a step does. A client step is StepClient; every other
+// kind is an event, on a client or on a node.
+type StepKind string
+
+// The step kinds.
+const (
+	StepClient StepKind = "c"
+	StepTime   StepKind = "time"
+	// Events on a client.
+	StepCrash   StepKind = "crash"
+	StepPause   StepKind = "pause"
+	StepResume  StepKind = "resume"
+	StepSkew    StepKind = "skew"
+	StepIsolate StepKind = "isolate"
+	StepRejoin  StepKind = "rejoin"
+	// Events on a node. A node's pause and resume are written pause(nN)
+	// and resume(nN).
+	StepExpire     StepKind = "expire"
+	StepKill       StepKind = "kill"
+	StepRestart    StepKind = "restart"
+	StepNodePause  StepKind = "npause"
+	StepNodeResume StepKind = "nresume"
+	StepPartition  StepKind = "partition"
+	StepHeal       StepKind = "heal"
+	StepFailover   StepKind = "failover"
+)
+
 // Schedule is an ordered list of steps.
 type Schedule []Step
 
-var clientEvents = map[string]bool{"crash": true, "pause": true, "resume": true, "skew": true,
-	"isolate": true, "rejoin": true}
-var nodeEvents = map[string]bool{"expire": true, "kill": true, "restart": true, "npause": true,
-	"nresume": true, "partition": true, "heal": true, "failover": true}
+var clientEvents = map[StepKind]bool{StepCrash: true, StepPause: true, StepResume: true, StepSkew: true,
+	StepIsolate: true, StepRejoin: true}
+var nodeEvents = map[StepKind]bool{StepExpire: true, StepKill: true, StepRestart: true, StepNodePause: true,
+	StepNodeResume: true, StepPartition: true, StepHeal: true, StepFailover: true}
 
 // IsClient reports whether s is a client step (not an event).
-func (s Step) IsClient() bool { return s.Kind == "c" }
+func (s Step) IsClient() bool { return s.Kind == StepClient }
 
 // String prints s in the schedule text form.
 func (s Step) String() string {
 	switch {
-	case s.Kind == "c":
+	case s.Kind == StepClient:
 		if s.Node > 0 {
 			return fmt.Sprintf("c%d@n%d", s.Client, s.Node)
 		}
 		return fmt.Sprintf("c%d", s.Client)
-	case s.Kind == "time":
+	case s.Kind == StepTime:
 		if s.Dur == 0 {
 			return "time"
 		}
 		return "time(" + signed(s.Dur) + ")"
-	case s.Kind == "skew":
+	case s.Kind == StepSkew:
 		return fmt.Sprintf("skew(c%d,%s)", s.Client, signed(s.Dur))
 	case clientEvents[s.Kind]:
 		return fmt.Sprintf("%s(c%d)", s.Kind, s.Client)
-	case s.Kind == "npause":
+	case s.Kind == StepNodePause:
 		return fmt.Sprintf("pause(n%d)", s.Node)
-	case s.Kind == "nresume":
+	case s.Kind == StepNodeResume:
 		return fmt.Sprintf("resume(n%d)", s.Node)
-	case s.Kind == "restart" && s.Keep:
+	case s.Kind == StepRestart && s.Keep:
 		return fmt.Sprintf("restart(n%d,keep)", s.Node)
 	case nodeEvents[s.Kind]:
 		return fmt.Sprintf("%s(n%d)", s.Kind, s.Node)
 	}
-	return "?" + s.Kind
+	return "?" + string(s.Kind)
 }
 
 func signed(d time.Duration) string {
@@ -108,15 +138,6 @@ func ParseSchedule(text string) (Schedule, error) {
 		}
 	}
 	return out, nil
-}
-
-// MustParseSchedule is ParseSchedule that panics on error, for literals.
-func MustParseSchedule(text string) Schedule {
-	s, err := ParseSchedule(text)
-	if err != nil {
-		panic(err)
-	}
-	return s
 }
 
 func splitTokens(line string) []string {
@@ -172,7 +193,7 @@ func ParseStep(tok string) (Step, error) {
 	tok = strings.TrimSpace(tok)
 	bad := func(err error) (Step, error) { return Step{}, fmt.Errorf("step %q: %w", tok, err) }
 	if tok == "time" {
-		return Step{Kind: "time"}, nil
+		return Step{Kind: StepTime}, nil
 	}
 	open := strings.IndexByte(tok, '(')
 	if open < 0 {
@@ -181,7 +202,7 @@ func ParseStep(tok string) (Step, error) {
 		if err != nil {
 			return bad(err)
 		}
-		st := Step{Kind: "c", Client: c}
+		st := Step{Kind: StepClient, Client: c}
 		if hasNode {
 			if st.Node, err = parseRef(nd, 'n'); err != nil {
 				return bad(err)
@@ -200,7 +221,7 @@ func ParseStep(tok string) (Step, error) {
 		if err != nil {
 			return bad(err)
 		}
-		return Step{Kind: "time", Dur: d}, nil
+		return Step{Kind: StepTime, Dur: d}, nil
 	case name == "skew":
 		if len(args) != 2 {
 			return bad(fmt.Errorf("want skew(cN,±dur)"))
@@ -213,25 +234,25 @@ func ParseStep(tok string) (Step, error) {
 		if err != nil {
 			return bad(err)
 		}
-		return Step{Kind: "skew", Client: c, Dur: d}, nil
+		return Step{Kind: StepSkew, Client: c, Dur: d}, nil
 	case (name == "pause" || name == "resume") && strings.HasPrefix(strings.TrimSpace(inner), "n"):
 		n, err := parseRef(inner, 'n')
 		if err != nil {
 			return bad(err)
 		}
-		return Step{Kind: "n" + name, Node: n}, nil
-	case clientEvents[name]:
+		return Step{Kind: StepKind("n" + name), Node: n}, nil
+	case clientEvents[StepKind(name)]:
 		c, err := parseRef(inner, 'c')
 		if err != nil {
 			return bad(err)
 		}
-		return Step{Kind: name, Client: c}, nil
-	case nodeEvents[name] && name != "npause" && name != "nresume":
+		return Step{Kind: StepKind(name), Client: c}, nil
+	case nodeEvents[StepKind(name)] && name != "npause" && name != "nresume":
 		n, err := parseRef(args[0], 'n')
 		if err != nil {
 			return bad(err)
 		}
-		st := Step{Kind: name, Node: n}
+		st := Step{Kind: StepKind(name), Node: n}
 		if len(args) == 2 && name == "restart" && strings.TrimSpace(args[1]) == "keep" {
 			st.Keep = true
 		} else if len(args) != 1 {

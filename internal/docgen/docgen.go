@@ -33,13 +33,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/render"
 )
 
 // Marker texts.
@@ -144,8 +144,8 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", d.Text, err)
 		}
-		tl := "```text\n" + harness.Timeline(h) + "```"
-		mm := "```mermaid\n" + harness.Mermaid(h) + "```"
+		tl := "```text\n" + render.Timeline(h) + "```"
+		mm := "```mermaid\n" + render.Mermaid(h) + "```"
 		switch d.Kind {
 		case "timeline":
 			return tl, nil
@@ -158,7 +158,7 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return MatrixMarkdown(m), nil
+		return render.MatrixMarkdown(m, MatrixPreemptions, MatrixSchedules), nil
 	case "file":
 		if len(d.Args) != 1 {
 			return "", fmt.Errorf("file needs one path: %q", d.Text)
@@ -185,18 +185,18 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 // run replays a scenario on a strategy: the given schedule, else the
 // scenario's own, else the shortest counterexample exploration finds.
 func (g *Generator) run(ctx context.Context, scenario, strategy, schedule string) (*harness.History, error) {
-	sc, err := harness.Lookup(scenario)
+	c, err := harness.Resolve(scenario, strategy)
 	if err != nil {
 		return nil, err
 	}
-	if schedule == "" && sc.Schedule == "" {
-		res, err := harness.Demo(ctx, scenario, strategy, g.Nodes)
+	if schedule == "" && c.Scenario.Schedule == "" {
+		res, err := harness.Demo(ctx, c, g.Nodes)
 		if err != nil {
 			return nil, err
 		}
 		return res.History, nil
 	}
-	return harness.Run(ctx, harness.RunOptions{Scenario: scenario, Strategy: strategy, Nodes: g.Nodes, Schedule: schedule})
+	return harness.Run(ctx, harness.RunOptions{Case: c, Nodes: g.Nodes, Schedule: schedule})
 }
 
 // Matrix runs the verdict matrix, once.
@@ -365,112 +365,6 @@ func FirstDifference(a, b []byte) string {
 		}
 	}
 	return "no difference"
-}
-
-// strategyOrder and scenarioOrder are the orders the docs present them in;
-// names not listed follow, sorted.
-var (
-	strategyOrder = []string{"setnx-del", "setnx-getset", "incr-expire", "incr-expire-lua", "incr-expire-multi",
-		"setnx-expire", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
-	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
-		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
-		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-clock-jump", "redlock-pause"}
-)
-
-func ordered(names, pref []string) []string {
-	var out []string
-	for _, p := range pref {
-		if slices.Contains(names, p) {
-			out = append(out, p)
-		}
-	}
-	var rest []string
-	for _, n := range names {
-		if !slices.Contains(pref, n) {
-			rest = append(rest, n)
-		}
-	}
-	sort.Strings(rest)
-	return append(out, rest...)
-}
-
-func cellText(c harness.Cell) string {
-	switch c.Outcome {
-	case harness.Safe:
-		if !c.Complete {
-			return "safe\\*"
-		}
-		return "safe"
-	case harness.Violated:
-		return "**VIOLATED**"
-	case harness.Deadlock:
-		return "**DEADLOCK**"
-	case harness.Starvation:
-		return "**STARVATION**"
-	case harness.NA:
-		return "·"
-	}
-	return string(c.Outcome)
-}
-
-// MatrixMarkdown renders the verdict matrix as a Markdown table, one row
-// per scenario and one column per strategy, followed by each failing cell's
-// shortest counterexample. It writes nothing that varies between runs.
-func MatrixMarkdown(m *harness.MatrixResult) string {
-	strats := ordered(m.Strategies, strategyOrder)
-	scens := ordered(m.Scenarios, scenarioOrder)
-	var b strings.Builder
-	b.WriteString("| scenario | checks |")
-	for _, s := range strats {
-		fmt.Fprintf(&b, " `%s` |", s)
-	}
-	b.WriteString("\n|---|---|")
-	for range strats {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	partial := false
-	for _, sc := range scens {
-		prop := ""
-		if s, err := harness.Lookup(sc); err == nil {
-			prop = string(s.Property)
-		}
-		fmt.Fprintf(&b, "| `%s` | %s |", sc, prop)
-		for _, s := range strats {
-			c, ok := m.Cell(s, sc)
-			text := "?"
-			if ok {
-				text = cellText(c)
-				partial = partial || (c.Outcome == harness.Safe && !c.Complete)
-			}
-			fmt.Fprintf(&b, " %s |", text)
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "\nsafe: no violation in any schedule within the bound (at most %d preemptions, %d schedules per cell); "+
-		"VIOLATED: mutual exclusion, release safety or fencing broken; DEADLOCK: nobody can ever acquire again; "+
-		"STARVATION: a waiter never gets a free lock; ·: the scenario does not apply to the strategy.", MatrixPreemptions, MatrixSchedules)
-	if partial {
-		fmt.Fprintf(&b, " safe\\*: the %d-schedule limit was reached before the bound was explored in full.", MatrixSchedules)
-	}
-	b.WriteString("\n\n**Shortest counterexamples.** Replay any of them with " +
-		"`locklab explore --strategy S --scenario X`, or look at it step by step with `locklab demo X --strategy S`.\n")
-	for _, sc := range scens {
-		var lines []string
-		for _, s := range strats {
-			c, ok := m.Cell(s, sc)
-			if !ok || !(harness.Verdict{Outcome: c.Outcome}).Failed() {
-				continue
-			}
-			lines = append(lines, fmt.Sprintf("  - `%s`: %s (%s) — `%s`", s, c.Outcome, c.Property, c.Schedule))
-		}
-		if len(lines) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "\n- `%s`\n%s", sc, strings.Join(lines, "\n"))
-	}
-	b.WriteString("\n")
-	return b.String()
 }
 
 func scenarioMarkdown(sc *harness.Scenario) string {

@@ -10,12 +10,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/docgen"
 )
 
 // TestDocsUpToDate regenerates every generated region of docs/*.md and
 // README.md on real redis-server processes and fails when the checked-in
-// files differ from what the current code produces.
+// files differ from what the current code produces. The verdict matrix it
+// runs for the docs is then checked against the design's expectations: the
+// matrix runs once for both.
 func TestDocsUpToDate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -39,9 +42,64 @@ func TestDocsUpToDate(t *testing.T) {
 	changes, err := g.Update(ctx, false)
 	require.NoError(t, err)
 	for _, c := range changes {
-		t.Errorf("%s is out of date: run `make docs` and commit the result\n%s", c.Path, docgen.FirstDifference(c.Old, c.New))
+		assert.Failf(t, "docs out of date", "%s is out of date: run `make docs` and commit the result\n%s", c.Path, docgen.FirstDifference(c.Old, c.New))
 	}
 	t.Logf("%d generated regions in %d files", regions, len(files))
+
+	m, err := g.Matrix(ctx) // the run the docs were generated from
+	require.NoError(t, err)
+	matchesDesign(t, m)
+}
+
+// expected is the verdict matrix the design's strategy table predicts, one
+// letter per scenario in this order: S safe, V violated, D deadlock,
+// T starvation, - n/a.
+var (
+	expectedScenarios = "clock-skew crash-before-expire failover-loses-lock partitioned-holder pause-past-ttl " +
+		"pause-past-ttl-fenced redlock-clock-jump redlock-pause redlock-restart release-after-expiry " +
+		"stale-recovery stale-recovery-getset ttl-pushed-by-waiters"
+	expected = map[string]string{
+		// C1/C2 and clock skew; blind DEL after expiry.
+		"setnx-del": "V S V V V V - - - V V V S",
+		// GETSET closes C1/C2 but not clock skew or the release after expiry.
+		"setnx-getset": "V S V V V V - - - V S S S",
+		// A crash between INCR and EXPIRE: deadlock.
+		"incr-expire":     "S D V V V V - - - V S S S",
+		"incr-expire-lua": "S S V V V V - - - V S S S",
+		// Failed tries push the TTL: starvation.
+		"incr-expire-multi": "S S V V V V - - - V S S T",
+		"setnx-expire":      "S D V V V V - - - V S S S",
+		"set-nx-px-del":     "S S V V V V - - - V S S S",
+		"set-nx-px-getdel":  "S S V V V V - - - V S S S",
+		// Safe on one node without pauses; a pause past the TTL is caught
+		// only by a resource that checks the fence; failover loses it.
+		"set-nx-px": "S S V V V S - - - S S S S",
+		// Node restart, clock jump, client pause.
+		"redlock": "- - - - - - V V V - - - -",
+	}
+	letter = map[harness.Outcome]string{harness.Safe: "S", harness.Violated: "V", harness.Deadlock: "D",
+		harness.Starvation: "T", harness.NA: "-"}
+)
+
+// matchesDesign compares the verdict matrix with the design's
+// expectations.
+func matchesDesign(t *testing.T, m *harness.MatrixResult) {
+	t.Helper()
+	scs := strings.Fields(expectedScenarios)
+	require.ElementsMatch(t, scs, m.Scenarios, "the catalog changed: update the expectations")
+	require.Len(t, m.Strategies, len(expected), "the registry changed: update the expectations")
+	for strat, row := range expected {
+		want := strings.Fields(row)
+		for i, sc := range scs {
+			cell, ok := m.Cell(strat, sc)
+			require.True(t, ok, "%s × %s missing", strat, sc)
+			assert.Equal(t, want[i], letter[cell.Outcome], "%s × %s: %s %s", strat, sc, cell.Outcome, cell.Message)
+			if cell.Outcome == harness.Violated || cell.Outcome == harness.Deadlock || cell.Outcome == harness.Starvation {
+				assert.NotEmpty(t, cell.Schedule, "%s × %s: a failure comes with its counterexample", strat, sc)
+			}
+		}
+	}
+	t.Logf("matrix: %d cells in %v", len(m.Cells), m.Elapsed)
 }
 
 func TestParseDirective(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package report renders a verdict matrix as one self-contained HTML page:
+// The verdict matrix as one self-contained HTML page (HTML):
 // the matrix as a table (a row per strategy, a column per scenario, each
 // cell coloured and labelled by its outcome) and, behind each cell, what
 // the harness found: the scenario's story and source, the verdict, the
@@ -8,7 +8,8 @@
 // The page needs no network when it is viewed: its CSS and script are
 // inlined, and nothing is loaded from elsewhere. Without script, each cell
 // still links to its details.
-package report
+
+package render
 
 import (
 	"bytes"
@@ -136,8 +137,8 @@ type detail struct {
 	HasHistory bool
 }
 
-// Write renders m as a self-contained HTML page on w.
-func Write(w io.Writer, m *harness.MatrixResult, meta Meta) error {
+// HTML renders m as a self-contained HTML page on w.
+func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	if m == nil {
 		return fmt.Errorf("report: no matrix")
 	}
@@ -265,8 +266,8 @@ func newDetail(v cellView, c harness.Cell) (detail, error) {
 		}
 		d.HasHistory = true
 		d.JSON = string(j)
-		d.Timeline = harness.Timeline(h)
-		d.Mermaid = harness.Mermaid(h)
+		d.Timeline = Timeline(h)
+		d.Mermaid = Mermaid(h)
 		d.Full = h.Schedule
 		d.Sequence = sequenceSVG(h, v.ID)
 	}

@@ -1,4 +1,4 @@
-package report_test
+package render_test
 
 import (
 	"bytes"
@@ -22,56 +22,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/harness/report"
+	"github.com/locklab/locklab/harness/render"
 )
 
-// The small matrix the tests render: one node, so the Redlock scenario is
-// n/a; setnx-del breaks on the C1/C2 schedule, set-nx-px survives it, and
-// incr-expire deadlocks when its holder crashes between INCR and EXPIRE.
-var (
-	testStrategies = []string{"setnx-del", "incr-expire", "set-nx-px"}
-	testScenarios  = []string{"stale-recovery", "release-after-expiry", "crash-before-expire", "redlock-pause"}
-	violatedCell   = [2]string{"setnx-del", "stale-recovery"}
-	safeCell       = [2]string{"set-nx-px", "stale-recovery"}
-)
-
-// runMatrix runs the small matrix on a real redis-server process.
-func runMatrix(t *testing.T) (*harness.MatrixResult, report.Meta) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1, Label: t.Name()})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	var nodes []harness.Node
-	meta := report.Meta{
-		Redis:        c.Describe(),
-		Backend:      c.Backend(),
-		Generated:    time.Now(),
-		Command:      "go test ./harness/report",
-		MaxSchedules: 200,
+// testMeta is what the page's header says of the recorded matrix.
+func testMeta() render.Meta {
+	return render.Meta{
+		Redis:        "process /usr/bin/redis-server (Redis 7.0.15)",
+		Backend:      "process",
+		Nodes:        []string{"n1 127.0.0.1:6379"},
+		Generated:    time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Command:      "go test ./harness/render",
+		MaxSchedules: matrixSchedules,
 		Workers:      2,
 	}
-	for _, n := range c.Nodes() {
-		nodes = append(nodes, n)
-		meta.Nodes = append(meta.Nodes, n.Name()+" "+n.Addr())
-	}
-	m, err := harness.Matrix(ctx, harness.MatrixOptions{
-		Nodes: nodes, Strategies: testStrategies, Scenarios: testScenarios,
-		MaxSchedules: meta.MaxSchedules, Workers: meta.Workers,
-	})
-	require.NoError(t, err)
-	replayed, err := report.Record(ctx, m, nodes)
-	require.NoError(t, err)
-	assert.Positive(t, replayed, "the counterexamples replay with the key recorded")
-	v, ok := m.Cell(violatedCell[0], violatedCell[1])
-	require.True(t, ok)
-	require.Equal(t, harness.Violated, v.Outcome, "%v: %s", violatedCell, v.Message)
-	require.NotNil(t, v.Counterexample)
-	s, ok := m.Cell(safeCell[0], safeCell[1])
-	require.True(t, ok)
-	require.Equal(t, harness.Safe, s.Outcome, "%v: %s", safeCell, s.Message)
-	return m, meta
 }
 
 func cellID(strategy, scenario string) string { return "cell--" + strategy + "--" + scenario }
@@ -80,11 +44,11 @@ func cellID(strategy, scenario string) string { return "cell--" + strategy + "--
 // details block per strategy and scenario, nothing loaded from elsewhere,
 // and text that could end a script kept out of the embedded data.
 func TestWriteSelfContained(t *testing.T) {
-	m, meta := runMatrix(t)
+	m, meta := loadMatrix(t), testMeta()
 	meta.Title = `locklab <b>matrix</b>`
 	meta.Command = `locklab report </script><script>alert(1)</script>`
 	var buf bytes.Buffer
-	require.NoError(t, report.Write(&buf, m, meta))
+	require.NoError(t, render.HTML(&buf, m, meta))
 	page := buf.String()
 
 	assert.Equal(t, len(testStrategies)*len(testScenarios), strings.Count(page, `<td class="cell `))
@@ -133,11 +97,11 @@ func TestReportInBrowser(t *testing.T) {
 	if bin == "" {
 		t.Skip("no chromium, chromium-browser or google-chrome on PATH: install chromium (apt-get install chromium) to run the browser test")
 	}
-	m, meta := runMatrix(t)
+	m, meta := loadMatrix(t), testMeta()
 	path := filepath.Join(t.TempDir(), "report.html")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, report.Write(f, m, meta))
+	require.NoError(t, render.HTML(f, m, meta))
 	require.NoError(t, f.Close())
 	pageURL := (&url.URL{Scheme: "file", Path: path}).String()
 
@@ -281,7 +245,7 @@ func TestReportInBrowser(t *testing.T) {
 	v, _ := m.Cell(violatedCell[0], violatedCell[1])
 	sc, err := harness.Lookup(violatedCell[1])
 	require.NoError(t, err)
-	tl := harness.Timeline(v.Counterexample)
+	tl := render.Timeline(v.Counterexample)
 	var marker string
 	for _, line := range strings.Split(tl, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "!! ") {

@@ -1,4 +1,6 @@
-package report
+// The sequence diagram of a history as inline SVG, for the HTML report.
+
+package render
 
 import (
 	"fmt"
@@ -28,7 +30,7 @@ const (
 // step, environment events as bands across, and the violation in red.
 func sequenceSVG(h *harness.History, id string) template.HTML {
 	marker := id + "-arrow"
-	owner := tokenOwners(h)
+	l := labelsOf(h)
 	nc, nn := len(h.Clients), len(h.Nodes)
 	x := func(col int) int { return seqLeft + seqCol/2 + col*seqCol }
 	clientX := func(c int) int { return x(c - 1) }
@@ -53,13 +55,13 @@ func sequenceSVG(h *harness.History, id string) template.HTML {
 			y += seqBandH + 4
 		case e.Node > 0 && e.Node <= nn && e.Client <= nc:
 			cx, nx := clientX(e.Client), nodeX(e.Node)
-			cmd := strings.Join(shortArgs(e.Command, owner), " ")
+			cmd := strings.Join(l.args(e.Command, 12, "…"), " ")
 			if len(e.Extra) > 0 {
 				cmd += " (+" + e.Extra[0] + ")"
 			}
 			y += seqCmdH
 			arrow(&body, marker, "seq-cmd", cx, nx, y, cmd, strings.Join(e.Command, " "))
-			reply := shorten(e.Reply, owner)
+			reply := l.value(e.Reply, 16, "…")
 			if reply == "" {
 				reply = "(no reply)"
 			}
@@ -94,7 +96,7 @@ func sequenceSVG(h *harness.History, id string) template.HTML {
 		if len(e.Keys) == nn {
 			ky := y + 12
 			for i, k := range e.Keys {
-				v := shorten(k, owner)
+				v := l.value(k, 16, "…")
 				cls := "seq-key"
 				if k == "-" {
 					cls += " seq-key-none"
@@ -110,7 +112,7 @@ func sequenceSVG(h *harness.History, id string) template.HTML {
 			fmt.Fprintf(&body, `<rect class="seq-violation" x="%d" y="%d" width="%d" height="%d" rx="4"/>`,
 				seqLeft+8, y+2, width-seqLeft-8-seqPadding, seqBandH-2)
 			fmt.Fprintf(&body, `<text class="seq-violation-text" x="%d" y="%d" text-anchor="middle">!! %s</text>`,
-				(seqLeft+width)/2, y+seqBandH/2+5, esc(violationText(h, e)))
+				(seqLeft+width)/2, y+seqBandH/2+5, esc(violationLine(h, e)))
 			y += seqBandH + 2
 		}
 		// The step number and label, with a rule under the row.
@@ -170,79 +172,7 @@ func arrow(b *strings.Builder, marker, cls string, x1, x2, y int, label, full st
 	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`, mid, y-5, esc(clip(label, seqLabel+(abs(x2-x1)/seqCol-1)*20)))
 }
 
-func violationText(h *harness.History, e harness.Event) string {
-	if len(e.Holders) > 1 {
-		cs := make([]string, len(e.Holders))
-		for i, c := range e.Holders {
-			cs[i] = fmt.Sprintf("c%d", c)
-		}
-		return strings.Join(cs[:len(cs)-1], ", ") + " and " + cs[len(cs)-1] + " hold the lock at once"
-	}
-	if h.Verdict.Step == e.Step && h.Verdict.Message != "" {
-		return h.Verdict.Message
-	}
-	return e.Violation
-}
-
-// tokenOwners maps each lease token to the clients that wrote it ("c1's",
-// "c1/c2's"), as the text timeline shows them.
-func tokenOwners(h *harness.History) map[string]string {
-	who := map[string][]string{}
-	var order []string
-	for _, a := range h.Acquisitions {
-		c := fmt.Sprintf("c%d", a.Client)
-		if _, ok := who[a.Token]; !ok {
-			order = append(order, a.Token)
-		}
-		found := false
-		for _, x := range who[a.Token] {
-			found = found || x == c
-		}
-		if !found {
-			who[a.Token] = append(who[a.Token], c)
-		}
-	}
-	out := map[string]string{}
-	for _, t := range order {
-		out[t] = strings.Join(who[t], "/") + "'s"
-	}
-	return out
-}
-
-func shorten(s string, owner map[string]string) string {
-	if o, ok := owner[s]; ok {
-		return o
-	}
-	if o, ok := owner[strings.Trim(s, `"`)]; ok {
-		return o
-	}
-	return clip(s, 16)
-}
-
-func shortArgs(args []string, owner map[string]string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		switch o, ok := owner[a]; {
-		case i == 0:
-			out[i] = a
-		case ok:
-			out[i] = o
-		case strings.HasPrefix(a, "lock:"):
-			out[i] = "K"
-		default:
-			out[i] = clip(a, 12)
-		}
-	}
-	return out
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if n < 2 || len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
+func clip(s string, n int) string { return cut(s, n, "…") }
 
 func esc(s string) string { return html.EscapeString(s) }
 

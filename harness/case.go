@@ -1,0 +1,81 @@
+package harness
+
+// A Case is what every run, exploration and rendering of the harness works
+// on: a scenario and the strategy it runs on, resolved from their names once,
+// at the edge (the CLI, Matrix, docgen), so that nothing below looks a name
+// up again.
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/strategies"
+)
+
+// Case is a scenario on a strategy: the scenario, the strategy's
+// description (its name and whether it is multi-node), and the factory that
+// builds its Locker.
+type Case struct {
+	Scenario *Scenario
+	Strategy strategies.Description
+	Factory  Factory
+}
+
+// Resolve looks up the scenario and the registered strategy by name.
+func Resolve(scenario, strategy string) (Case, error) {
+	sc, err := Lookup(scenario)
+	if err != nil {
+		return Case{}, err
+	}
+	d, err := strategies.Info(strategy)
+	if err != nil {
+		return Case{}, err
+	}
+	name := d.Name
+	f := func(cfg locklab.Config) (locklab.Locker, error) { return strategies.New(name, cfg) }
+	return Case{Scenario: sc, Strategy: d, Factory: f}, nil
+}
+
+// Custom is a case for a Locker that is not registered: f builds it, name
+// names it in histories, and it is taken to be multi-node exactly when the
+// scenario is.
+func Custom(sc *Scenario, name string, f Factory) Case {
+	return Case{Scenario: sc, Strategy: strategies.Description{Name: name,
+		Properties: strategies.Properties{MultiNode: sc.MultiNode}}, Factory: f}
+}
+
+// Name is "scenario on strategy", for messages.
+func (c Case) Name() string { return c.Scenario.Name + " on " + c.Strategy.Name }
+
+// check reports a case that cannot run on nodes.
+func (c Case) check(nodes []Node) error {
+	if c.Scenario == nil || c.Factory == nil {
+		return fmt.Errorf("harness: incomplete case (resolve it with Resolve or Custom)")
+	}
+	if len(nodes) < c.Scenario.nodes() {
+		return fmt.Errorf("scenario %s needs %d node(s), got %d", c.Scenario.Name, c.Scenario.nodes(), len(nodes))
+	}
+	return nil
+}
+
+// spec is the run spec of the case.
+func (c Case) spec() runSpec {
+	sc := c.Scenario
+	return runSpec{
+		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
+		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
+		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
+		prepare: slices.Contains(sc.Needs, "failover"),
+	}
+}
+
+// nodesFor are the nodes a run of the case uses: the scenario's count, or
+// only the first for a single-node strategy.
+func (c Case) nodesFor(nodes []Node) []Node {
+	if !c.Strategy.Properties.MultiNode {
+		return nodes[:1]
+	}
+	return nodes[:c.Scenario.nodes()]
+}

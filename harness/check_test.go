@@ -1,0 +1,107 @@
+package harness
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// recordedHistories reads the histories harness/render keeps in its
+// testdata, recorded from real runs.
+func recordedHistories(t *testing.T) map[string]*History {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("render", "testdata", "histories", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded histories (%v)", err)
+	}
+	out := map[string]*History{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h History
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[filepath.Base(f)] = &h
+	}
+	return out
+}
+
+// TestCheckersOnRecordedHistories judges histories recorded from real runs
+// again, without Redis: every checker reaches the verdict the run reached,
+// and among them are a violation of each property.
+func TestCheckersOnRecordedHistories(t *testing.T) {
+	seen := map[Outcome]bool{}
+	props := map[Property]bool{}
+	for name, h := range recordedHistories(t) {
+		sc, err := Lookup(h.Scenario)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		v := Check(h, sc.Property, sc.Waiter)
+		if v != h.Verdict {
+			t.Errorf("%s: checked again %v, recorded %v", name, v, h.Verdict)
+		}
+		seen[v.Outcome] = true
+		if v.Failed() {
+			props[v.Property] = true
+		}
+	}
+	for _, o := range []Outcome{Safe, Violated, Deadlock, Starvation} {
+		if !seen[o] {
+			t.Errorf("no recorded history is %s", o)
+		}
+	}
+	for _, p := range []Property{MutualExclusion, ReleaseSafety, Fencing, NoDeadlock, NoStarvation} {
+		if !props[p] {
+			t.Errorf("no recorded history violates %s", p)
+		}
+	}
+}
+
+// TestCheckersCatchBrokenHistories: a safe recorded history made unsafe
+// by hand (a second holder, an accepted stale write, a wrongful release, a
+// probe that could not acquire) fails the matching checker.
+func TestCheckersCatchBrokenHistories(t *testing.T) {
+	safe := recordedHistories(t)["stale-recovery--setnx-getset.json"]
+	if safe == nil || safe.Verdict.Outcome != Safe {
+		t.Fatal("the recorded setnx-getset run is not safe")
+	}
+	clone := func() *History {
+		b, _ := json.Marshal(safe)
+		var h History
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatal(err)
+		}
+		return &h
+	}
+	h := clone()
+	h.Events[3].Holders = []int{1, 2}
+	if v := CheckMutualExclusion(h); v.Outcome != Violated || v.Step != h.Events[3].Step {
+		t.Errorf("two holders: %v", v)
+	}
+	h = clone()
+	h.Writes = append(h.Writes, Write{Client: 1, Step: 9, Fence: 0, Accepted: true, Stale: true})
+	if v := CheckFencing(h); v.Outcome != Violated {
+		t.Errorf("stale write accepted: %v", v)
+	}
+	h = clone()
+	if !checkReleaseStep(h, 2, releaseProbe{client: 1, victim: 2, node: 1, token: "t2", victimHolds: true, before: []byte("t2")}) {
+		t.Fatal("a release that deleted the holder's key was not caught")
+	}
+	if v := CheckRelease(h); v.Outcome != Violated || v.Step != h.Events[2].Step {
+		t.Errorf("wrongful release: %v", v)
+	}
+	if checkReleaseStep(clone(), 2, releaseProbe{client: 1, victim: 2, token: "t2", victimHolds: true, before: []byte("t2"), after: []byte("t2")}) {
+		t.Error("a release that left the holder's key alone was flagged")
+	}
+	h = clone()
+	no := false
+	h.Probe = &no
+	if v := CheckDeadlock(h); v.Outcome != Deadlock {
+		t.Errorf("probe refused: %v", v)
+	}
+}

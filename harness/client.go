@@ -1,0 +1,373 @@
+// The client side of a run: each client runs its program (acquire, write,
+// sleep, release, crash) in its own goroutine, calling the strategy under
+// test; every action and every Redis command it sends is submitted to the
+// scheduler and waits for its grant.
+
+package harness
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/locklab/locklab"
+)
+
+type request struct {
+	c     *client
+	owner *owner
+	node  int // 1-based; 0 for a local action
+	cmd   string
+	args  []any
+	local string
+	seq   int
+	done  chan struct{}
+	err   error
+	event int // index of the event the grant created
+}
+
+// command is how a request shows in a history: the local action, or the
+// Redis command with its arguments.
+func (q *request) command() []string {
+	switch {
+	case q.local != "":
+		return []string{q.local}
+	case q.cmd == "pipeline":
+		return []string{"MULTI/pipeline"}
+	}
+	return fmtArgs(q.cmd, q.args)
+}
+
+// owner is who will run once a request is granted: a connection (its
+// goroutine) or the client's program loop (for local actions).
+type owner struct{ active bool }
+
+type client struct {
+	id     int
+	prog   Program
+	probe  bool
+	locker locklab.Locker
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// guarded by run.mu
+	skew      time.Duration
+	pending   []*request
+	active    int
+	done      bool
+	crashed   bool
+	paused    bool
+	isolated  bool
+	holding   bool
+	lease     locklab.Lease
+	seq       int
+	inRelease bool
+	lastEvent int
+	merge     int // event the next command joins (-1: none)
+	changed   time.Time
+	info      ClientInfo
+	local     owner
+}
+
+// seeded returns a deterministic random source for client id.
+func seeded(seed uint64, id int) *rand.ChaCha8 {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	binary.LittleEndian.PutUint64(s[8:], uint64(id))
+	copy(s[16:], "locklab-harness!")
+	return rand.NewChaCha8(s)
+}
+
+// addClient creates client id with its wrapped Config and starts its
+// program loop.
+func (r *run) addClient(prog Program, probe bool) (*client, error) {
+	c := &client{id: len(r.cls) + 1, prog: prog, probe: probe}
+	c.ctx, c.cancel = context.WithCancel(r.ctx)
+	c.info = ClientInfo{ID: c.id, Program: prog.String(), Probe: probe}
+	c.lastEvent = -1
+	c.merge = -1
+	cfg := locklab.Config{
+		Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) }),
+		Rand:  seeded(r.spec.seed, c.id),
+		Retry: locklab.RetryPolicy{Attempts: 1},
+	}
+	if r.spec.multi {
+		// A node answers when the scheduler says so: no timeout of its own.
+		cfg.NodeTimeout = time.Hour
+		for i := range r.slot.nodes {
+			cfg.Nodes = append(cfg.Nodes, &source{r: r, c: c, node: i + 1})
+		}
+	} else {
+		cfg.Pool = &source{r: r, c: c, node: 1}
+	}
+	l, err := r.spec.factory(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.locker = l
+	r.mu.Lock()
+	r.cls = append(r.cls, c)
+	c.changed = time.Now()
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go r.loop(c)
+	return c, nil
+}
+
+func (r *run) clock(c *client) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Epoch.Add(r.now + c.skew)
+}
+
+// submit queues a request and blocks until it is granted, rejected, or ctx
+// ends.
+func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string) (*request, error) {
+	r.mu.Lock()
+	if c.crashed || c.done {
+		r.mu.Unlock()
+		if c.crashed {
+			return nil, errCrashed
+		}
+		return nil, errStopped
+	}
+	if o.active {
+		o.active = false
+		c.active--
+	}
+	if o != &c.local && c.local.active {
+		c.local.active = false
+		c.active--
+	}
+	r.reqs++
+	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{})}
+	if node != 0 && c.merge >= 0 && !r.spec.multi {
+		// The first command of an operation runs in the step that began
+		// the operation.
+		q.event = c.merge
+		c.merge = -1
+		e := &r.hist.Events[q.event]
+		e.Node = node
+		e.Command = q.command()
+		o.active = true
+		c.active++
+		c.changed = time.Now()
+		r.mu.Unlock()
+		return q, nil
+	}
+	c.merge = -1
+	c.pending = append(c.pending, q)
+	c.changed = time.Now()
+	r.mu.Unlock()
+	r.notify()
+	select {
+	case <-q.done:
+	case <-ctx.Done():
+		r.mu.Lock()
+		if i := slices.Index(c.pending, q); i >= 0 {
+			c.pending = slices.Delete(c.pending, i, i+1)
+			c.changed = time.Now()
+			r.mu.Unlock()
+			r.notify()
+			return nil, ctx.Err()
+		}
+		r.mu.Unlock()
+		<-q.done
+	}
+	return q, q.err
+}
+
+// idle marks o as no longer running (its connection was closed).
+func (r *run) idle(c *client, o *owner) {
+	r.mu.Lock()
+	if o.active {
+		o.active = false
+		c.active--
+		c.changed = time.Now()
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *run) noteLocked(c *client, format string, args ...any) {
+	if c.lastEvent < 0 || c.lastEvent >= len(r.hist.Events) {
+		return
+	}
+	e := &r.hist.Events[c.lastEvent]
+	e.Notes = append(e.Notes, fmt.Sprintf("c%d "+format, append([]any{c.id}, args...)...))
+}
+
+// holdersLocked lists the clients inside the critical section: holding a
+// lease that is still valid on their own clock, not releasing, not crashed.
+func (r *run) holdersLocked() []int {
+	h := []int{}
+	for _, c := range r.cls {
+		if c.holding && !c.crashed && !c.inRelease && Epoch.Add(r.now+c.skew).Before(c.lease.Until) {
+			h = append(h, c.id)
+		}
+	}
+	return h
+}
+
+// loop runs c's program.
+func (r *run) loop(c *client) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		c.done = true
+		c.changed = time.Now()
+		if c.local.active {
+			c.local.active = false
+			c.active--
+		}
+		r.mu.Unlock()
+		r.notify()
+	}()
+	for _, op := range c.prog {
+		r.mu.Lock()
+		stop := c.crashed
+		holding := c.holding
+		r.mu.Unlock()
+		if stop {
+			return
+		}
+		switch op.Kind {
+		case OpAcquire:
+			if holding {
+				continue
+			}
+			for i := 0; i < op.Attempts; i++ {
+				r.mu.Lock()
+				c.info.Attempts++
+				r.mu.Unlock()
+				if _, err := r.submit(c.ctx, c, &c.local, 0, "acquire", nil, "acquire"); err != nil {
+					return
+				}
+				lease, err := c.locker.Acquire(c.ctx, r.spec.key, r.spec.ttl)
+				r.mu.Lock()
+				if c.crashed {
+					r.mu.Unlock()
+					return
+				}
+				if err == nil {
+					r.acqs++
+					c.holding, c.lease, c.seq = true, lease, r.acqs
+					c.info.Acquired++
+					step := 0
+					if c.lastEvent >= 0 {
+						step = r.hist.Events[c.lastEvent].Step
+					}
+					r.hist.Acquisitions = append(r.hist.Acquisitions, Acquisition{Client: c.id, Step: step, Token: lease.Token, Fence: lease.Fence, Seq: c.seq})
+					if lease.Fence != 0 {
+						r.noteLocked(c, "acquired (fence %d)", lease.Fence)
+					} else {
+						r.noteLocked(c, "acquired")
+					}
+					r.refreshHoldersLocked(c)
+					r.mu.Unlock()
+					break
+				}
+				switch {
+				case errors.Is(err, locklab.ErrNotAcquired):
+					r.noteLocked(c, "refused")
+				case errors.Is(err, errStopped):
+					r.mu.Unlock()
+					return
+				default:
+					r.noteLocked(c, "acquire failed: %v", err)
+				}
+				r.mu.Unlock()
+			}
+		case OpWrite:
+			if !holding {
+				continue
+			}
+			if _, err := r.submit(c.ctx, c, &c.local, 0, "write", nil, "write"); err != nil {
+				return
+			}
+			r.write(c)
+		case OpSleep:
+			if _, err := r.submit(c.ctx, c, &c.local, 0, "sleep", nil, "sleep "+op.Dur.String()); err != nil {
+				return
+			}
+			if err := r.advance(op.Dur); err != nil {
+				r.fail(err)
+				return
+			}
+		case OpRelease:
+			if !holding {
+				continue
+			}
+			if _, err := r.submit(c.ctx, c, &c.local, 0, "release", nil, "release"); err != nil {
+				return
+			}
+			r.mu.Lock()
+			c.inRelease = true
+			lease := c.lease
+			r.mu.Unlock()
+			err := c.locker.Release(c.ctx, lease)
+			r.mu.Lock()
+			if c.crashed {
+				r.mu.Unlock()
+				return
+			}
+			c.holding, c.inRelease = false, false
+			switch {
+			case err == nil:
+				r.noteLocked(c, "released")
+			case errors.Is(err, locklab.ErrNotHeld):
+				r.noteLocked(c, "release: not held")
+			default:
+				r.noteLocked(c, "release failed: %v", err)
+			}
+			r.refreshHoldersLocked(c)
+			r.mu.Unlock()
+		case OpCrash:
+			r.mu.Lock()
+			r.crashLocked(c)
+			r.noteLocked(c, "crashed")
+			r.mu.Unlock()
+			return
+		}
+	}
+}
+
+// refreshHoldersLocked updates the holders of c's last event.
+func (r *run) refreshHoldersLocked(c *client) {
+	if c.lastEvent >= 0 && c.lastEvent < len(r.hist.Events) {
+		r.hist.Events[c.lastEvent].Holders = r.holdersLocked()
+	}
+}
+
+func (r *run) write(c *client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := Write{Client: c.id, Fence: c.lease.Fence, Seq: c.seq, Accepted: true}
+	if c.lastEvent >= 0 {
+		w.Step = r.hist.Events[c.lastEvent].Step
+	}
+	if r.spec.fenced && w.Fence < r.maxFence {
+		w.Accepted = false
+	}
+	w.Stale = r.lastWriter > c.seq
+	if w.Accepted {
+		r.maxFence = max(r.maxFence, w.Fence)
+		r.lastWriter = max(r.lastWriter, c.seq)
+		r.noteLocked(c, "wrote (fence %d)", w.Fence)
+	} else {
+		r.noteLocked(c, "write refused (fence %d<%d)", w.Fence, r.maxFence)
+	}
+	r.hist.Writes = append(r.hist.Writes, w)
+}
+
+func (r *run) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+}

@@ -1,0 +1,22 @@
+// Package harness runs lock strategies on real Redis servers under explicit
+// or explored schedules and faults, and judges each run.
+//
+// A newcomer's map, in the order a run goes through it:
+//
+//	case.go       a scenario and a strategy, resolved once from their names
+//	scenario.go   the scenario catalog; program.go the clients' programs
+//	schedule.go   steps and schedules, with their text form
+//	run.go        one run: Run, its setup, its step loop, its end
+//	client.go     the client side: each client's program calling the strategy
+//	conn.go       the connection wrapper: every Redis command a scheduled step
+//	scheduler.go  which steps can run, and granting the chosen one
+//	events.go     events between steps: crashes, time, node faults
+//	nodes.go      the Redis servers and the database a run uses on each
+//	history.go    the record of a run; check.go the checkers on it
+//	explore.go    many schedules of a case, keeping the shortest counterexample
+//	demo.go       one case shown step by step; matrix.go the verdict matrix
+//	interactive.go  a run whose steps a person picks, checked after each
+//
+// Rendering a history or a matrix (text timeline, Mermaid, Markdown, HTML)
+// is the job of harness/render, which never runs anything.
+package harness

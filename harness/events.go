@@ -1,0 +1,164 @@
+// Events: the steps of a schedule that are not a client's command: a
+// client crashes, pauses, is cut off or its clock skews; time passes; a
+// node's clock jumps, or a node is killed, restarted, paused, partitioned
+// or failed over.
+
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+func (r *run) crashLocked(c *client) {
+	if c.crashed || c.done {
+		c.crashed = true
+		return
+	}
+	c.crashed = true
+	c.info.Crashed = true
+	c.holding = c.holding && true
+	for _, q := range c.pending {
+		q.err = errCrashed
+		close(q.done)
+	}
+	c.pending = nil
+	c.cancel()
+}
+
+// event applies an environment step.
+func (r *run) event(st Step) error {
+	r.mu.Lock()
+	e := Event{Step: len(r.hist.Events) + 1, Label: st.String()}
+	var c *client
+	if st.Client > 0 {
+		if st.Client > len(r.cls) {
+			r.mu.Unlock()
+			return fmt.Errorf("step %s: no client c%d", st, st.Client)
+		}
+		c = r.cls[st.Client-1]
+	}
+	if st.Node > len(r.slot.nodes) {
+		r.mu.Unlock()
+		return fmt.Errorf("step %s: no node n%d (the run has %d)", st, st.Node, len(r.slot.nodes))
+	}
+	switch st.Kind {
+	case StepCrash:
+		r.crashLocked(c)
+		e.Notes = append(e.Notes, fmt.Sprintf("c%d crashed", c.id))
+	case StepPause:
+		c.paused = true
+	case StepResume:
+		c.paused = false
+	case StepIsolate:
+		c.isolated = true
+	case StepRejoin:
+		c.isolated = false
+	case StepSkew:
+		c.skew += st.Dur
+		e.Notes = append(e.Notes, fmt.Sprintf("c%d's clock is off by %s", c.id, signed(c.skew)))
+	}
+	r.hist.Events = append(r.hist.Events, e)
+	idx := len(r.hist.Events) - 1
+	r.steps = append(r.steps, st)
+	r.mu.Unlock()
+	if st.Kind == StepCrash {
+		r.notify()
+	}
+	var err error
+	switch st.Kind {
+	case StepTime:
+		d := st.Dur
+		if d == 0 {
+			d = r.spec.ttl + 2*time.Second
+		}
+		err = r.advance(d)
+	case StepExpire:
+		var n int
+		n, err = expireTTLs(r.ctx, r.slot.pool(st.Node-1))
+		r.mu.Lock()
+		r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, fmt.Sprintf("n%d's clock jumps: %d key(s) expired", st.Node, n))
+		r.mu.Unlock()
+	case StepKill, StepRestart, StepNodePause, StepNodeResume, StepPartition, StepHeal, StepFailover:
+		err = r.nodeFault(st)
+	}
+	return err
+}
+
+// advance moves virtual time forward by d on every clock and node.
+func (r *run) advance(d time.Duration) error {
+	r.mu.Lock()
+	r.now += d
+	down := slices.Clone(r.down)
+	r.mu.Unlock()
+	for i := range r.slot.nodes {
+		if down[i] {
+			continue
+		}
+		if _, err := advanceTTLs(r.ctx, r.slot.pool(i), d); err != nil {
+			return fmt.Errorf("advancing time on %s: %w", r.slot.nodes[i].Name(), err)
+		}
+	}
+	return nil
+}
+
+func (r *run) nodeFault(st Step) error {
+	n := r.slot.nodes[st.Node-1]
+	unsupported := fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
+	var err error
+	setDown := func(v bool) {
+		r.mu.Lock()
+		r.down[st.Node-1] = v
+		r.mu.Unlock()
+	}
+	switch st.Kind {
+	case StepKill:
+		k, ok := n.(nodeKiller)
+		if !ok {
+			return unsupported
+		}
+		err = k.Kill(r.ctx)
+		setDown(true)
+		r.slot.reset(st.Node - 1)
+	case StepRestart:
+		k, ok := n.(nodeRestarter)
+		if !ok {
+			return unsupported
+		}
+		err = k.Restart(r.ctx, st.Keep)
+		r.slot.reset(st.Node - 1)
+		setDown(false)
+	case StepNodePause, StepNodeResume:
+		k, ok := n.(nodePauser)
+		if !ok {
+			return unsupported
+		}
+		if st.Kind == StepNodePause {
+			err = k.Pause(r.ctx)
+		} else {
+			err = k.Resume(r.ctx)
+		}
+		setDown(st.Kind == StepNodePause)
+	case StepPartition, StepHeal:
+		k, ok := n.(nodePartitioner)
+		if !ok {
+			return unsupported
+		}
+		if st.Kind == StepPartition {
+			err = k.Partition(r.ctx)
+		} else {
+			err = k.Heal(r.ctx)
+		}
+		setDown(st.Kind == StepPartition)
+	case StepFailover:
+		k, ok := n.(interface{ Failover(context.Context) error })
+		if !ok {
+			return unsupported
+		}
+		err = k.Failover(r.ctx)
+		r.slot.reset(st.Node - 1)
+	}
+	return err
+}

@@ -1,0 +1,218 @@
+// The verdict matrix: every strategy against every scenario it applies to,
+// each cell the scenario's own schedule then a bounded exploration; and
+// Record, which replays the failing cells with the key recorded.
+
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locklab/locklab/strategies"
+)
+
+// MatrixOptions bound the verdict matrix.
+type MatrixOptions struct {
+	// Nodes: at least 3 for the multi-node scenarios (they are n/a with
+	// fewer).
+	Nodes []Node
+	// Strategies and Scenarios restrict the matrix (default: all).
+	Strategies []string
+	Scenarios  []string
+	// MaxPreemptions and MaxSchedules bound each cell's exploration
+	// (defaults 2 and 3000).
+	MaxPreemptions int
+	MaxSchedules   int
+	// Workers run each cell's schedules on that many databases at once.
+	Workers int
+	// Progress, when set, is called after every cell.
+	Progress func(Cell)
+}
+
+// Cell is one strategy on one scenario.
+type Cell struct {
+	Strategy string   `json:"strategy"`
+	Scenario string   `json:"scenario"`
+	Outcome  Outcome  `json:"outcome"`
+	Property Property `json:"property,omitempty"`
+	// Schedule is the shortest counterexample found, in the text form.
+	Schedule string `json:"schedule,omitempty"`
+	Message  string `json:"message,omitempty"`
+	// Schedules is how many schedules were run; Complete whether that was
+	// every one within the bound.
+	Schedules int  `json:"schedules"`
+	Complete  bool `json:"complete"`
+	// Counterexample is the failing run.
+	Counterexample *History `json:"-"`
+}
+
+// MatrixResult is every strategy against every scenario.
+type MatrixResult struct {
+	Strategies []string      `json:"strategies"`
+	Scenarios  []string      `json:"scenarios"`
+	Cells      []Cell        `json:"cells"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+}
+
+// Cell returns the cell of strategy and scenario.
+func (m *MatrixResult) Cell(strategy, scenario string) (Cell, bool) {
+	for _, c := range m.Cells {
+		if c.Strategy == strategy && c.Scenario == scenario {
+			return c, true
+		}
+	}
+	return Cell{}, false
+}
+
+// Matrix runs every strategy against every scenario it applies to: the
+// scenario's own schedule first, then a bounded exhaustive exploration. A
+// cell is SAFE within the bound, VIOLATED (with the shortest
+// counterexample found), DEADLOCK, STARVATION, or n/a.
+func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
+	start := time.Now()
+	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios}
+	if len(m.Strategies) == 0 {
+		m.Strategies = strategies.Names()
+	}
+	if len(m.Scenarios) == 0 {
+		for _, s := range Scenarios() {
+			m.Scenarios = append(m.Scenarios, s.Name)
+		}
+	}
+	for _, sc := range m.Scenarios {
+		if _, err := Lookup(sc); err != nil {
+			return nil, err
+		}
+		for _, st := range m.Strategies {
+			cs, err := Resolve(sc, st)
+			if err != nil {
+				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
+			}
+			c, err := matrixCell(ctx, o, cs)
+			if err != nil {
+				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
+			}
+			m.Cells = append(m.Cells, c)
+			if o.Progress != nil {
+				o.Progress(c)
+			}
+		}
+	}
+	m.Elapsed = time.Since(start)
+	return m, nil
+}
+
+func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
+	sc := cs.Scenario
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
+	switch {
+	case !sc.AppliesTo(cs.Strategy):
+		c.Outcome, c.Message = NA, "not for this kind of strategy"
+		return c, nil
+	case len(o.Nodes) < sc.nodes():
+		c.Outcome, c.Message = NA, fmt.Sprintf("needs %d nodes", sc.nodes())
+		return c, nil
+	}
+	for _, need := range sc.Needs {
+		for _, n := range o.Nodes[:sc.nodes()] {
+			if !supports(n, need) {
+				c.Outcome, c.Message = NA, fmt.Sprintf("the nodes cannot %s", need)
+				return c, nil
+			}
+		}
+	}
+	record := func(h *History) {
+		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
+		c.Schedule = cut(h)
+		c.Counterexample = h
+	}
+	if sc.Schedule != "" {
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: o.Nodes, NoRecord: true})
+		if err != nil {
+			return c, err
+		}
+		c.Schedules = 1
+		if h.Verdict.Failed() {
+			record(h)
+			return c, nil
+		}
+	}
+	maxSched := o.MaxSchedules
+	if maxSched <= 0 {
+		maxSched = 3000
+	}
+	ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: o.Nodes,
+		MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched, Workers: o.Workers})
+	if err != nil {
+		return c, err
+	}
+	c.Schedules += ex.Schedules
+	c.Complete = ex.Complete
+	if ex.Counterexample != nil {
+		record(ex.Counterexample)
+		return c, nil
+	}
+	c.Outcome = Safe
+	if !ex.Complete {
+		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", ex.Schedules)
+	}
+	return c, nil
+}
+
+// cut returns the schedule of h up to its violation.
+func cut(h *History) string {
+	s, err := ParseSchedule(h.Schedule)
+	if err != nil || h.Verdict.Step <= 0 || h.Verdict.Step > len(s) {
+		return h.Schedule
+	}
+	return s[:h.Verdict.Step].String()
+}
+
+// Record replays the counterexample of every failing cell of m on nodes
+// with the lock key read on every node after every step, so that the
+// timelines show the key's value, as "locklab demo" does. The matrix's
+// exploration does not record it, to run fast. A replay replaces the
+// counterexample only when it reaches the same verdict; it returns how
+// many were replaced.
+func Record(ctx context.Context, m *MatrixResult, nodes []Node) (int, error) {
+	n := 0
+	for i := range m.Cells {
+		c := &m.Cells[i]
+		ce := c.Counterexample
+		if ce == nil || !(Verdict{Outcome: c.Outcome}).Failed() {
+			continue
+		}
+		cs, err := Resolve(c.Scenario, c.Strategy)
+		if err != nil {
+			continue
+		}
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, Schedule: ce.Schedule})
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, ctx.Err()
+			}
+			continue // keep the unrecorded history
+		}
+		if h.Verdict.Outcome != ce.Verdict.Outcome || h.Verdict.Property != ce.Verdict.Property || h.Schedule != ce.Schedule {
+			continue
+		}
+		c.Counterexample = h
+		n++
+	}
+	if ctx.Err() != nil {
+		return n, fmt.Errorf("report: %w", ctx.Err())
+	}
+	return n, nil
+}
+
+// Violations counts the cells whose outcome is a failure.
+func (m *MatrixResult) Violations() int {
+	n := 0
+	for _, c := range m.Cells {
+		if (Verdict{Outcome: c.Outcome}).Failed() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,85 @@
+package render_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/render"
+)
+
+// TestTimelineAndMermaidGolden renders every recorded history as a text
+// timeline and a Mermaid diagram and compares them with the golden files.
+func TestTimelineAndMermaidGolden(t *testing.T) {
+	for _, name := range recorded {
+		h := loadHistory(t, name)
+		file := strings.ReplaceAll(name, " ", "--")
+		golden(t, file+".txt", render.Timeline(h))
+		golden(t, file+".mmd", render.Mermaid(h))
+	}
+}
+
+// TestTimelineShowsTheViolation: the C1/C2 run's timeline marks the double
+// hold, stays within 100 columns, and names tokens after their writers;
+// the Mermaid diagram marks the violation too.
+func TestTimelineShowsTheViolation(t *testing.T) {
+	h := loadHistory(t, "stale-recovery setnx-del")
+	require.Equal(t, harness.Violated, h.Verdict.Outcome)
+	tl := render.Timeline(h)
+	assert.Contains(t, tl, "!! c1 and c2 hold the lock at once")
+	assert.Contains(t, tl, "c3's", "a token is named after its writer")
+	for _, line := range strings.Split(tl, "\n") {
+		assert.LessOrEqual(t, len(line), 100, "timeline line wider than 100 columns: %q", line)
+	}
+	assert.Contains(t, render.Mermaid(h), "VIOLATION: c1 and c2 hold the lock at once")
+
+	safe := loadHistory(t, "stale-recovery setnx-getset")
+	require.Equal(t, harness.Safe, safe.Verdict.Outcome)
+	assert.NotContains(t, render.Timeline(safe), "!!")
+	assert.NotContains(t, render.Mermaid(safe), "VIOLATION")
+}
+
+// TestLabelsAreShared: the HTML sequence diagram names values as the text
+// timeline does (a timestamp as its offset from the epoch).
+func TestLabelsAreShared(t *testing.T) {
+	h := loadHistory(t, "stale-recovery setnx-getset")
+	tl := render.Timeline(h)
+	require.Contains(t, tl, "@", "the timeline shows stamps as offsets")
+	m := &harness.MatrixResult{Strategies: []string{h.Strategy}, Scenarios: []string{h.Scenario},
+		Cells: []harness.Cell{{Strategy: h.Strategy, Scenario: h.Scenario, Outcome: h.Verdict.Outcome, Counterexample: h}}}
+	var buf bytes.Buffer
+	require.NoError(t, render.HTML(&buf, m, render.Meta{}))
+	assert.Contains(t, buf.String(), `class="seq-key-text" x=`)
+	assert.Regexp(t, `seq-key-text[^>]*>@`, buf.String(), "the sequence diagram shows stamps as offsets too")
+}
+
+// TestHistoryJSONRoundTrip: a recorded history survives JSON as the
+// renderers see it.
+func TestHistoryJSONRoundTrip(t *testing.T) {
+	h := loadHistory(t, "release-after-expiry set-nx-px-del")
+	var buf bytes.Buffer
+	require.NoError(t, render.JSON(&buf, h))
+	var back harness.History
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	assert.Equal(t, render.Timeline(h), render.Timeline(&back))
+	assert.NotEmpty(t, back.WrongRelease, "the wrongful release is kept")
+}
+
+// TestMatrixGolden renders the recorded matrix for a terminal and as
+// Markdown.
+func TestMatrixGolden(t *testing.T) {
+	m := loadMatrix(t)
+	var buf bytes.Buffer
+	require.NoError(t, render.MatrixText(&buf, m))
+	golden(t, "matrix.txt", buf.String())
+	golden(t, "matrix.md", render.MatrixMarkdown(m, 2, matrixSchedules))
+	v, ok := m.Cell(violatedCell[0], violatedCell[1])
+	require.True(t, ok)
+	assert.Contains(t, buf.String(), fmt.Sprintf("%s × %s: VIOLATED", v.Strategy, v.Scenario))
+}
