@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -24,7 +24,7 @@ func newListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all := strategies.All()
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), all)
+				return render.JSON(cmd.OutOrStdout(), all)
 			}
 			return writeList(cmd.OutOrStdout(), all, long)
 		},
@@ -32,12 +32,6 @@ func newListCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "also print each strategy's source and known weaknesses")
 	return cmd
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func writeList(w io.Writer, all []strategies.Description, long bool) error {

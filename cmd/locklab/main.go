@@ -6,6 +6,7 @@
 //	locklab demo <scenario>      one scenario, step by step, as a timeline
 //	locklab explore ...          search schedules for a counterexample
 //	locklab matrix               every strategy against every scenario
+//	locklab play                 be the scheduler in the browser, level by level
 //
 // Run "locklab <command> --help" for the flags of each. The exit status is 0
 // when the command ran, whatever it found; 1 when --fail-on-violation was
@@ -52,8 +53,8 @@ process.`,
 	pf.StringVar(&g.image, "image", os.Getenv("LOCKLAB_REDIS_IMAGE"), `Redis image for the docker backend (default redis:7, built locally when absent; env LOCKLAB_REDIS_IMAGE)`)
 	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend, host:port or password@host:port (repeat for several)`)
 
-	root.AddCommand(newListCmd(), newBenchCmd(g))
-	addHarnessCommands(root, g)
+	root.AddCommand(newListCmd(), newBenchCmd(g), newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g),
+		newMatrixCmd(g), newStressCmd(g), newReportCmd(g), newPlayCmd(g), newWorkerCmd())
 	return root
 }
 

@@ -31,9 +31,28 @@ func TestListJSON(t *testing.T) {
 	var ds []strategies.Description
 	require.NoError(t, json.Unmarshal([]byte(out), &ds))
 	assert.Len(t, ds, len(strategies.Names()))
+	var raw []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &raw))
+	for _, key := range []string{"name", "family", "summary", "source", "weaknesses", "properties"} {
+		assert.Contains(t, raw[0], key, "lower-case keys, as in matrix --json")
+	}
 	out, _, err = run(t, "list", "--long")
 	require.NoError(t, err)
 	assert.Contains(t, out, "C1/C2")
+	assert.NotRegexp(t, `(?i)\bseeds? [0-9]`, out, "articles are cited by title, never by a local file")
+}
+
+func TestScenariosJSON(t *testing.T) {
+	out, _, err := run(t, "scenarios", "--json")
+	require.NoError(t, err)
+	var scs []struct {
+		Name     string   `json:"name"`
+		Programs []string `json:"programs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &scs))
+	require.NotEmpty(t, scs)
+	assert.Equal(t, "clock-skew", scs[0].Name)
+	assert.Equal(t, []string{"acquire write release", "acquire write release"}, scs[0].Programs)
 }
 
 func TestRaceDemo(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/report"
+	"github.com/locklab/locklab/harness/render"
 )
 
 func newReportCmd(g *globals) *cobra.Command {
@@ -44,10 +44,10 @@ source and the JSON history.`,
 			c, m, began := mr.cluster, mr.result, mr.began
 			defer c.Close()
 			// Replay each counterexample with the key's value recorded.
-			if _, err := report.Record(ctx, m, o.Nodes); err != nil {
+			if _, err := harness.Record(ctx, m, o.Nodes); err != nil {
 				return err
 			}
-			meta := report.Meta{
+			meta := render.Meta{
 				Title:          title,
 				Redis:          c.Describe(),
 				Backend:        c.Backend(),
@@ -79,7 +79,7 @@ source and the JSON history.`,
 // writeReport writes the page next to path and renames it into place, so
 // that an interrupted run leaves no half-written file. It returns the
 // absolute path.
-func writeReport(path string, m *harness.MatrixResult, meta report.Meta) (string, error) {
+func writeReport(path string, m *harness.MatrixResult, meta render.Meta) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -89,7 +89,7 @@ func writeReport(path string, m *harness.MatrixResult, meta report.Meta) (string
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	if err := report.Write(tmp, m, meta); err != nil {
+	if err := render.HTML(tmp, m, meta); err != nil {
 		tmp.Close()
 		return "", err
 	}

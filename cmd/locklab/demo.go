@@ -1,0 +1,128 @@
+// locklab demo: one scenario on its strategies, step by step.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/strategies"
+)
+
+func newDemoCmd(g *globals) *cobra.Command {
+	var (
+		strats  []string
+		asJSON  bool
+		mermaid bool
+		fail    bool
+		sched   string
+	)
+	cmd := &cobra.Command{
+		Use:   "demo <scenario>",
+		Short: "Run one scenario step by step and print its timeline",
+		Long: `demo runs a scenario on one or more strategies (default: every strategy the
+scenario applies to) and prints each run as a swimlane timeline: one column
+per client, one for the lock key's value on each node, one row per step,
+with the violation marked. A scenario without a fixed schedule is explored
+first and the shortest counterexample is shown. --schedule runs a schedule
+of your own instead (the one "locklab play" prints, for one). "locklab
+scenarios" lists the scenarios.`,
+		Example: `  locklab demo stale-recovery --strategy setnx-del
+  locklab demo release-after-expiry --mermaid
+  locklab demo stale-recovery --strategy setnx-del --json > history.json
+  locklab demo stale-recovery --strategy setnx-del --schedule 'c3 time c1 c1 c2 c2 c2 c2 c1 c1'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			sc, err := harness.Lookup(args[0])
+			if err != nil {
+				return err
+			}
+			if len(strats) == 0 {
+				strats = applicable(sc)
+			}
+			info := io.Discard
+			if !asJSON {
+				info = cmd.OutOrStdout()
+			}
+			c, nodes, err := g.cluster(ctx, info, sc.NodesNeeded())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			nodes = withReplica(ctx, c, nodes, []string{sc.Name})
+			w := cmd.OutOrStdout()
+			violated := false
+			var results []*harness.Result
+			for _, s := range strats {
+				cs, err := harness.Resolve(sc.Name, s)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
+				}
+				res, err := demo(ctx, cs, sched, nodes)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
+				}
+				violated = violated || res.Verdict.Failed()
+				if asJSON {
+					results = append(results, res)
+					continue
+				}
+				fmt.Fprintf(w, "\n== %s on %s: %s ==\n", sc.Name, s, res.Verdict)
+				if mermaid {
+					fmt.Fprintf(w, "```mermaid\n%s```\n", render.Mermaid(res.History))
+				} else {
+					fmt.Fprint(w, render.Timeline(res.History))
+				}
+			}
+			if asJSON {
+				hs := make([]*harness.History, len(results))
+				for i, r := range results {
+					hs[i] = r.History
+				}
+				if err := render.JSON(w, hs); err != nil {
+					return err
+				}
+			}
+			if fail && violated {
+				return errViolation
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&strats, "strategy", "s", nil, "strategy to run (repeat or comma-separate; default: all the scenario applies to)")
+	f.BoolVar(&asJSON, "json", false, "print the histories as JSON")
+	f.BoolVar(&mermaid, "mermaid", false, "print Mermaid sequence diagrams instead of text timelines")
+	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a run violates the scenario's property")
+	f.StringVar(&sched, "schedule", "", `run this schedule instead of the scenario's ("c3 time c1 c2", see locklab scenarios)`)
+	return cmd
+}
+
+// demo is harness.Demo, or a run of the given schedule.
+func demo(ctx context.Context, c harness.Case, sched string, nodes []harness.Node) (*harness.Result, error) {
+	if sched == "" {
+		return harness.Demo(ctx, c, nodes)
+	}
+	h, err := harness.Run(ctx, harness.RunOptions{Case: c, Nodes: nodes, Schedule: sched})
+	if err != nil {
+		return nil, err
+	}
+	return &harness.Result{Case: c, History: h, Verdict: h.Verdict}, nil
+}
+
+// applicable lists the strategies a scenario applies to.
+func applicable(sc *harness.Scenario) []string {
+	var out []string
+	for _, d := range strategies.All() {
+		if sc.AppliesTo(d) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}

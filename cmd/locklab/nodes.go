@@ -1,0 +1,69 @@
+// The Redis nodes a command runs on: started on the chosen backend, with a
+// replica where a failover scenario needs one.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+)
+
+// errViolation is returned, with --fail-on-violation, when a run found what
+// it looked for: exit status 1.
+var errViolation = errors.New("violation found")
+
+// cluster starts n Redis nodes on the chosen backend; the caller closes it.
+func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluster, []harness.Node, error) {
+	opts := node.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
+	if len(g.addrs) > 0 {
+		if opts.Backend == "" {
+			opts.Backend = node.BackendAddrs
+		}
+		if opts.Backend == node.BackendAddrs {
+			opts.N = len(g.addrs)
+		}
+	}
+	c, err := node.Start(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(w, "Redis: %s\n", c.Describe())
+	out := make([]harness.Node, 0, len(c.Nodes()))
+	for _, nd := range c.Nodes() {
+		out = append(out, nd)
+	}
+	return c, out, nil
+}
+
+// withReplica gives the first node an asynchronous replica, for the
+// scenarios that fail over, where the backend can start one.
+func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios []string) []harness.Node {
+	need := false
+	for _, name := range scenarios {
+		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, "failover") {
+			need = true
+		}
+	}
+	if !need || c.Backend() == node.BackendAddrs {
+		return nodes
+	}
+	r, err := c.Replicated(ctx, c.Nodes()[0])
+	if err != nil {
+		return nodes // the failover scenarios are then n/a
+	}
+	return append([]harness.Node{r}, nodes[1:]...)
+}
+
+func scenarioNames() []string {
+	var out []string
+	for _, sc := range harness.Scenarios() {
+		out = append(out, sc.Name)
+	}
+	return out
+}

@@ -1,0 +1,145 @@
+// locklab play: a browser game where the participant is the scheduler.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/play"
+)
+
+func newPlayCmd(g *globals) *cobra.Command {
+	var (
+		addr    string
+		max     int
+		idle    time.Duration
+		docsURL string
+		strat   string
+	)
+	cmd := &cobra.Command{
+		Use:   "play [level | scenario -s strategy]",
+		Short: "Serve a browser game where you are the scheduler, on real Redis",
+		Long: `play serves a page where you pick which client of a scenario moves next.
+Each client is a column with a button showing the exact Redis command it
+sends next; the faults the scenario allows (time passes, crash, skew,
+restart, failover) are buttons too. Every click runs that one command on a
+real Redis server, the swimlane grows by a row with the key's value on every
+node, and the checkers say at once when two clients hold the lock, a release
+deletes another's lock, or a stale write gets through. "hint" shows the next
+step of a counterexample (the scenario's own schedule where it breaks the
+level, else the shortest the explorer finds; play explores every level in
+the background from the start); "undo" replays every step but the last on
+fresh Redis; "reset" starts over.
+
+The levels go from the C1/C2 race of the SETNX page to Redlock's stale
+writer; the browser remembers which are solved. The optional argument names
+the first level to open (` + levelIDs() + `),
+or a scenario of "locklab scenarios" to play on the strategy given with -s,
+added as the first level.
+
+Every browser session gets Redis servers of its own (redis-server processes
+with --backend process, containers with docker), so a room can play against
+one "locklab play": sessions idle for --idle are closed, at most
+--max-sessions run at once, and everything is removed when play ends
+(Ctrl-C included). It listens on 127.0.0.1 only, unless --http says
+otherwise.`,
+		Example: `  locklab play --backend process                       # then open http://127.0.0.1:8080/
+  locklab play redlock-pause --backend process
+  locklab play clock-skew -s set-nx-px --backend process    # any scenario on any strategy
+  locklab play --backend process --http 0.0.0.0:8080   # a workshop room: anyone on the network can play`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			w := cmd.OutOrStdout()
+			page := "/"
+			var extra []play.Level
+			switch {
+			case strat != "":
+				if len(args) == 0 {
+					return errors.New("-s names the strategy to play a scenario on: give the scenario too (locklab scenarios lists them)")
+				}
+				l, err := play.CustomLevel(args[0], strat)
+				if err != nil {
+					return err
+				}
+				extra = append(extra, l)
+				page = "/#" + l.ID
+			case len(args) == 1:
+				if !strings.Contains(" "+levelIDs()+",", " "+args[0]+",") {
+					return fmt.Errorf("unknown level %q: valid levels are %s; or play a scenario on a strategy: locklab play SCENARIO -s STRATEGY", args[0], levelIDs())
+				}
+				page = "/#" + args[0]
+			}
+			if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+				return errors.New("play starts Redis servers of its own for every participant: use --backend process or docker, not addrs")
+			}
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return fmt.Errorf("--http %q: want host:port, e.g. 127.0.0.1:8080: %w", addr, err)
+			}
+			srv, err := play.New(play.Options{Start: play.ClusterServers(g.backend, g.image), MaxSessions: max, Idle: idle,
+				DocsURL: docsURL, Log: cmd.ErrOrStderr(), WarmHints: true, Extra: extra})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			if ip := net.ParseIP(host); host == "" || ip == nil || !ip.IsLoopback() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: listening on %s: anyone who can reach this machine on the network can play, and each player starts Redis servers here (at most %d sessions at once).\n", ln.Addr(), max)
+			}
+			fmt.Fprintf(w, "locklab play: open http://%s%s (Ctrl-C to stop)\n", browsable(ln.Addr().String()), page)
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			fmt.Fprintln(w, "\nstopping: closing every session and its Redis servers")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			hs.Shutdown(sctx)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "http", "127.0.0.1:8080", "address to listen on; 0.0.0.0:PORT lets a whole room play (with a warning)")
+	f.IntVar(&max, "max-sessions", 40, "most participants at once; the next one is told the room is full")
+	f.DurationVar(&idle, "idle", 10*time.Minute, "close a participant's session after this long without a click")
+	f.StringVar(&docsURL, "docs-url", play.DefaultDocsURL, "where the levels' documentation pages are")
+	f.StringVarP(&strat, "strategy", "s", "", "play the scenario given as argument on this strategy (see locklab list)")
+	return cmd
+}
+
+// browsable turns a listening address into one a browser can open.
+func browsable(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func levelIDs() string {
+	var ids []string
+	for _, l := range play.Levels() {
+		ids = append(ids, l.ID)
+	}
+	return strings.Join(ids, ", ")
+}

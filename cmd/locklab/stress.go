@@ -1,0 +1,190 @@
+// locklab stress: many clients on real time, with pauses, crashes and
+// node faults.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/strategies"
+)
+
+func newStressCmd(g *globals) *cobra.Command {
+	var (
+		o      stress.Options
+		asJSON bool
+		fail   bool
+		nodes  int
+	)
+	cmd := &cobra.Command{
+		Use:   "stress --strategy S",
+		Short: "Run many clients on real time with pauses and crashes, and count the damage",
+		Long: `stress runs --clients clients that loop acquire, a read-modify-write of a
+shared register, release, on real Redis with millisecond TTLs, while
+holders pause past their TTL (--pause-prob) and clients crash between two
+commands (--crash-prob). It reports overlapping holds, lost updates,
+accesses the register's fence check refused, and liveness failures.
+
+With --processes each client is its own process: a pause is SIGSTOP, a
+crash SIGKILL. --node-faults injects node faults every --fault-every
+(pause, restart without data, restart-keep with an append-only file,
+partition); it needs the docker or process backend.`,
+		Example: `  locklab stress --strategy setnx-del
+  locklab stress --strategy set-nx-px --pause-prob -1 --cycles 100000
+  locklab stress --strategy set-nx-px --no-fence --duration 10s --json
+  locklab stress --strategy set-nx-px-del --processes --first
+  locklab stress --strategy set-nx-px --node-faults restart,partition --fault-every 2s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if o.Strategy == "" {
+				return errors.New("stress needs --strategy (see locklab list)")
+			}
+			d, err := strategies.Info(o.Strategy)
+			if err != nil {
+				return err
+			}
+			if !d.Properties.MultiNode {
+				nodes = 1
+			}
+			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+			for _, f := range o.Faults {
+				if !slices.Contains(stress.FaultKinds, f) {
+					return fmt.Errorf("unknown node fault %q (want %s)", f, strings.Join(stress.FaultKinds, ","))
+				}
+			}
+			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
+				return errNoFaults
+			}
+			errw := cmd.ErrOrStderr()
+			c, ns, err := g.cluster(ctx, errw, nodes)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = ns
+			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
+				return errNoFaults
+			}
+			for _, n := range c.Nodes() {
+				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
+				addr := n.Addr()
+				if pw := n.Password(); pw != "" {
+					addr = pw + "@" + addr
+				}
+				o.Addrs = append(o.Addrs, addr)
+				o.FaultNodes = append(o.FaultNodes, n)
+				if slices.Contains(o.Faults, stress.FaultRestartKeep) {
+					// A restart with its data brings the keys back only
+					// from an append-only file.
+					if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
+						return err
+					}
+				}
+			}
+			if o.Processes {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.WorkerCommand = []string{exe, "worker"}
+			}
+			o.Progress = func(p stress.Progress) {
+				fmt.Fprintf(errw, "\r\033[K%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
+			}
+			rep, err := stress.Run(ctx, o)
+			fmt.Fprint(errw, "\r\033[K")
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				err = render.JSON(w, rep)
+			} else {
+				err = writeStress(w, rep)
+			}
+			if err != nil {
+				return err
+			}
+			if fail && rep.Violated() {
+				return errViolation
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.Strategy, "strategy", "s", "", "strategy to stress (required)")
+	f.IntVar(&o.Clients, "clients", 8, "concurrent clients")
+	f.DurationVar(&o.Duration, "duration", 30*time.Second, "how long to run at most")
+	f.Int64Var(&o.Cycles, "cycles", 0, "stop after this many critical sections (0: run for --duration)")
+	f.DurationVar(&o.TTL, "ttl", 100*time.Millisecond, "lease TTL")
+	f.Float64Var(&o.PauseProb, "pause-prob", 0.02, "chance a holder pauses 3 x TTL inside the critical section (-1: never)")
+	f.Float64Var(&o.CrashProb, "crash-prob", 0.005, "chance a client crashes after each command (-1: never)")
+	f.DurationVar(&o.Skew, "skew", 0, "give each client a clock offset within ±skew")
+	f.BoolVar(&o.NoFence, "no-fence", false, "the register does not check fence numbers")
+	f.BoolVar(&o.StopOnViolation, "first", false, "stop at the first violation")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed for pauses, crashes, skews and holds")
+	f.IntVar(&nodes, "nodes", 5, "Redis nodes for a multi-node strategy")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found")
+	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
+	f.StringSliceVar(&o.Faults, "node-faults", nil, "node faults to inject: "+strings.Join(stress.FaultKinds, ","))
+	f.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "time between two node faults")
+	f.DurationVar(&o.FaultFor, "fault-for", 0, "how long each node fault lasts (default 5 x TTL)")
+	return cmd
+}
+
+func writeStress(w io.Writer, r *stress.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "strategy\t%s (%d clients, ttl %v)\n", r.Strategy, r.Clients, r.TTL)
+	fmt.Fprintf(tw, "cycles\t%d in %v (%.0f/s)\n", r.Cycles, r.Elapsed.Round(time.Millisecond), r.Throughput)
+	fmt.Fprintf(tw, "acquire wait\tp50 %v, p99 %v\n", r.AcquireP50.Round(time.Microsecond), r.AcquireP99.Round(time.Microsecond))
+	fmt.Fprintf(tw, "faults\t%d pauses, %d crashes, %d node faults\n", r.Pauses, r.Crashes, len(r.NodeFaults))
+	fmt.Fprintf(tw, "overlapping holds\t%d\n", r.Overlaps)
+	fmt.Fprintf(tw, "lost updates\t%d\n", r.LostUpdates)
+	fmt.Fprintf(tw, "fence refusals\t%d\n", r.FenceRefusals)
+	if r.Liveness != "" {
+		fmt.Fprintf(tw, "liveness\t%s\n", r.Liveness)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.NodeFaults) > 0 {
+		fmt.Fprintln(w, "\nnode faults:")
+		for _, f := range r.NodeFaults {
+			fmt.Fprintf(w, "  %10v  %-12s node %s for %v", f.At.Round(time.Millisecond), f.Kind, f.Node, f.For.Round(time.Millisecond))
+			if f.Err != "" {
+				fmt.Fprintf(w, " (%s)", f.Err)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if !r.Violated() {
+		fmt.Fprintln(w, "\nno violation")
+		return nil
+	}
+	for _, v := range r.First {
+		fmt.Fprintf(w, "\nfirst %s at %v: %s\n", v.Kind, v.At.Round(time.Millisecond), v.Detail)
+		for _, e := range v.Timeline {
+			who := fmt.Sprintf("client %d", e.Client)
+			if e.Client == stress.NodeFaultClient {
+				who = "nodes"
+			}
+			fmt.Fprintf(w, "  %10v  %-9s %s\n", e.At.Round(100*time.Microsecond), who, e.What)
+		}
+	}
+	return nil
+}
