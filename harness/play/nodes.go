@@ -1,0 +1,70 @@
+package play
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+)
+
+// Servers are the Redis servers one session plays on: its own, so that its
+// faults (a restart, a failover) touch nobody else's run.
+type Servers interface {
+	// Nodes are the servers, n1 first.
+	Nodes() []harness.Node
+	// Fits reports whether they can run a level.
+	Fits(l Level) bool
+	// Close stops them and removes everything they left.
+	Close() error
+}
+
+// StartServers starts the servers for a level.
+type StartServers func(ctx context.Context, l Level) (Servers, error)
+
+// ClusterServers starts a node.Cluster per session on backend ("docker" or
+// "process"; "" picks as node.Start does): the level's node count, and a
+// replica of n1 when it fails over. The addrs backend cannot give each
+// participant servers of their own and is refused.
+func ClusterServers(backend, image string) StartServers {
+	return func(ctx context.Context, l Level) (Servers, error) {
+		c, err := node.Start(ctx, node.Options{Backend: backend, Image: image, N: l.Nodes, Label: "play"})
+		if err != nil {
+			return nil, err
+		}
+		if c.Backend() == node.BackendAddrs {
+			c.Close()
+			return nil, errors.New("play starts servers of its own for every participant: use the process or docker backend, not addrs")
+		}
+		cs := &clusterServers{c: c}
+		for _, n := range c.Nodes() {
+			cs.nodes = append(cs.nodes, n)
+		}
+		if l.Replica {
+			r, err := c.Replicated(ctx, c.Nodes()[0])
+			if err != nil {
+				c.Close()
+				return nil, fmt.Errorf("a replica for n1: %w", err)
+			}
+			cs.nodes[0] = r
+			cs.replica = true
+		}
+		return cs, nil
+	}
+}
+
+type clusterServers struct {
+	c       *node.Cluster
+	nodes   []harness.Node
+	replica bool
+}
+
+func (s *clusterServers) Nodes() []harness.Node { return s.nodes }
+func (s *clusterServers) Close() error          { return s.c.Close() }
+
+// Fits: enough nodes, and a replica exactly when the level fails over (a
+// replicated n1 that failed over once serves as master of a fresh one).
+func (s *clusterServers) Fits(l Level) bool {
+	return len(s.nodes) >= l.Nodes && s.replica == l.Replica
+}
