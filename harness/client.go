@@ -69,8 +69,12 @@ type client struct {
 	lastEvent int
 	merge     int // event the next command joins (-1: none)
 	changed   time.Time
-	info      ClientInfo
-	local     owner
+	// burst has bit i-1 set for every node i sent a command since the
+	// client was last idle (nothing pending, nothing running): once every
+	// node has had its command, a fan-out has nothing more to send.
+	burst uint64
+	info  ClientInfo
+	local owner
 }
 
 // seeded returns a deterministic random source for client id.
@@ -160,6 +164,12 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 		return q, nil
 	}
 	c.merge = -1
+	if len(c.pending) == 0 && c.active == 0 {
+		c.burst = 0
+	}
+	if node > 0 {
+		c.burst |= 1 << (node - 1)
+	}
 	c.pending = append(c.pending, q)
 	c.changed = time.Now()
 	r.mu.Unlock()

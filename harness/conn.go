@@ -124,6 +124,9 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 			k.lastEvent(c).Reply = fmtReply(v, err)
 		}
 		r.mu.Unlock()
+		if r.spec.multi {
+			r.idle(c, &k.own) // the step is over: see reply
+		}
 		return v, err
 	}
 	label := cmd
@@ -151,7 +154,7 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 	r.mu.Unlock()
 	if down {
 		err = fmt.Errorf("%w: n%d", errUnreachable, node)
-		r.reply(q, nil, err)
+		r.reply(q, nil, err, false)
 		return nil, err
 	}
 	if watch != nil {
@@ -166,7 +169,7 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 	if err != nil && isNoScript(err) && cmd == "EVALSHA" {
 		k.freeEval = true
 	}
-	r.reply(q, v, err)
+	r.reply(q, v, err, k.freeEval)
 	if watch != nil {
 		after, _ := r.probeKey(node)
 		r.mu.Lock()
@@ -229,8 +232,10 @@ func isNoScript(err error) bool {
 	return errors.As(err, &re) && len(re) >= 8 && string(re[:8]) == "NOSCRIPT"
 }
 
-// reply records a granted command's answer in its event.
-func (r *run) reply(q *request, v any, err error) {
+// reply records a granted command's answer in its event. more says the
+// command's step goes on (the EVAL that follows a NOSCRIPT): the client
+// stays running until it is done.
+func (r *run) reply(q *request, v any, err error, more bool) {
 	r.mu.Lock()
 	e := &r.hist.Events[q.event]
 	e.Reply = fmtReply(v, err)
@@ -238,7 +243,7 @@ func (r *run) reply(q *request, v any, err error) {
 	if r.spec.multi {
 		// Fan-out goroutines may keep their connection open: count them as
 		// idle once the answer is in; the quiet period covers the rest.
-		if q.owner.active {
+		if q.owner.active && !more {
 			q.owner.active = false
 			q.c.active--
 		}

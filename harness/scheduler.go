@@ -32,7 +32,8 @@ func (r *run) settledLocked(now time.Time) (bool, time.Duration) {
 		if !r.spec.multi {
 			continue
 		}
-		if len(c.pending) >= len(r.slot.nodes) || slices.ContainsFunc(c.pending, func(q *request) bool { return q.node == 0 }) {
+		if len(c.pending) >= len(r.slot.nodes) || c.burst == 1<<len(r.slot.nodes)-1 ||
+			slices.ContainsFunc(c.pending, func(q *request) bool { return q.node == 0 }) {
 			continue
 		}
 		if d := r.spec.quiet - now.Sub(c.changed); d > 0 {

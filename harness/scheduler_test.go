@@ -44,3 +44,68 @@ func TestGrantLate(t *testing.T) {
 		t.Error("granted a command that never came")
 	}
 }
+
+// TestSettledAfterFanOut: a multi-node client with commands outstanding on
+// some nodes waits out the quiet period (another fan-out goroutine may not
+// have sent yet), unless every node has had its command since the client
+// was last idle: then nothing more is coming.
+func TestSettledAfterFanOut(t *testing.T) {
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}, AddrNode{"n3", "127.0.0.1:1"}}
+	sl := newSlot(nodes, 0)
+	defer sl.close()
+	r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: time.Hour}, sl)
+	c := &client{id: 1, lastEvent: -1, merge: -1}
+	r.cls = []*client{c}
+	send := func(node int) {
+		if _, err := r.submit(context.Background(), c, &c.local, node, "GET", []any{"k"}, ""); err != nil {
+			t.Error(err)
+		}
+	}
+	pending := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r.mu.Lock()
+			got := len(c.pending)
+			r.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d commands pending, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go send(2)
+	go send(3)
+	pending(2)
+	r.mu.Lock()
+	ok, wait := r.settledLocked(time.Now())
+	r.mu.Unlock()
+	if ok || wait <= 0 {
+		t.Fatalf("n1 has not had its command yet: settled %v, wait %v", ok, wait)
+	}
+	go send(1)
+	pending(3)
+	r.mu.Lock()
+	ok, _ = r.settledLocked(time.Now())
+	// n1's command is answered; n2 and n3 are still outstanding.
+	q := c.pending[2]
+	c.pending = c.pending[:2]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatal("a command on every node: settled")
+	}
+	close(q.done)
+	r.mu.Lock()
+	ok, wait = r.settledLocked(time.Now())
+	for _, q := range c.pending {
+		close(q.done)
+	}
+	c.pending = nil
+	r.mu.Unlock()
+	if !ok || wait != 0 {
+		t.Fatalf("every node had its command: settled %v, wait %v", ok, wait)
+	}
+}

@@ -24,7 +24,11 @@ const workerArg0 = "locklab-stress-worker"
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workerArg0 {
-		if err := stress.Worker(context.Background(), os.Args[2:], os.Stdin, os.Stdout); err != nil {
+		args := os.Args[2:]
+		if len(args) > 0 && strings.HasPrefix(args[0], workerTag) {
+			args = args[1:]
+		}
+		if err := stress.Worker(context.Background(), args, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -33,10 +37,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// workerTag marks a worker with the test that started it, so that a test
+// running in parallel with others checks only its own workers.
+const workerTag = "test="
+
 func workerCommand(t *testing.T) []string {
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	return []string{exe, workerArg0}
+	return []string{exe, workerArg0, workerTag + tagOf(t)}
+}
+
+func tagOf(t *testing.T) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, t.Name())
 }
 
 // processOptions runs on one fresh redis-server in process mode.
@@ -49,11 +66,10 @@ func processOptions(t *testing.T, o stress.Options) stress.Options {
 	return o
 }
 
-// noWorkersLeft checks that no process of this test binary started as a
-// worker is still running.
+// noWorkersLeft checks that no worker this test started is still running.
 func noWorkersLeft(t *testing.T) {
 	t.Helper()
-	out, _ := exec.Command("pgrep", "-f", workerArg0).Output()
+	out, _ := exec.Command("pgrep", "-f", workerArg0+" "+workerTag+tagOf(t)+" ").Output()
 	assert.Empty(t, strings.TrimSpace(string(out)), "worker processes left behind")
 }
 
@@ -61,6 +77,7 @@ func noWorkersLeft(t *testing.T) {
 // and, with an unsafe release, deletes the successor's key. (setnx-del may
 // break even before a pause, through its stale-lock recovery race.)
 func TestProcessesUnsafeViolates(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"setnx-del", "set-nx-px-del"} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := stress.Run(context.Background(), processOptions(t, stress.Options{
@@ -86,6 +103,7 @@ func TestProcessesUnsafeViolates(t *testing.T) {
 // their successors, the fence refuses them, no update is lost; SIGKILLed
 // workers are replaced.
 func TestProcessesSetNXPXFenced(t *testing.T) {
+	t.Parallel()
 	rep, err := stress.Run(context.Background(), processOptions(t, stress.Options{
 		Strategy: "set-nx-px", Clients: 4, Duration: 4 * time.Second, TTL: 50 * time.Millisecond,
 		PauseProb: 0.1, CrashProb: 0.01, Seed: 6,
@@ -103,6 +121,7 @@ func TestProcessesSetNXPXFenced(t *testing.T) {
 
 // A worker that cannot start fails the run with its error, not a report.
 func TestProcessesBadWorker(t *testing.T) {
+	t.Parallel()
 	o := processOptions(t, stress.Options{Strategy: "set-nx-px", Clients: 2, Duration: 5 * time.Second})
 	o.WorkerCommand = []string{"/bin/false"}
 	_, err := stress.Run(context.Background(), o)
@@ -117,6 +136,7 @@ func TestProcessesBadWorker(t *testing.T) {
 // faults are in the report and the timeline. Restarted with an append-only
 // file, the node remembers, and nothing overlaps.
 func TestNodeFaultRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
 	require.NoError(t, err)
@@ -159,6 +179,7 @@ func TestNodeFaultRestart(t *testing.T) {
 
 // Pause and partition faults are injected and healed, in process mode too.
 func TestNodeFaultPausePartition(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
 	require.NoError(t, err)
@@ -193,6 +214,7 @@ func TestNodeFaultPausePartition(t *testing.T) {
 // unobtainable for the whole fault: that is the fault, not starvation. Only
 // a lock that stays unobtainable after the fault ends is a violation.
 func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
 	require.NoError(t, err)

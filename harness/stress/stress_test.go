@@ -21,6 +21,7 @@ func nodes(t *testing.T) []locklab.ConnSource {
 // Every strategy unsafe on one node shows a violation under the default
 // faults, well within 30s; the run stops at the first one.
 func TestUnsafeStrategiesViolate(t *testing.T) {
+	t.Parallel()
 	n := nodes(t)
 	for name, kinds := range map[string][]string{
 		"setnx-del":         {stress.KindOverlap, stress.KindLostUpdate},
@@ -50,6 +51,7 @@ func TestUnsafeStrategiesViolate(t *testing.T) {
 // paused holder does not know it lost the lock) but the fence refuses its
 // stale access, so no update is lost.
 func TestSetNXPXWithFencing(t *testing.T) {
+	t.Parallel()
 	n := nodes(t)
 	rep, err := stress.Run(context.Background(), stress.Options{
 		Strategy: "set-nx-px", Nodes: n, Cycles: 2000, Duration: 30 * time.Second,
@@ -72,6 +74,7 @@ func TestSetNXPXWithFencing(t *testing.T) {
 
 // The same pauses without the fence check lose updates: the checker can fail.
 func TestWithoutFenceUpdatesAreLost(t *testing.T) {
+	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
 		Strategy: "set-nx-px", Nodes: nodes(t), Duration: 4 * time.Second, PauseProb: 0.2,
 		CrashProb: -1, NoFence: true, Seed: 4, HoldMax: 5 * time.Millisecond,
@@ -82,6 +85,7 @@ func TestWithoutFenceUpdatesAreLost(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
+	t.Parallel()
 	_, err := stress.Run(context.Background(), stress.Options{Strategy: "nope", Nodes: nodes(t)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set-nx-px", "the error lists valid names")
