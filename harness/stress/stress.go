@@ -71,6 +71,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -136,13 +137,13 @@ type Options struct {
 	Addrs []string
 
 	// FaultNodes are the nodes that node faults may hit; a *node.Node is
-	// one. Faults picks the kinds (FaultPause, FaultRestart,
-	// FaultRestartKeep, FaultPartition); every FaultEvery [2s] one kind and
+	// one. Faults picks the kinds among FaultKinds (node.Pause,
+	// node.Restart, node.RestartKeep, node.Partition); every FaultEvery [2s] one kind and
 	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
 	// before the node is resumed, started again or healed. Faults need
 	// FaultNodes.
 	FaultNodes []FaultNode
-	Faults     []string
+	Faults     []node.Fault
 	FaultEvery time.Duration
 	FaultFor   time.Duration
 }
