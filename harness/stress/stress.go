@@ -72,6 +72,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/wrapconn"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -655,51 +656,24 @@ func (c *crasher) roll() {
 	}
 }
 
+// wrap gives the client's connections to src the crasher's hook: once
+// the client has crashed, no connection opens and no command is sent; after
+// each command the client may crash.
 func (c *crasher) wrap(src locklab.ConnSource) locklab.ConnSource {
-	return crashSource{src: src, c: c}
+	hooks := wrapconn.Hooks{Do: c.do}
+	return &wrapconn.Source{Src: src, Open: func(context.Context) (wrapconn.Hooks, error) {
+		if c.crashed.Load() {
+			return hooks, errCrashed
+		}
+		return hooks, nil
+	}}
 }
 
-type crashSource struct {
-	src locklab.ConnSource
-	c   *crasher
-}
-
-func (s crashSource) GetContext(ctx context.Context) (redis.Conn, error) {
-	if s.c.crashed.Load() {
+func (c *crasher) do(ctx context.Context, _ wrapconn.Call, send wrapconn.Send) (any, error) {
+	if c.crashed.Load() {
 		return nil, errCrashed
 	}
-	conn, err := s.src.GetContext(ctx)
-	if err != nil {
-		return conn, err
-	}
-	return crashConn{Conn: conn, c: s.c}, nil
-}
-
-// crashConn sends a command only while its client is alive, and may crash
-// the client right after.
-type crashConn struct {
-	redis.Conn
-	c *crasher
-}
-
-func (cc crashConn) Do(cmd string, args ...any) (any, error) {
-	if cc.c.crashed.Load() {
-		return nil, errCrashed
-	}
-	v, err := cc.Conn.Do(cmd, args...)
-	cc.c.roll()
+	v, err := send(ctx)
+	c.roll()
 	return v, err
-}
-
-func (cc crashConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
-	if cc.c.crashed.Load() {
-		return nil, errCrashed
-	}
-	v, err := redis.DoContext(cc.Conn, ctx, cmd, args...)
-	cc.c.roll()
-	return v, err
-}
-
-func (cc crashConn) ReceiveContext(ctx context.Context) (any, error) {
-	return redis.ReceiveContext(cc.Conn, ctx)
 }
