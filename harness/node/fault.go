@@ -127,55 +127,18 @@ func (f *Fault) UnmarshalText(b []byte) error {
 // implement only one of the two: a Restarter without Killer can end a
 // Restart, which is all a schedule's restart(nN) asks.)
 func Supports(n any, f Fault) bool {
-	switch f {
-	case Pause:
-		_, ok := n.(Pauser)
-		return ok
-	case Kill, Restart, RestartKeep:
-		_, k := n.(Killer)
-		_, r := n.(Restarter)
-		return k && r
-	case Partition:
-		_, ok := n.(Partitioner)
-		return ok
-	case Failover:
-		_, ok := n.(FailingOver)
-		return ok
-	}
-	return false
+	return step(n, f, false) != nil && step(n, f, true) != nil
 }
 
 // ErrNotImplemented is wrapped by the error of Begin or End on a node that
 // lacks the fault's interface (it wraps ErrUnsupported too).
 var ErrNotImplemented = fmt.Errorf("%w: the node does not implement the fault", ErrUnsupported)
 
-func errLacks(n any, f Fault, op string) error {
-	return fmt.Errorf("%w: %T cannot %s %s", ErrNotImplemented, n, op, f)
-}
-
 // Begin starts fault f on n: it pauses, kills, partitions or fails it over.
 // A node that does not implement it is an error wrapping
 // ErrNotImplemented.
 func Begin(ctx context.Context, n any, f Fault) error {
-	switch f {
-	case Pause:
-		if p, ok := n.(Pauser); ok {
-			return p.Pause(ctx)
-		}
-	case Kill, Restart, RestartKeep:
-		if k, ok := n.(Killer); ok {
-			return k.Kill(ctx)
-		}
-	case Partition:
-		if p, ok := n.(Partitioner); ok {
-			return p.Partition(ctx)
-		}
-	case Failover:
-		if p, ok := n.(FailingOver); ok {
-			return p.Failover(ctx)
-		}
-	}
-	return errLacks(n, f, "begin")
+	return apply(ctx, n, f, false)
 }
 
 // End ends fault f on n: it resumes, starts again (with its files for
@@ -183,25 +146,54 @@ func Begin(ctx context.Context, n any, f Fault) error {
 // end. A node that does not implement it is an error wrapping
 // ErrNotImplemented.
 func End(ctx context.Context, n any, f Fault) error {
+	return apply(ctx, n, f, true)
+}
+
+func apply(ctx context.Context, n any, f Fault, end bool) error {
+	op := step(n, f, end)
+	if op == nil {
+		verb := "begin"
+		if end {
+			verb = "end"
+		}
+		return fmt.Errorf("%w: %T cannot %s %s", ErrNotImplemented, n, verb, f)
+	}
+	return op(ctx)
+}
+
+// step is n's method that begins (or ends) fault f, or nil when n lacks it.
+func step(n any, f Fault, end bool) func(context.Context) error {
+	pick := func(begin, finish func(context.Context) error) func(context.Context) error {
+		if end {
+			return finish
+		}
+		return begin
+	}
 	switch f {
 	case Pause:
 		if p, ok := n.(Pauser); ok {
-			return p.Resume(ctx)
+			return pick(p.Pause, p.Resume)
 		}
 	case Kill, Restart, RestartKeep:
-		if r, ok := n.(Restarter); ok {
-			return r.Restart(ctx, f == RestartKeep)
+		k, _ := n.(Killer)
+		r, _ := n.(Restarter)
+		switch {
+		case end && r != nil:
+			keep := f == RestartKeep
+			return func(ctx context.Context) error { return r.Restart(ctx, keep) }
+		case !end && k != nil:
+			return k.Kill
 		}
 	case Partition:
 		if p, ok := n.(Partitioner); ok {
-			return p.Heal(ctx)
+			return pick(p.Partition, p.Heal)
 		}
 	case Failover:
-		if _, ok := n.(FailingOver); ok {
-			return nil
+		if p, ok := n.(FailingOver); ok {
+			return pick(p.Failover, func(context.Context) error { return nil })
 		}
 	}
-	return errLacks(n, f, "end")
+	return nil
 }
 
 var (
