@@ -27,14 +27,14 @@ type FaultNode interface {
 var FaultKinds = []node.Fault{node.Pause, node.Restart, node.RestartKeep, node.Partition}
 
 // ParseFaults reads fault names as the CLI takes them ("pause",
-// "restart-keep"). A name that is not one of FaultKinds is an error wrapping
-// locklab.ErrInvalid.
+// "restart-keep"). A name that is not one of FaultKinds is an error that
+// lists them.
 func ParseFaults(names []string) ([]node.Fault, error) {
 	out := make([]node.Fault, 0, len(names))
 	for _, s := range names {
 		f, err := node.ParseFault(s)
 		if err != nil || !slices.Contains(FaultKinds, f) {
-			return nil, locklab.Invalid("unknown node fault %q (want %s)", s, node.JoinFaults(FaultKinds))
+			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, node.JoinFaults(FaultKinds))
 		}
 		out = append(out, f)
 	}
