@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -67,7 +68,7 @@ func (c Case) spec() runSpec {
 		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
 		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
-		prepare: slices.Contains(sc.Needs, "failover"),
+		prepare: slices.Contains(sc.Needs, node.Failover),
 	}
 }
 

@@ -103,10 +103,10 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 		// A node answers when the scheduler says so: no timeout of its own.
 		cfg.NodeTimeout = time.Hour
 		for i := range r.slot.nodes {
-			cfg.Nodes = append(cfg.Nodes, &source{r: r, c: c, node: i + 1})
+			cfg.Nodes = append(cfg.Nodes, r.source(c, i+1))
 		}
 	} else {
-		cfg.Pool = &source{r: r, c: c, node: 1}
+		cfg.Pool = r.source(c, 1)
 	}
 	l, err := r.spec.factory(cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
-// The connection wrapper: the ConnSource and redis.Conn a strategy sees.
-// Every command waits for the scheduler's grant, then runs on a real
-// connection to the node, and its reply is written into the step's event.
+// The connection wrapper: the ConnSource and redis.Conn a strategy sees,
+// wrapconn's connections with the scheduler's hook. Every command waits for
+// the scheduler's grant, then runs on a real connection to the node, and
+// its reply is written into the step's event.
 
 package harness
 
@@ -11,116 +12,72 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/wrapconn"
 )
 
-// source is the ConnSource a client sees for one node.
-type source struct {
+// source is the ConnSource client c sees for node (1-based): its
+// connections refuse to open once c has crashed, and send each command
+// through conn.do.
+func (r *run) source(c *client, node int) locklab.ConnSource {
+	return &wrapconn.Source{
+		Src: slotSource{r: r, node: node},
+		Open: func(context.Context) (wrapconn.Hooks, error) {
+			r.mu.Lock()
+			crashed := c.crashed
+			r.mu.Unlock()
+			if crashed {
+				return wrapconn.Hooks{}, errCrashed
+			}
+			k := &conn{r: r, c: c, node: node}
+			return wrapconn.Hooks{Do: k.do, Receive: noPush, Close: k.close}, nil
+		},
+	}
+}
+
+// slotSource hands out real connections to a node of the run's slot, from
+// the node's current pool (a kill or restart replaces it), for as long as
+// the run lasts.
+type slotSource struct {
 	r    *run
-	c    *client
 	node int
 }
 
-func (s *source) GetContext(ctx context.Context) (redis.Conn, error) {
-	s.r.mu.Lock()
-	crashed := s.c.crashed
-	s.r.mu.Unlock()
-	if crashed {
-		return nil, errCrashed
-	}
-	return &conn{src: s}, nil
+func (s slotSource) GetContext(context.Context) (redis.Conn, error) {
+	return s.r.slot.pool(s.node - 1).GetContext(s.r.ctx)
 }
 
-// conn is the redis.Conn a strategy gets: every command waits for the
-// scheduler's grant, then runs on a real connection to the node.
+// noPush refuses a Receive that would wait for a pushed message: every
+// exchange of a run is a scheduled step.
+func noPush(context.Context) error {
+	return errors.New("harness: Receive without a pending reply")
+}
+
+// conn is the scheduler's side of one connection a strategy gets.
 type conn struct {
-	src      *source
+	r        *run
+	c        *client
+	node     int
 	own      owner
-	real     redis.Conn
 	freeEval bool
-	closed   bool
-	sends    [][]any
-	replies  []any
 }
 
-var _ redis.ConnWithContext = (*conn)(nil)
+func (k *conn) close() { k.r.idle(k.c, &k.own) }
 
-func (k *conn) Close() error {
-	if k.closed {
-		return nil
-	}
-	k.closed = true
-	k.src.r.idle(k.src.c, &k.own)
-	if k.real != nil {
-		return k.real.Close()
-	}
-	return nil
-}
-
-func (k *conn) Err() error {
-	if k.real != nil {
-		return k.real.Err()
-	}
-	return nil
-}
-
-func (k *conn) Do(cmd string, args ...any) (any, error) {
-	return k.DoContext(context.Background(), cmd, args...)
-}
-
-// Send queues a command; the queued commands run, in one step, at the next
-// Do, Flush or Receive.
-func (k *conn) Send(cmd string, args ...any) error {
-	k.sends = append(k.sends, append([]any{cmd}, args...))
-	return nil
-}
-
-func (k *conn) Flush() error {
-	if len(k.sends) == 0 {
-		return nil
-	}
-	v, err := k.DoContext(context.Background(), "")
-	if err != nil {
-		return err
-	}
-	k.replies = append(k.replies, v.([]any)...)
-	return nil
-}
-
-func (k *conn) Receive() (any, error) {
-	if err := k.Flush(); err != nil {
-		return nil, err
-	}
-	if len(k.replies) == 0 {
-		return nil, errors.New("harness: Receive without a pending reply")
-	}
-	v := k.replies[0]
-	k.replies = k.replies[1:]
-	if e, ok := v.(redis.Error); ok {
-		return nil, e
-	}
-	return v, nil
-}
-
-// ReceiveContext is Receive; the context is not needed for queued replies.
-func (k *conn) ReceiveContext(ctx context.Context) (any, error) { return k.Receive() }
-
-// DoContext sends one command once the scheduler grants it.
-func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
-	r, c, node := k.src.r, k.src.c, k.src.node
-	if k.closed {
-		return nil, errors.New("harness: connection closed")
-	}
-	if cmd == "" && len(k.sends) == 0 {
-		return nil, nil
-	}
-	if k.freeEval && cmd == "EVAL" {
+// do sends one command, or one pipeline, once the scheduler grants it. The
+// command runs whatever becomes of ctx after the grant: the step is taken.
+func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (any, error) {
+	r, c, node := k.r, k.c, k.node
+	bg := context.Background()
+	if k.freeEval && call.Cmd == "EVAL" {
 		// The EVAL redigo sends after NOSCRIPT belongs to the step of the
 		// EVALSHA: step counts do not depend on the script cache.
 		k.freeEval = false
-		v, err := k.exec(cmd, args)
+		v, err := send(bg)
 		r.mu.Lock()
 		if k.lastEvent(c) != nil {
-			k.lastEvent(c).Extra = fmtArgs(cmd, args)
+			k.lastEvent(c).Extra = fmtArgs(call.Cmd, call.Args)
 			k.lastEvent(c).Reply = fmtReply(v, err)
 		}
 		r.mu.Unlock()
@@ -129,11 +86,11 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 		}
 		return v, err
 	}
-	label := cmd
-	if cmd == "" || len(k.sends) > 0 {
+	label := call.Cmd
+	if call.Pipeline() {
 		label = "pipeline"
 	}
-	q, err := r.submit(ctx, c, &k.own, node, label, args, "")
+	q, err := r.submit(ctx, c, &k.own, node, label, call.Args, "")
 	if err != nil {
 		return nil, err
 	}
@@ -160,13 +117,8 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 	if watch != nil {
 		before, _ = r.probeKey(node)
 	}
-	var v any
-	if label == "pipeline" {
-		v, err = k.pipeline(cmd, args)
-	} else {
-		v, err = k.exec(cmd, args)
-	}
-	if err != nil && isNoScript(err) && cmd == "EVALSHA" {
+	v, err := send(bg)
+	if err != nil && isNoScript(err) && call.Cmd == "EVALSHA" {
 		k.freeEval = true
 	}
 	r.reply(q, v, err, k.freeEval)
@@ -181,50 +133,10 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 }
 
 func (k *conn) lastEvent(c *client) *Event {
-	if c.lastEvent < 0 || c.lastEvent >= len(k.src.r.hist.Events) {
+	if c.lastEvent < 0 || c.lastEvent >= len(k.r.hist.Events) {
 		return nil
 	}
-	return &k.src.r.hist.Events[c.lastEvent]
-}
-
-func (k *conn) realConn() (redis.Conn, error) {
-	if k.real == nil {
-		c, err := k.src.r.slot.pool(k.src.node - 1).GetContext(k.src.r.ctx)
-		if err != nil {
-			if c != nil {
-				c.Close()
-			}
-			return nil, err
-		}
-		k.real = c
-	}
-	return k.real, nil
-}
-
-func (k *conn) exec(cmd string, args []any) (any, error) {
-	rc, err := k.realConn()
-	if err != nil {
-		return nil, err
-	}
-	return rc.Do(cmd, args...)
-}
-
-func (k *conn) pipeline(cmd string, args []any) (any, error) {
-	rc, err := k.realConn()
-	if err != nil {
-		return nil, err
-	}
-	sends := k.sends
-	k.sends = nil
-	for _, s := range sends {
-		if err := rc.Send(s[0].(string), s[1:]...); err != nil {
-			return nil, err
-		}
-	}
-	if cmd == "" {
-		return rc.Do("")
-	}
-	return rc.Do(cmd, args...)
+	return &k.r.hist.Events[c.lastEvent]
 }
 
 func isNoScript(err error) bool {

@@ -6,10 +6,12 @@
 package harness
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/locklab/locklab/harness/node"
 )
 
 func (r *run) crashLocked(c *client) {
@@ -104,61 +106,48 @@ func (r *run) advance(d time.Duration) error {
 	return nil
 }
 
+// nodeFault applies a node fault step: the beginning or the end of one of
+// node's faults. A node that goes down or comes back gets a fresh pool: its
+// idle connections are dead.
 func (r *run) nodeFault(st Step) error {
 	n := r.slot.nodes[st.Node-1]
-	unsupported := fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
+	f, end := st.fault()
 	var err error
-	setDown := func(v bool) {
+	if end {
+		err = node.End(r.ctx, n, f)
+	} else {
+		err = node.Begin(r.ctx, n, f)
+	}
+	if errors.Is(err, node.ErrNotImplemented) {
+		return fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
+	}
+	if f == node.Kill || f == node.Restart || f == node.RestartKeep || f == node.Failover {
+		r.slot.reset(st.Node - 1)
+	}
+	if f != node.Failover {
 		r.mu.Lock()
-		r.down[st.Node-1] = v
+		r.down[st.Node-1] = !end
 		r.mu.Unlock()
 	}
-	switch st.Kind {
-	case StepKill:
-		k, ok := n.(nodeKiller)
-		if !ok {
-			return unsupported
-		}
-		err = k.Kill(r.ctx)
-		setDown(true)
-		r.slot.reset(st.Node - 1)
-	case StepRestart:
-		k, ok := n.(nodeRestarter)
-		if !ok {
-			return unsupported
-		}
-		err = k.Restart(r.ctx, st.Keep)
-		r.slot.reset(st.Node - 1)
-		setDown(false)
-	case StepNodePause, StepNodeResume:
-		k, ok := n.(nodePauser)
-		if !ok {
-			return unsupported
-		}
-		if st.Kind == StepNodePause {
-			err = k.Pause(r.ctx)
-		} else {
-			err = k.Resume(r.ctx)
-		}
-		setDown(st.Kind == StepNodePause)
-	case StepPartition, StepHeal:
-		k, ok := n.(nodePartitioner)
-		if !ok {
-			return unsupported
-		}
-		if st.Kind == StepPartition {
-			err = k.Partition(r.ctx)
-		} else {
-			err = k.Heal(r.ctx)
-		}
-		setDown(st.Kind == StepPartition)
-	case StepFailover:
-		k, ok := n.(interface{ Failover(context.Context) error })
-		if !ok {
-			return unsupported
-		}
-		err = k.Failover(r.ctx)
-		r.slot.reset(st.Node - 1)
-	}
 	return err
+}
+
+// fault is the node fault a node step begins or ends.
+func (s Step) fault() (f node.Fault, end bool) {
+	switch s.Kind {
+	case StepKill:
+		return node.Kill, false
+	case StepRestart:
+		if s.Keep {
+			return node.RestartKeep, true
+		}
+		return node.Restart, true
+	case StepNodePause, StepNodeResume:
+		return node.Pause, s.Kind == StepNodeResume
+	case StepPartition, StepHeal:
+		return node.Partition, s.Kind == StepHeal
+	case StepFailover:
+		return node.Failover, false
+	}
+	return 0, false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -116,7 +117,7 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 	}
 	for _, need := range sc.Needs {
 		for _, n := range o.Nodes[:sc.nodes()] {
-			if !supports(n, need) {
+			if !node.Supports(n, need) {
 				c.Outcome, c.Message = NA, fmt.Sprintf("the nodes cannot %s", need)
 				return c, nil
 			}

@@ -1,6 +1,6 @@
 // Nodes: the Redis servers a run uses (anything with a name and an
-// address), the faults a node may support, and the slot of one database on
-// each node that one run executes in.
+// address; the faults a node supports are node's interfaces), and the slot
+// of one database on each node that one run executes in.
 
 package harness
 
@@ -19,30 +19,13 @@ import (
 // Node is a Redis server the harness runs schedules on. The harness talks to
 // it through its own connections to Addr (one database per parallel worker),
 // so a Node needs only a name and an address. The nodes of harness/node
-// satisfy it, and so does PoolNode.
+// satisfy it, and so does PoolNode. Schedules and scenarios that fault a node
+// need it to implement node's fault interfaces (node.Pauser, node.Killer,
+// node.Restarter, node.Partitioner, node.FailingOver).
 type Node interface {
 	Name() string
 	Addr() string
 }
-
-// The node faults a Node may support. Schedules that use a fault the node
-// lacks fail with an error naming it.
-type (
-	nodePauser interface {
-		Pause(ctx context.Context) error
-		Resume(ctx context.Context) error
-	}
-	nodeKiller interface {
-		Kill(ctx context.Context) error
-	}
-	nodeRestarter interface {
-		Restart(ctx context.Context, keepData bool) error
-	}
-	nodePartitioner interface {
-		Partition(ctx context.Context) error
-		Heal(ctx context.Context) error
-	}
-)
 
 // AddrNode is a Node given by name and address.
 type AddrNode struct {
@@ -160,5 +143,3 @@ func ServerVersion(ctx context.Context, n Node) string {
 	}
 	return ""
 }
-
-type ctxT = context.Context

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -55,9 +56,9 @@ type Scenario struct {
 	// Nodes is how many servers the scenario needs (default 1, or 3 for
 	// multi-node ones).
 	Nodes int `json:"nodes,omitempty"`
-	// Needs lists the node faults the scenario uses ("restart",
-	// "failover"): it is n/a on nodes that cannot do them.
-	Needs []string `json:"needs,omitempty"`
+	// Needs lists the node faults the scenario uses (node.Restart,
+	// node.Failover): it is n/a on nodes that cannot do them.
+	Needs []node.Fault `json:"needs,omitempty"`
 	// Applies, when set, narrows the strategies the scenario is for.
 	Applies func(d strategies.Description) bool `json:"-"`
 }
@@ -217,7 +218,7 @@ var catalog = []*Scenario{
 		Faults:    []string{"restart(n2)"},
 		MaxFaults: 1,
 		MultiNode: true,
-		Needs:     []string{"restart"},
+		Needs:     []node.Fault{node.Restart},
 	},
 	{
 		Name:  "redlock-clock-jump",
@@ -255,7 +256,7 @@ var catalog = []*Scenario{
 		Schedule:  "c1 failover(n1) c2",
 		Faults:    []string{"failover(n1)"},
 		MaxFaults: 1,
-		Needs:     []string{"failover"},
+		Needs:     []node.Fault{node.Failover},
 	},
 }
 
@@ -287,28 +288,6 @@ func Lookup(name string) (*Scenario, error) {
 		names = append(names, s.Name)
 	}
 	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
-}
-
-// supports reports whether node n can do the fault named need.
-func supports(n Node, need string) bool {
-	switch need {
-	case "restart":
-		_, ok := n.(nodeRestarter)
-		return ok
-	case "kill":
-		_, ok := n.(nodeKiller)
-		return ok
-	case "pause":
-		_, ok := n.(nodePauser)
-		return ok
-	case "partition":
-		_, ok := n.(nodePartitioner)
-		return ok
-	case "failover":
-		_, ok := n.(interface{ Failover(ctxT) error })
-		return ok
-	}
-	return false
 }
 
 // NodesNeeded is how many Redis servers the scenario runs on.

@@ -46,7 +46,7 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios []string) []harness.Node {
 	need := false
 	for _, name := range scenarios {
-		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, "failover") {
+		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, node.Failover) {
 			need = true
 		}
 	}

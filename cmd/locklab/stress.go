@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,6 +27,7 @@ func newStressCmd(g *globals) *cobra.Command {
 		asJSON bool
 		fail   bool
 		nodes  int
+		faults []string
 	)
 	cmd := &cobra.Command{
 		Use:   "stress --strategy S",
@@ -61,10 +61,8 @@ partition); it needs the docker or process backend.`,
 				nodes = 1
 			}
 			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
-			for _, f := range o.Faults {
-				if !slices.Contains(stress.FaultKinds, f) {
-					return fmt.Errorf("unknown node fault %q (want %s)", f, strings.Join(stress.FaultKinds, ","))
-				}
+			if o.Faults, err = stress.ParseFaults(faults); err != nil {
+				return err
 			}
 			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
 				return errNoFaults
@@ -87,7 +85,7 @@ partition); it needs the docker or process backend.`,
 				}
 				o.Addrs = append(o.Addrs, addr)
 				o.FaultNodes = append(o.FaultNodes, n)
-				if slices.Contains(o.Faults, stress.FaultRestartKeep) {
+				if slices.Contains(o.Faults, node.RestartKeep) {
 					// A restart with its data brings the keys back only
 					// from an append-only file.
 					if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
@@ -141,7 +139,7 @@ partition); it needs the docker or process backend.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
-	f.StringSliceVar(&o.Faults, "node-faults", nil, "node faults to inject: "+strings.Join(stress.FaultKinds, ","))
+	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds))
 	f.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "time between two node faults")
 	f.DurationVar(&o.FaultFor, "fault-for", 0, "how long each node fault lasts (default 5 x TTL)")
 	return cmd

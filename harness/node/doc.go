@@ -30,7 +30,12 @@
 //
 // # Faults
 //
-// Each fault is a method of Node:
+// One interface per fault (Pauser, Killer, Restarter, Partitioner,
+// FailingOver) is the contract the harness and stress fault nodes through;
+// Fault names the kinds of fault in one vocabulary ("pause", "kill",
+// "restart", "restart-keep", "partition", "failover"), and Begin and End
+// start and end a fault on any node that implements it. Each fault is a
+// method of Node:
 //
 //   - Pause / Resume: docker pause or SIGSTOP; connections stay open and
 //     commands time out until Resume.

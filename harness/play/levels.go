@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
 )
 
 // Level is one challenge: a scenario of the catalog on one strategy, and a
@@ -87,7 +88,7 @@ func (l Level) of(cs harness.Case) Level {
 	sc := cs.Scenario
 	l.cs = cs
 	l.Property, l.Story, l.Nodes = sc.Property, sc.Story, sc.NodesNeeded()
-	l.Replica = slices.Contains(sc.Needs, "failover")
+	l.Replica = slices.Contains(sc.Needs, node.Failover)
 	return l
 }
 

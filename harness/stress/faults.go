@@ -8,44 +8,42 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 )
 
 // FaultNode is a Redis node a run may fault. *node.Node satisfies it; on
 // the addrs backend its faults fail with node.ErrUnsupported.
 type FaultNode interface {
 	Name() string
-	// Pause freezes the server until Resume.
-	Pause(ctx context.Context) error
-	Resume(ctx context.Context) error
-	// Kill stops the server at once; Restart starts it again, with the
-	// files it wrote (keepData) or wiped.
-	Kill(ctx context.Context) error
-	Restart(ctx context.Context, keepData bool) error
-	// Partition cuts the node off until Heal.
-	Partition(ctx context.Context) error
-	Heal(ctx context.Context) error
+	node.Pauser
+	node.Killer
+	node.Restarter
+	node.Partitioner
 }
 
-// Node fault kinds.
-const (
-	// FaultPause freezes a node (SIGSTOP or docker pause) for FaultFor.
-	FaultPause = "pause"
-	// FaultRestart kills a node and, FaultFor later, starts it again with
-	// its files wiped: it comes back empty, forgetting every lock it held.
-	FaultRestart = "restart"
-	// FaultRestartKeep kills a node and starts it again with its files: it
-	// comes back with what its append-only file (if any) saved.
-	FaultRestartKeep = "restart-keep"
-	// FaultPartition cuts a node off from the clients for FaultFor.
-	FaultPartition = "partition"
-)
+// FaultKinds are the node faults a run injects, each for FaultFor: a node
+// paused, killed and started again without its files (node.Restart) or with
+// them (node.RestartKeep), or partitioned.
+var FaultKinds = []node.Fault{node.Pause, node.Restart, node.RestartKeep, node.Partition}
 
-// FaultKinds are the node fault kinds, in the order of the constants.
-var FaultKinds = []string{FaultPause, FaultRestart, FaultRestartKeep, FaultPartition}
+// ParseFaults reads fault names as the CLI takes them ("pause",
+// "restart-keep"). A name that is not one of FaultKinds is an error that
+// lists them.
+func ParseFaults(names []string) ([]node.Fault, error) {
+	out := make([]node.Fault, 0, len(names))
+	for _, s := range names {
+		f, err := node.ParseFault(s)
+		if err != nil || !slices.Contains(FaultKinds, f) {
+			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, node.JoinFaults(FaultKinds))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
 
 // NodeFault is one node fault injected during a run.
 type NodeFault struct {
-	Kind string        `json:"kind"`
+	Kind node.Fault    `json:"kind"`
 	Node string        `json:"node"`
 	At   time.Duration `json:"at"`
 	For  time.Duration `json:"for"`
@@ -62,7 +60,7 @@ func (o *Options) faultDefaults() error {
 	}
 	for _, k := range o.Faults {
 		if !slices.Contains(FaultKinds, k) {
-			return locklab.Invalid("unknown node fault %q (want %v)", k, FaultKinds)
+			return locklab.Invalid("node fault %v is not one a run injects (want %s)", k, node.JoinFaults(FaultKinds))
 		}
 	}
 	if len(o.FaultNodes) == 0 {
@@ -97,36 +95,29 @@ func (r *recorder) faults(ctx context.Context) {
 	}
 }
 
-func (r *recorder) nodeFault(ctx context.Context, kind string, n FaultNode) {
+// faultWhat says what a fault does to a node, in the timeline.
+var faultWhat = map[node.Fault]string{
+	node.Pause:       "paused",
+	node.Partition:   "partitioned",
+	node.Restart:     "killed, to restart without its data",
+	node.RestartKeep: "killed, to restart with its data",
+}
+
+func (r *recorder) nodeFault(ctx context.Context, kind node.Fault, n FaultNode) {
 	bg := context.WithoutCancel(ctx)
 	f := NodeFault{Kind: kind, Node: n.Name(), At: r.now()}
-	var start, end func(context.Context) error
-	var what string
-	switch kind {
-	case FaultPause:
-		start, end, what = n.Pause, n.Resume, "paused"
-	case FaultPartition:
-		start, end, what = n.Partition, n.Heal, "partitioned"
-	case FaultRestart, FaultRestartKeep:
-		keep := kind == FaultRestartKeep
-		start = n.Kill
-		end = func(ctx context.Context) error { return n.Restart(ctx, keep) }
-		what = "killed, to restart without its data"
-		if keep {
-			what = "killed, to restart with its data"
-		}
-	}
+	what := faultWhat[kind]
 	r.mu.Lock()
 	r.event(NodeFaultClient, fmt.Sprintf("node %s %s for %v", n.Name(), what, r.o.FaultFor))
 	r.mu.Unlock()
 	r.faulting.Store(true)
-	err := start(bg)
+	err := node.Begin(bg, n, kind)
 	if err == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(r.o.FaultFor):
 		}
-		err = end(bg)
+		err = node.End(bg, n, kind)
 	}
 	r.faultEnded.Store(int64(r.now()))
 	r.faulting.Store(false)

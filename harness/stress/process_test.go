@@ -149,13 +149,13 @@ func TestNodeFaultRestart(t *testing.T) {
 	}
 
 	o := base
-	o.Faults, o.Duration = []string{stress.FaultRestart}, 4*time.Second
+	o.Faults, o.Duration = []node.Fault{node.Restart}, 4*time.Second
 	rep, err := stress.Run(ctx, o)
 	require.NoError(t, err)
 	t.Logf("restart: %d cycles, %d node faults, %d overlaps, %d lost updates", rep.Cycles, len(rep.NodeFaults), rep.Overlaps, rep.LostUpdates)
 	require.NotEmpty(t, rep.NodeFaults)
 	for _, f := range rep.NodeFaults {
-		assert.Equal(t, stress.FaultRestart, f.Kind)
+		assert.Equal(t, node.Restart, f.Kind)
 		assert.Empty(t, f.Err)
 	}
 	require.Positive(t, rep.Overlaps, "a holder's key vanished with the restart")
@@ -169,7 +169,7 @@ func TestNodeFaultRestart(t *testing.T) {
 
 	require.NoError(t, n.SetAppendOnly(ctx, true, "always"))
 	o = base
-	o.Faults, o.Duration = []string{stress.FaultRestartKeep}, 1500*time.Millisecond
+	o.Faults, o.Duration = []node.Fault{node.RestartKeep}, 1500*time.Millisecond
 	rep, err = stress.Run(ctx, o)
 	require.NoError(t, err)
 	t.Logf("restart-keep: %d cycles, %d node faults, %d overlaps", rep.Cycles, len(rep.NodeFaults), rep.Overlaps)
@@ -188,26 +188,26 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	rep, err := stress.Run(ctx, stress.Options{
 		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()},
 		Processes: true, WorkerCommand: workerCommand(t), FaultNodes: []stress.FaultNode{n},
-		Faults: []string{stress.FaultPause, stress.FaultPartition}, Clients: 3, Duration: 2500 * time.Millisecond,
+		Faults: []node.Fault{node.Pause, node.Partition}, Clients: 3, Duration: 2500 * time.Millisecond,
 		PauseProb: -1, CrashProb: -1, FaultEvery: 300 * time.Millisecond, FaultFor: 100 * time.Millisecond, Seed: 8,
 	})
 	require.NoError(t, err)
-	kinds := map[string]int{}
+	kinds := map[node.Fault]int{}
 	for _, f := range rep.NodeFaults {
 		kinds[f.Kind]++
 		assert.Empty(t, f.Err)
 	}
 	t.Logf("%d cycles, node faults %v, %d errors", rep.Cycles, kinds, rep.Errors)
-	assert.Positive(t, kinds[stress.FaultPause])
-	assert.Positive(t, kinds[stress.FaultPartition])
+	assert.Positive(t, kinds[node.Pause])
+	assert.Positive(t, kinds[node.Partition])
 	assert.Positive(t, rep.Cycles)
 	assert.Zero(t, rep.LostUpdates)
 	_, err = n.Do(ctx, "PING")
 	require.NoError(t, err, "the node answers after the run")
 	noWorkersLeft(t)
 
-	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []string{"meteor"}, FaultNodes: []stress.FaultNode{n}})
-	require.ErrorIs(t, err, locklab.ErrInvalid)
+	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []node.Fault{node.Failover}, FaultNodes: []stress.FaultNode{n}})
+	require.ErrorIs(t, err, locklab.ErrInvalid, "a run does not fail nodes over")
 }
 
 // A node paused for longer than the stuck window makes the lock
@@ -222,7 +222,7 @@ func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
 	n := c.Nodes()[0]
 	rep, err := stress.Run(ctx, stress.Options{
 		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
-		Faults: []string{stress.FaultPause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
+		Faults: []node.Fault{node.Pause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
 		Stuck: 2 * time.Second, PauseProb: -1, CrashProb: -1, Duration: 10 * time.Second, Seed: 9,
 	})
 	require.NoError(t, err)

@@ -60,9 +60,7 @@ package stress
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -71,6 +69,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -136,13 +135,13 @@ type Options struct {
 	Addrs []string
 
 	// FaultNodes are the nodes that node faults may hit; a *node.Node is
-	// one. Faults picks the kinds (FaultPause, FaultRestart,
-	// FaultRestartKeep, FaultPartition); every FaultEvery [2s] one kind and
+	// one. Faults picks the kinds among FaultKinds (node.Pause,
+	// node.Restart, node.RestartKeep, node.Partition); every FaultEvery [2s] one kind and
 	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
 	// before the node is resumed, started again or healed. Faults need
 	// FaultNodes.
 	FaultNodes []FaultNode
-	Faults     []string
+	Faults     []node.Fault
 	FaultEvery time.Duration
 	FaultFor   time.Duration
 }
@@ -414,155 +413,6 @@ func (r *recorder) violate(kind string, detail string) {
 	r.violateLocked(kind, 1, detail)
 }
 
-// client runs one client slot: a fresh locker per incarnation, replaced
-// after each crash.
-func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int, desc strategies.Description) {
-	rng := rand.New(rand.NewPCG(r.o.Seed, uint64(id)))
-	for ctx.Err() == nil {
-		cr := &crasher{prob: r.o.CrashProb, rng: rng}
-		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
-		if desc.Properties.MultiNode {
-			for _, n := range r.o.Nodes {
-				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
-			}
-		} else {
-			cfg.Pool = cr.wrap(r.o.Nodes[0])
-		}
-		if r.o.Skew > 0 {
-			off := time.Duration(rng.Int64N(int64(2*r.o.Skew))) - r.o.Skew
-			cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(off) })
-		}
-		l, err := strategies.New(r.o.Strategy, cfg)
-		if err != nil {
-			r.errs.Add(1)
-			return
-		}
-		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
-	}
-}
-
-// incarnation loops acquire, critical section, release until the client
-// crashes or ctx ends.
-func (r *recorder) incarnation(ctx context.Context, cancel context.CancelFunc, id int, l locklab.Locker, p locklab.RetryPolicy, cr *crasher, rng *rand.Rand) {
-	for ctx.Err() == nil {
-		t0 := time.Now()
-		lease, err := locklab.Wait(ctx, l, r.o.Key, r.o.TTL, p)
-		if cr.crashed.Load() {
-			r.crash(id)
-			return
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				r.errs.Add(1)
-				time.Sleep(time.Millisecond)
-			}
-			continue
-		}
-		r.lastAcquire.Store(int64(r.now()))
-		r.critical(id, lease, time.Since(t0), rng)
-		if cr.crashed.Load() {
-			r.crash(id)
-			return
-		}
-		l.Release(context.WithoutCancel(ctx), lease)
-		if cr.crashed.Load() {
-			r.crash(id)
-			return
-		}
-		if n := r.cycles.Add(1); r.o.Cycles > 0 && n >= r.o.Cycles {
-			cancel()
-		}
-	}
-}
-
-func (r *recorder) crash(id int) {
-	r.crashes.Add(1)
-	r.mu.Lock()
-	r.event(id, "crashes")
-	r.mu.Unlock()
-}
-
-// critical is the critical section: read the register, wait, write it back
-// plus one, with the lease's fence on both accesses.
-func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, rng *rand.Rand) {
-	r.mu.Lock()
-	r.latency = append(r.latency, waited)
-	r.event(id, fmt.Sprintf("acquires (fence %d)", lease.Fence))
-	r.mu.Unlock()
-	v, ok := r.enter(id, lease.Fence)
-
-	hold := time.Duration(rng.Int64N(int64(r.o.HoldMax) + 1))
-	if r.o.PauseProb > 0 && rng.Float64() < r.o.PauseProb {
-		r.pauses.Add(1)
-		r.mu.Lock()
-		r.event(id, fmt.Sprintf("pauses %v inside the critical section", r.o.PauseFor))
-		r.mu.Unlock()
-		hold += r.o.PauseFor
-	}
-	time.Sleep(hold)
-	r.leave(id, lease.Fence, v, ok)
-}
-
-// enter is the first access of a critical section: the client is inside
-// from now on, overlapping any client already inside, and reads the
-// register. It returns the value read and whether the fence let it through.
-func (r *recorder) enter(id int, fence int64) (int64, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.inside) > 0 {
-		others := make([]int, 0, len(r.inside))
-		for c := range r.inside {
-			others = append(others, c)
-		}
-		sort.Ints(others)
-		r.overlaps++
-		r.violateLocked(KindOverlap, 1, fmt.Sprintf("client %d entered while clients %v were inside", id, others))
-	}
-	r.inside[id] = r.now()
-	v, ok := r.access(fence)
-	if ok {
-		r.event(id, fmt.Sprintf("reads %d", v))
-	} else {
-		r.event(id, "read refused by fence")
-	}
-	return v, ok
-}
-
-// leave is the last access of a critical section: the client writes v+1,
-// where v is what it read (readOK false if the fence refused that read), and
-// is no longer inside. It reports whether the write was accepted.
-func (r *recorder) leave(id int, fence, v int64, readOK bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.inside, id)
-	if _, wok := r.access(fence); readOK && wok {
-		if r.value != v {
-			lost := r.value - v
-			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d read %d and wrote %d, but the register held %d by then: %d increment(s) lost", id, v, v+1, r.value, lost))
-		}
-		r.value = v + 1
-		r.writes++
-		r.event(id, fmt.Sprintf("writes %d, releases", v+1))
-		return true
-	}
-	r.event(id, "access refused by fence, releases")
-	return false
-}
-
-// access is one access to the register carrying fence; it reports the
-// current value and whether the fence check let it through. The caller
-// holds r.mu.
-func (r *recorder) access(fence int64) (int64, bool) {
-	if !r.o.NoFence && fence > 0 {
-		if fence < r.maxFence {
-			r.fenceRef++
-			return r.value, false
-		}
-		r.maxFence = fence
-	}
-	return r.value, true
-}
-
 // stuck reports a liveness violation: nobody acquired for o.Stuck, not
 // counting the time spent inside an injected node fault: a lock that a
 // fault alone makes unobtainable is no violation until the fault is over.
@@ -628,77 +478,4 @@ func (r *recorder) report() *Report {
 		rep.AcquireP99 = l[min(n-1, n*99/100)]
 	}
 	return rep
-}
-
-// errCrashed is what a crashed client's connection answers.
-var errCrashed = errors.New("client crashed")
-
-// crasher decides, after each command of one client incarnation, whether the
-// client crashes there.
-type crasher struct {
-	prob    float64
-	mu      sync.Mutex
-	rng     *rand.Rand
-	crashed atomic.Bool
-}
-
-func (c *crasher) roll() {
-	if c.prob <= 0 {
-		return
-	}
-	c.mu.Lock()
-	hit := c.rng.Float64() < c.prob
-	c.mu.Unlock()
-	if hit {
-		c.crashed.Store(true)
-	}
-}
-
-func (c *crasher) wrap(src locklab.ConnSource) locklab.ConnSource {
-	return crashSource{src: src, c: c}
-}
-
-type crashSource struct {
-	src locklab.ConnSource
-	c   *crasher
-}
-
-func (s crashSource) GetContext(ctx context.Context) (redis.Conn, error) {
-	if s.c.crashed.Load() {
-		return nil, errCrashed
-	}
-	conn, err := s.src.GetContext(ctx)
-	if err != nil {
-		return conn, err
-	}
-	return crashConn{Conn: conn, c: s.c}, nil
-}
-
-// crashConn sends a command only while its client is alive, and may crash
-// the client right after.
-type crashConn struct {
-	redis.Conn
-	c *crasher
-}
-
-func (cc crashConn) Do(cmd string, args ...any) (any, error) {
-	if cc.c.crashed.Load() {
-		return nil, errCrashed
-	}
-	v, err := cc.Conn.Do(cmd, args...)
-	cc.c.roll()
-	return v, err
-}
-
-func (cc crashConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
-	if cc.c.crashed.Load() {
-		return nil, errCrashed
-	}
-	v, err := redis.DoContext(cc.Conn, ctx, cmd, args...)
-	cc.c.roll()
-	return v, err
-}
-
-func (cc crashConn) ReceiveContext(ctx context.Context) (any, error) {
-	return redis.ReceiveContext(cc.Conn, ctx)
 }

@@ -92,3 +92,16 @@ func TestBadOptions(t *testing.T) {
 	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px"})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 }
+
+// The CLI's spellings of the node faults a run injects, and nothing else.
+func TestParseFaults(t *testing.T) {
+	fs, err := stress.ParseFaults([]string{"pause", "restart", "restart-keep", "partition"})
+	require.NoError(t, err)
+	assert.Equal(t, stress.FaultKinds, fs)
+	for _, bad := range []string{"explode", "kill", "failover", "Pause"} {
+		_, err := stress.ParseFaults([]string{"pause", bad})
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), `"`+bad+`"`)
+		assert.Contains(t, err.Error(), "pause,restart,restart-keep,partition", "the error lists the kinds")
+	}
+}

@@ -1,15 +1,16 @@
 // Package counting wraps a connection source and counts the commands sent
-// through it, so tests and benchmarks can report Redis commands per cycle.
+// through it (each command of a pipeline counts), so tests and benchmarks
+// can report Redis commands per cycle.
 package counting
 
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/wrapconn"
 )
 
 // Source counts the commands sent on the connections it hands out, in
@@ -33,37 +34,15 @@ func (s *Source) Commands() int64 { return s.counter().Load() }
 
 // GetContext returns a counting connection from the wrapped source.
 func (s *Source) GetContext(ctx context.Context) (redis.Conn, error) {
-	c, err := s.Src.GetContext(ctx)
-	if err != nil {
-		return c, err
-	}
-	return conn{c, s.counter()}, nil
+	w := wrapconn.Source{Src: s.Src, Open: s.open}
+	return w.GetContext(ctx)
 }
 
-type conn struct {
-	redis.Conn
-	n *atomic.Int64
+func (s *Source) open(context.Context) (wrapconn.Hooks, error) {
+	return wrapconn.Hooks{Do: s.count}, nil
 }
 
-func (c conn) Do(cmd string, args ...any) (any, error) {
-	c.n.Add(1)
-	return c.Conn.Do(cmd, args...)
-}
-
-func (c conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
-	c.n.Add(1)
-	return redis.DoContext(c.Conn, ctx, cmd, args...)
-}
-
-func (c conn) ReceiveContext(ctx context.Context) (any, error) {
-	return redis.ReceiveContext(c.Conn, ctx)
-}
-
-func (c conn) DoWithTimeout(timeout time.Duration, cmd string, args ...any) (any, error) {
-	c.n.Add(1)
-	return redis.DoWithTimeout(c.Conn, timeout, cmd, args...)
-}
-
-func (c conn) ReceiveWithTimeout(timeout time.Duration) (any, error) {
-	return redis.ReceiveWithTimeout(c.Conn, timeout)
+func (s *Source) count(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (any, error) {
+	s.counter().Add(int64(call.Commands()))
+	return send(ctx)
 }

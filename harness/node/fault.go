@@ -1,0 +1,209 @@
+// The fault contract: the small interfaces a node implements for each kind
+// of fault, and the one vocabulary of fault kinds that the scenarios, the
+// schedules, the stress runs and the CLI share.
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/locklab/locklab"
+)
+
+// The faults a node may support, one interface each. *Node and *Replicated
+// implement them all; a node given only by address implements none.
+type (
+	// Pauser freezes a node until Resume: connections stay open and get
+	// no answer.
+	Pauser interface {
+		Pause(ctx context.Context) error
+		Resume(ctx context.Context) error
+	}
+	// Killer stops a node at once.
+	Killer interface {
+		Kill(ctx context.Context) error
+	}
+	// Restarter starts a node again, with the files it wrote (keepData)
+	// or wiped; a running node is killed first.
+	Restarter interface {
+		Restart(ctx context.Context, keepData bool) error
+	}
+	// Partitioner cuts a node off from clients and other nodes until Heal.
+	Partitioner interface {
+		Partition(ctx context.Context) error
+		Heal(ctx context.Context) error
+	}
+	// FailingOver replaces a master by a replica that missed its latest
+	// writes.
+	FailingOver interface {
+		Failover(ctx context.Context) error
+	}
+)
+
+// Fault is a kind of node fault. Its text form ("pause", "restart-keep") is
+// what scenarios, reports and the CLI's flags use.
+type Fault uint8
+
+// The fault kinds. Each has a beginning and an end (see Begin and End).
+const (
+	// Pause freezes the node; the end resumes it.
+	Pause Fault = iota + 1
+	// Kill stops the node at once; the end starts it again with its files
+	// wiped.
+	Kill
+	// Restart kills the node; the end starts it again with its files wiped:
+	// it comes back empty, forgetting every lock it held.
+	Restart
+	// RestartKeep kills the node; the end starts it again with its files:
+	// it comes back with what its append-only file (if any) saved.
+	RestartKeep
+	// Partition cuts the node off; the end heals it.
+	Partition
+	// Failover promotes the node's replica, which missed the latest
+	// writes, in its place; it has no end.
+	Failover
+)
+
+var faultNames = [...]string{
+	Pause: "pause", Kill: "kill", Restart: "restart", RestartKeep: "restart-keep",
+	Partition: "partition", Failover: "failover",
+}
+
+// Faults returns every fault kind, in the order of the constants.
+func Faults() []Fault {
+	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover}
+}
+
+// String returns the fault's text form.
+func (f Fault) String() string {
+	if f > 0 && int(f) < len(faultNames) {
+		return faultNames[f]
+	}
+	return fmt.Sprintf("Fault(%d)", uint8(f))
+}
+
+// ParseFault reads a fault's text form. An unknown name is an error wrapping
+// locklab.ErrInvalid that lists the known ones.
+func ParseFault(s string) (Fault, error) {
+	for _, f := range Faults() {
+		if faultNames[f] == s {
+			return f, nil
+		}
+	}
+	return 0, locklab.Invalid("unknown node fault %q (want %s)", s, JoinFaults(Faults()))
+}
+
+// JoinFaults is the text forms of fs separated by commas, as the CLI's
+// flags take them.
+func JoinFaults(fs []Fault) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = f.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// MarshalText returns the text form, so a Fault reads as its name in JSON.
+func (f Fault) MarshalText() ([]byte, error) {
+	if f == 0 || int(f) >= len(faultNames) {
+		return nil, fmt.Errorf("node: no fault %d", uint8(f))
+	}
+	return []byte(faultNames[f]), nil
+}
+
+// UnmarshalText reads the text form.
+func (f *Fault) UnmarshalText(b []byte) error {
+	v, err := ParseFault(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+// Supports reports whether n can both begin and end fault f. (A node may
+// implement only one of the two: a Restarter without Killer can end a
+// Restart, which is all a schedule's restart(nN) asks.)
+func Supports(n any, f Fault) bool {
+	return step(n, f, false) != nil && step(n, f, true) != nil
+}
+
+// ErrNotImplemented is wrapped by the error of Begin or End on a node that
+// lacks the fault's interface (it wraps ErrUnsupported too).
+var ErrNotImplemented = fmt.Errorf("%w: the node does not implement the fault", ErrUnsupported)
+
+// Begin starts fault f on n: it pauses, kills, partitions or fails it over.
+// A node that does not implement it is an error wrapping
+// ErrNotImplemented.
+func Begin(ctx context.Context, n any, f Fault) error {
+	return apply(ctx, n, f, false)
+}
+
+// End ends fault f on n: it resumes, starts again (with its files for
+// RestartKeep, wiped for Kill and Restart) or heals it; a failover has no
+// end. A node that does not implement it is an error wrapping
+// ErrNotImplemented.
+func End(ctx context.Context, n any, f Fault) error {
+	return apply(ctx, n, f, true)
+}
+
+func apply(ctx context.Context, n any, f Fault, end bool) error {
+	op := step(n, f, end)
+	if op == nil {
+		verb := "begin"
+		if end {
+			verb = "end"
+		}
+		return fmt.Errorf("%w: %T cannot %s %s", ErrNotImplemented, n, verb, f)
+	}
+	return op(ctx)
+}
+
+// step is n's method that begins (or ends) fault f, or nil when n lacks it.
+func step(n any, f Fault, end bool) func(context.Context) error {
+	pick := func(begin, finish func(context.Context) error) func(context.Context) error {
+		if end {
+			return finish
+		}
+		return begin
+	}
+	switch f {
+	case Pause:
+		if p, ok := n.(Pauser); ok {
+			return pick(p.Pause, p.Resume)
+		}
+	case Kill, Restart, RestartKeep:
+		k, _ := n.(Killer)
+		r, _ := n.(Restarter)
+		switch {
+		case end && r != nil:
+			keep := f == RestartKeep
+			return func(ctx context.Context) error { return r.Restart(ctx, keep) }
+		case !end && k != nil:
+			return k.Kill
+		}
+	case Partition:
+		if p, ok := n.(Partitioner); ok {
+			return pick(p.Partition, p.Heal)
+		}
+	case Failover:
+		if p, ok := n.(FailingOver); ok {
+			return pick(p.Failover, func(context.Context) error { return nil })
+		}
+	}
+	return nil
+}
+
+var (
+	_ Pauser      = (*Node)(nil)
+	_ Killer      = (*Node)(nil)
+	_ Restarter   = (*Node)(nil)
+	_ Partitioner = (*Node)(nil)
+	_ Pauser      = (*Replicated)(nil)
+	_ Killer      = (*Replicated)(nil)
+	_ Restarter   = (*Replicated)(nil)
+	_ Partitioner = (*Replicated)(nil)
+	_ FailingOver = (*Replicated)(nil)
+)
