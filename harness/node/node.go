@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -122,6 +123,10 @@ type Node struct {
 	srv      server
 	password string
 	pool     *redis.Pool
+	// gen counts the faults that cut connections (kill, restart,
+	// partition, heal): a pooled connection from an earlier generation is
+	// dropped on borrow instead of failing its first command.
+	gen atomic.Uint64
 
 	mu      sync.Mutex
 	persist persistence
@@ -261,7 +266,20 @@ func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persist
 	n.pool = &redis.Pool{
 		MaxIdle:     16,
 		IdleTimeout: time.Minute,
-		DialContext: n.Dial,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			gen := n.gen.Load()
+			c, err := n.Dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &genConn{Conn: c, gen: gen}, nil
+		},
+		TestOnBorrowContext: func(_ context.Context, c redis.Conn, _ time.Time) error {
+			if g, ok := c.(*genConn); ok && g.gen != n.gen.Load() {
+				return errStaleConn
+			}
+			return nil
+		},
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -645,7 +663,11 @@ func (n *Node) Heal(ctx context.Context) error { return n.fault(ctx, "heal", n.s
 func (n *Node) LogTail(lines int) string { return n.srv.logTail(lines) }
 
 func (n *Node) fault(ctx context.Context, op string, f func(context.Context) error) error {
-	if err := f(ctx); err != nil {
+	err := f(ctx)
+	if op != "pause" && op != "resume" {
+		n.gen.Add(1) // the pool's connections from before are gone
+	}
+	if err != nil {
 		if errors.Is(err, ErrUnsupported) {
 			return err
 		}
@@ -680,4 +702,30 @@ func infoFields(info string) map[string]string {
 		}
 	}
 	return m
+}
+
+var errStaleConn = errors.New("connection from before a node fault")
+
+// genConn is a pooled connection and the fault generation it was dialled
+// in. It keeps the context and timeout methods of the connection redigo
+// dialled, which the pool's callers use.
+type genConn struct {
+	redis.Conn
+	gen uint64
+}
+
+func (c *genConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return redis.DoContext(c.Conn, ctx, cmd, args...)
+}
+
+func (c *genConn) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(c.Conn, ctx)
+}
+
+func (c *genConn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, error) {
+	return redis.DoWithTimeout(c.Conn, d, cmd, args...)
+}
+
+func (c *genConn) ReceiveWithTimeout(d time.Duration) (any, error) {
+	return redis.ReceiveWithTimeout(c.Conn, d)
 }

@@ -394,6 +394,30 @@ func TestKillRestart(t *testing.T) {
 	})
 }
 
+// A connection the pool kept from before a restart is dropped on borrow:
+// the first command after the fault does not fail with the dead
+// connection's EOF.
+func TestPoolAfterRestart(t *testing.T) {
+	n := start(t, Options{Backend: BackendProcess, N: 1}).Nodes()[0]
+	ctx := ctxT(t)
+	c := n.Pool().Get()
+	if _, err := c.Do("PING"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // idle in the pool
+	if err := n.Restart(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	c = n.Pool().Get()
+	defer c.Close()
+	if _, err := c.Do("PING"); err != nil {
+		t.Fatalf("first command after the restart: %v", err)
+	}
+	if _, err := redis.DoContext(c, ctx, "PING"); err != nil {
+		t.Fatalf("a pooled connection keeps DoContext: %v", err)
+	}
+}
+
 func TestRestartWithPersistence(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1, AppendOnly: true, AppendFsync: "always"}).Nodes()[0]
