@@ -40,11 +40,12 @@ type SentinelOptions struct {
 
 // SentinelPool is a ConnSource on the current master of a Sentinel-watched
 // group. It asks the Sentinels for the master's address at the first
-// connection, again every Refresh, and at once when dialling the master
-// fails or finds a server that is no longer master (ROLE) — so after a
-// failover it moves to the promoted replica. Connections to the old master
-// are closed when they are returned. A SentinelPool is safe for concurrent
-// use; Close it when done.
+// connection, again every Refresh, and at the next connection after the
+// master could not be dialled, found a server that is no longer master
+// (ROLE), answered READONLY or failed a command without an answer — so
+// after a failover it moves to the promoted replica. Connections to the old
+// master are closed when they are returned. A SentinelPool is safe for
+// concurrent use; Close it when done.
 type SentinelPool struct {
 	opts SentinelOptions
 
@@ -105,7 +106,7 @@ func (p *SentinelPool) GetContext(ctx context.Context) (redis.Conn, error) {
 	}
 	c, err := pool.GetContext(ctx)
 	if err == nil {
-		return c, nil
+		return &sentinelConn{ConnWithContext: c.(redis.ConnWithContext), p: p}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err
@@ -115,7 +116,63 @@ func (p *SentinelPool) GetContext(ctx context.Context) (redis.Conn, error) {
 	if rerr != nil {
 		return nil, fmt.Errorf("%w (and before: %v)", rerr, err)
 	}
-	return pool.GetContext(ctx)
+	if c, err = pool.GetContext(ctx); err != nil {
+		return nil, err
+	}
+	return &sentinelConn{ConnWithContext: c.(redis.ConnWithContext), p: p}, nil
+}
+
+// stale makes the next GetContext ask the Sentinels again.
+func (p *SentinelPool) stale() {
+	p.mu.Lock()
+	p.checked = time.Time{}
+	p.mu.Unlock()
+}
+
+// sentinelConn is a connection to the master that notices when the server
+// answers as a replica (READONLY: a failover demoted it) or the connection
+// fails, and makes the pool ask the Sentinels again at the next GetContext.
+type sentinelConn struct {
+	redis.ConnWithContext
+	p *SentinelPool
+}
+
+var (
+	_ redis.ConnWithContext = (*sentinelConn)(nil)
+	_ redis.ConnWithTimeout = (*sentinelConn)(nil)
+)
+
+func (c *sentinelConn) check(v any, err error) (any, error) {
+	if err == nil {
+		return v, nil
+	}
+	var re redis.Error
+	if !errors.As(err, &re) || strings.HasPrefix(string(re), "READONLY") {
+		c.p.stale()
+	}
+	return v, err
+}
+
+func (c *sentinelConn) Do(cmd string, args ...any) (any, error) {
+	return c.check(c.ConnWithContext.Do(cmd, args...))
+}
+
+func (c *sentinelConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return c.check(c.ConnWithContext.DoContext(ctx, cmd, args...))
+}
+
+func (c *sentinelConn) DoWithTimeout(timeout time.Duration, cmd string, args ...any) (any, error) {
+	return c.check(redis.DoWithTimeout(c.ConnWithContext, timeout, cmd, args...))
+}
+
+func (c *sentinelConn) Receive() (any, error) { return c.check(c.ConnWithContext.Receive()) }
+
+func (c *sentinelConn) ReceiveWithTimeout(timeout time.Duration) (any, error) {
+	return c.check(redis.ReceiveWithTimeout(c.ConnWithContext, timeout))
+}
+
+func (c *sentinelConn) ReceiveContext(ctx context.Context) (any, error) {
+	return c.check(c.ConnWithContext.ReceiveContext(ctx))
 }
 
 // MasterAddr returns the master's address as last told by the Sentinels, ""

@@ -39,7 +39,9 @@ func TestSentinelPoolFollowsFailover(t *testing.T) {
 
 	// A dead Sentinel first in the list: the next ones answer.
 	sentinels := append([]string{deadAddr(t)}, g.SentinelAddrs()...)
-	src, err := locklab.NewSentinelPool(locklab.SentinelOptions{MasterName: "locks", Sentinels: sentinels, Refresh: 100 * time.Millisecond})
+	// No periodic refresh within the test: the pool follows the failover
+	// because its connections to the old master fail or answer READONLY.
+	src, err := locklab.NewSentinelPool(locklab.SentinelOptions{MasterName: "locks", Sentinels: sentinels, Refresh: time.Hour})
 	require.NoError(t, err)
 	defer src.Close()
 	l, err := strategies.New("set-nx-px", locklab.Config{Pool: src})
@@ -61,6 +63,12 @@ func TestSentinelPoolFollowsFailover(t *testing.T) {
 	}
 	newMaster := g.Server(promoted)
 	require.NotNil(t, newMaster, "the promoted server %s is one of the replicas", promoted)
+	// Until Sentinel reconfigures it, the old master still takes writes
+	// (the window a lock can be lost in): wait for its demotion.
+	for role(t, g.Master.Addr) != "slave" {
+		require.NoError(t, ctx.Err(), "old master not demoted within a minute")
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	lease, err = locklab.Wait(ctx, l, "orders:2", time.Minute, locklab.RetryPolicy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond})
 	require.NoError(t, err, "the lock is taken on the new master")
@@ -91,4 +99,16 @@ func deadAddr(t *testing.T) string {
 	addr := s.Addr
 	s.Stop()
 	return addr
+}
+
+// role is ROLE's first field on the server at addr, over a fresh connection.
+func role(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := redis.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	v, err := redis.Values(c.Do("ROLE"))
+	require.NoError(t, err)
+	r, _ := redis.String(v[0], nil)
+	return r
 }
