@@ -81,8 +81,9 @@ test-long: ## make test with the long runs too, as CI runs it
 	@$(MAKE) --no-print-directory test SHORT=
 
 .PHONY: bench
-bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync
+bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)
 	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./harness/
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem .
 	cd bench && $(GO) run .
 
 .PHONY: clean

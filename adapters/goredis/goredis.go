@@ -40,6 +40,9 @@ import (
 // Source is a locklab.ConnSource over a go-redis client.
 type Source struct {
 	client redis.UniversalClient
+	// b is the backend every connection shares, made once: a method
+	// value and an interface conversion per connection would allocate.
+	b adapt.Backend
 }
 
 var _ locklab.ConnSource = (*Source)(nil)
@@ -47,7 +50,7 @@ var _ locklab.ConnSource = (*Source)(nil)
 // New returns a ConnSource that sends commands through client. Closing the
 // client is the caller's business.
 func New(client redis.UniversalClient) *Source {
-	return &Source{client: client}
+	return &Source{client: client, b: backend{do: client.Do, client: client}}
 }
 
 // GetContext returns a connection over the client. It does not dial: the
@@ -56,7 +59,7 @@ func (s *Source) GetContext(ctx context.Context) (redigo.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return adapt.NewConn(backend{do: s.client.Do, client: s.client}), nil
+	return adapt.NewConn(s.b), nil
 }
 
 // backend sends commands through client, or through one connection of it

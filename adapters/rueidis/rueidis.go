@@ -36,7 +36,7 @@ import (
 // Source is a locklab.ConnSource over a rueidis client.
 type Source struct {
 	client rueidis.Client
-	b      backend
+	b      adapt.Backend
 }
 
 var _ locklab.ConnSource = (*Source)(nil)
