@@ -9,6 +9,9 @@ PKGS    ?= ./...
 # -short keeps the long runs out of a developer's `make test`; CI runs them.
 SHORT   ?= $(if $(CI),,-short)
 BIN     := bin/locklab
+# The client adapters are modules of their own (locklab's go.mod keeps redigo
+# as its one client); vet, lint and test go through each of them too.
+ADAPTERS := $(wildcard adapters/*/)
 # staticcheck, run from the module proxy when `make deps` has not installed it.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK_PKG     := honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -23,6 +26,7 @@ help: ## List the targets
 .PHONY: deps
 deps: redis ## Install redis-server if missing, download Go modules, install staticcheck
 	@$(GO) mod download
+	@for d in $(ADAPTERS) bench/; do (cd $$d && $(GO) mod download) || exit 1; done
 	@$(GO) install $(STATICCHECK_PKG)
 
 .PHONY: redis
@@ -47,14 +51,16 @@ play: deps build ## Serve locklab play on http://127.0.0.1:8080/ (process backen
 	./$(BIN) play --backend process
 
 .PHONY: vet
-vet: ## go vet and a gofmt check
+vet: ## go vet and a gofmt check (the adapter modules too)
 	$(GO) vet $(PKGS)
+	@for d in $(ADAPTERS); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: vet ## vet, gofmt and staticcheck
+lint: vet ## vet, gofmt and staticcheck (the adapter modules too)
 	$(STATICCHECK) $(PKGS)
+	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
 
 # The docs test replays the whole verdict matrix: make test runs it without
 # the race detector (the harness's own tests run the same engine with it),
@@ -62,11 +68,12 @@ lint: vet ## vet, gofmt and staticcheck
 DOCGEN := ./internal/docgen
 
 .PHONY: test
-test: redis vet ## vet, gofmt, then go test -race on every package (real Redis, no mocks); -short unless CI is set
+test: redis vet ## vet, gofmt, then go test -race on every package and adapter module (real Redis, no mocks); -short unless CI is set
 	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/docgen$$'); \
 	docs=$$($(GO) list $(PKGS) | grep '/internal/docgen$$'); \
 	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pid=$$!; fi; \
 	$(GO) test -race $(SHORT) -count=1 -timeout 30m $$pkgs; rc=$$?; \
+	for d in $(ADAPTERS); do (cd $$d && $(GO) test -race $(SHORT) -count=1 -timeout 10m ./...) || rc=1; done; \
 	if [ -n "$$docs" ]; then wait $$pid || rc=1; fi; exit $$rc
 
 .PHONY: test-long
@@ -74,8 +81,9 @@ test-long: ## make test with the long runs too, as CI runs it
 	@$(MAKE) --no-print-directory test SHORT=
 
 .PHONY: bench
-bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync
+bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)
 	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./harness/
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem .
 	cd bench && $(GO) run .
 
 .PHONY: clean

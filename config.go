@@ -107,39 +107,3 @@ func (t *TokenSource) Token() (string, error) {
 	hex.Encode(out[:], b[:])
 	return string(out[:]), nil
 }
-
-// NewPool returns a redigo pool for addr ("host:port") with the timeouts a
-// lock wants: a dial timeout of 2s and read/write timeouts of 2s. Extra dial
-// options (a password, a database) are appended. A connection that has been
-// idle for PoolIdleCheck or longer is checked with a PING before it is
-// handed out, so one the server closed meanwhile (a restart, CLIENT KILL,
-// its idle timeout) is replaced instead of failing the caller's command.
-func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
-	o := append([]redis.DialOption{
-		redis.DialConnectTimeout(2 * time.Second),
-		redis.DialReadTimeout(2 * time.Second),
-		redis.DialWriteTimeout(2 * time.Second),
-	}, opts...)
-	return &redis.Pool{
-		MaxIdle:     64,
-		IdleTimeout: time.Minute,
-		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return redis.DialContext(ctx, "tcp", addr, o...)
-		},
-		TestOnBorrowContext: pingIfIdle,
-	}
-}
-
-// PoolIdleCheck is how long a connection of NewPool may sit idle before it
-// is checked with a PING on borrow.
-const PoolIdleCheck = time.Second
-
-// pingIfIdle is NewPool's health check on borrow, as redigo's documentation
-// shows it.
-func pingIfIdle(ctx context.Context, c redis.Conn, lastUsed time.Time) error {
-	if time.Since(lastUsed) < PoolIdleCheck {
-		return nil
-	}
-	_, err := redis.DoContext(c, ctx, "PING")
-	return err
-}

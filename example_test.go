@@ -173,3 +173,42 @@ func ExampleWatch() {
 	// Output:
 	// work done, still holding: true
 }
+
+// Read the server, ACL user, database, TLS and timeouts from a URL.
+func ExampleParseURL() {
+	o, err := locklab.ParseURL("rediss://alice:s3cret@redis.internal:6380/2?dial_timeout=500ms")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(o.Addr, o.Username, o.DB, o.DialTimeout, "TLS:", o.TLSConfig != nil)
+	fmt.Println(o.Redacted())
+	// o.TLSConfig.RootCAs = myCAs // to trust a private CA
+	// pool, err := locklab.NewPoolOptions(o)
+	// Output:
+	// redis.internal:6380 alice 2 500ms TLS: true
+	// rediss://alice:xxxxx@redis.internal:6380/2
+}
+
+// A pool with a database and timeouts of its own; zero fields keep the
+// documented defaults.
+func ExampleNewPoolOptions() {
+	pool, err := locklab.NewPoolOptions(locklab.PoolOptions{Addr: addr, DB: 1, ReadTimeout: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lease, err := lock.Acquire(ctx, "orders:43", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holding", lease.Key)
+	fmt.Println("released:", lock.Release(ctx, lease) == nil)
+	// Output:
+	// holding orders:43
+	// released: true
+}

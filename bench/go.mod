@@ -9,7 +9,11 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/gomodule/redigo v1.9.3
 	github.com/locklab/locklab v0.0.0
+	github.com/locklab/locklab/adapters/goredis v0.0.0
+	github.com/locklab/locklab/adapters/rueidis v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis/rueidiscompat v1.0.79
 )
 
 require (
@@ -17,3 +21,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/locklab/locklab/adapters/goredis => ../adapters/goredis
+
+replace github.com/locklab/locklab/adapters/rueidis => ../adapters/rueidis

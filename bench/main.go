@@ -24,10 +24,15 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	rsrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
 	"github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidiscompat"
 
 	"github.com/locklab/locklab"
+	adgoredis "github.com/locklab/locklab/adapters/goredis"
+	adrueidis "github.com/locklab/locklab/adapters/rueidis"
 	"github.com/locklab/locklab/internal/benchutil"
 	"github.com/locklab/locklab/internal/counting"
 	"github.com/locklab/locklab/internal/redisproc"
@@ -79,11 +84,25 @@ func main() {
 		countedGos[i] = goredis.NewClient(&goredis.Options{Addr: s.Addr, PoolSize: 64})
 		countedGos[i].AddHook(countHook{})
 	}
+	// Dial each pool once before measuring: on a loaded machine a first
+	// dial can outlast Redlock's node timeout and fail the first cycle.
+	for _, p := range pools {
+		c := p.Get()
+		c.Do("PING")
+		c.Close()
+	}
 	bin, _ := redisproc.Binary()
 	fmt.Printf("machine: %s/%s, %d CPUs, %s; Redis: %s\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), redisproc.Version(bin))
 
 	single := newContenders(sources[:1], gos[:1], false)
 	multi := newContenders(sources, gos, true)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{servers[0].Addr}, DisableCache: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer rc.Close()
+	viaClients := clientContenders(gos[0], rc)
 
 	// Uncontended: contenders measured in interleaved rounds.
 	entries := []benchutil.Entry{{Name: "PING round trip (redigo)", F: func() error {
@@ -99,6 +118,12 @@ func main() {
 			entries = append(entries, benchutil.Entry{Name: c.name, F: func() error { return c.once(ctx, "bench:uncontended") }})
 			base = append(base, b)
 		}
+	}
+	// Through each adapter, next to the peer built on the same client:
+	// each pair's "x locklab" is against its own adapter.
+	for i, c := range viaClients {
+		entries = append(entries, benchutil.Entry{Name: c.name, F: func() error { return c.once(ctx, "bench:uncontended") }})
+		base = append(base, len(entries)-1-i%2)
 	}
 	med, err := benchutil.Interleaved(entries, *rounds, *cycles)
 	if err != nil {
@@ -154,7 +179,11 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 		},
 	}
 	if multi {
-		l, err := strategies.New("redlock", locklab.Config{Nodes: sources})
+		// A node timeout far above a round trip: on a loaded machine the
+		// default (a fiftieth of the TTL, capped at 50ms) can lapse and
+		// fail a cycle, which would end the run. It bounds a wait, it
+		// adds nothing to a cycle whose nodes answer.
+		l, err := strategies.New("redlock", locklab.Config{Nodes: sources, NodeTimeout: time.Second})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "redlock:", err)
 			os.Exit(1)
@@ -186,6 +215,50 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 			},
 		},
 		redsyncC,
+	}
+}
+
+// clientContenders are the uncontended cycles through another client:
+// locklab's set-nx-px through the go-redis adapter and bsm/redislock (built
+// on go-redis), then through the rueidis adapter and redsync's rueidis pool,
+// in that order (pairs).
+func clientContenders(g *goredis.Client, rc rueidis.Client) []cycler {
+	viaGo, err := strategies.New("set-nx-px", locklab.Config{Pool: adgoredis.New(g)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	viaRueidis, err := strategies.New("set-nx-px", locklab.Config{Pool: adrueidis.New(rc)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	rl := redislock.New(g)
+	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(rc)))
+	return []cycler{
+		locklabCycler("locklab set-nx-px via go-redis", viaGo, nil),
+		{
+			name: "bsm/redislock (go-redis)",
+			once: func(ctx context.Context, key string) error {
+				l, err := rl.Obtain(ctx, key, ttl, nil)
+				if err != nil {
+					return err
+				}
+				return l.Release(ctx)
+			},
+		},
+		locklabCycler("locklab set-nx-px via rueidis", viaRueidis, nil),
+		{
+			name: "redsync (rueidis, 1 node)",
+			once: func(ctx context.Context, key string) error {
+				m := rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))
+				if err := m.LockContext(ctx); err != nil {
+					return err
+				}
+				_, err := m.UnlockContext(ctx)
+				return err
+			},
+		},
 	}
 }
 

@@ -51,7 +51,7 @@ process.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.backend, "backend", os.Getenv("LOCKLAB_BACKEND"), `where Redis servers come from: docker, process or addrs (default: docker if an engine answers, else process; env LOCKLAB_BACKEND)`)
 	pf.StringVar(&g.image, "image", os.Getenv("LOCKLAB_REDIS_IMAGE"), `Redis image for the docker backend (default redis:7, built locally when absent; env LOCKLAB_REDIS_IMAGE)`)
-	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend, host:port or password@host:port (repeat for several)`)
+	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend: host:port, password@host:port, or a URL redis://[user:password@]host:port[/db] (rediss:// for TLS); repeat for several`)
 
 	root.AddCommand(newListCmd(), newBenchCmd(g), newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g),
 		newMatrixCmd(g), newStressCmd(g), newReportCmd(g), newPlayCmd(g), newWorkerCmd())

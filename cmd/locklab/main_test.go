@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -112,6 +114,27 @@ func TestBench(t *testing.T) {
 	assert.Contains(t, out, "PING round trip")
 	assert.Regexp(t, `set-nx-px\s+\S+\s+[0-9.]+\s+\d+\s+2\s`, out, "set-nx-px sends 2 commands per cycle")
 	assert.Regexp(t, `setnx-getset\s+\S+\s+[0-9.]+\s+\d+\s+3\s`, out)
+}
+
+// TestAddrURL: --addr takes a redis:// URL with an ACL user and a database;
+// stress's worker processes reach the server through it too.
+func TestAddrURL(t *testing.T) {
+	t.Setenv(cliChildEnv, "1") // the worker processes are this test binary
+	s := redistest.StartOne(t)
+	s.ACLUser(t, "alice", "s3cret")
+	url := "redis://alice:s3cret@" + s.Addr + "/7"
+	out, _, err := run(t, "stress", "--backend", "addrs", "--addr", url, "-s", "set-nx-px",
+		"--processes", "--clients", "2", "--duration", "2s", "--json")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"violations"`)
+	assert.Regexp(t, `"cycles":\s*[1-9]`, out, "the workers took the lock through the URL")
+	info, err := redis.String(s.Do(t, "INFO", "keyspace"), nil)
+	require.NoError(t, err)
+	assert.Contains(t, info, "db7:", "the run used database 7")
+
+	_, _, err = run(t, "stress", "--backend", "addrs", "--addr", "redis://alice:wrong@"+s.Addr, "-s", "set-nx-px", "--duration", "1s")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WRONGPASS")
 }
 
 func TestStressFlags(t *testing.T) {

@@ -79,11 +79,7 @@ partition); it needs the docker or process backend.`,
 			}
 			for _, n := range c.Nodes() {
 				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
-				addr := n.Addr()
-				if pw := n.Password(); pw != "" {
-					addr = pw + "@" + addr
-				}
-				o.Addrs = append(o.Addrs, addr)
+				o.Addrs = append(o.Addrs, n.URL())
 				o.FaultNodes = append(o.FaultNodes, n)
 				if slices.Contains(o.Faults, node.RestartKeep) {
 					// A restart with its data brings the keys back only

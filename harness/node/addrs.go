@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
 )
 
 // addrsBackend uses servers the user already runs.
@@ -16,31 +18,46 @@ type addrsBackend struct {
 	servers []*addrServer
 }
 
-// parseAddr splits "host:port" or "password@host:port".
-func parseAddr(s string) (*addrServer, error) {
-	a := &addrServer{}
+// ParseAddr reads the address of a server the harness does not run: a
+// redis:// or rediss:// URL (locklab.ParseURL: ACL user, password,
+// database, TLS, timeouts), "host:port", or "password@host:port". Bad input
+// is locklab.ErrInvalid.
+func ParseAddr(s string) (locklab.PoolOptions, error) {
+	if strings.Contains(s, "://") {
+		return locklab.ParseURL(s)
+	}
+	var o locklab.PoolOptions
 	hostport := s
 	if i := strings.LastIndex(s, "@"); i >= 0 {
-		a.password, hostport = s[:i], s[i+1:]
+		o.Password, hostport = s[:i], s[i+1:]
 	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return nil, fmt.Errorf("node: malformed address %q: want host:port or password@host:port: %v", s, err)
+		return o, locklab.Invalid("node: malformed address %q: want host:port, password@host:port or a redis:// URL: %v", s, err)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
-		return nil, fmt.Errorf("node: malformed address %q: port %q is not a number in 1..65535", s, port)
+		return o, locklab.Invalid("node: malformed address %q: port %q is not a number in 1..65535", s, port)
 	}
 	if host == "" {
-		return nil, fmt.Errorf("node: malformed address %q: empty host", s)
+		return o, locklab.Invalid("node: malformed address %q: empty host", s)
 	}
-	a.hostport = net.JoinHostPort(host, port)
-	return a, nil
+	o.Addr = net.JoinHostPort(host, port)
+	return o, nil
+}
+
+// parseAddr reads one address of the addrs backend.
+func parseAddr(s string) (*addrServer, error) {
+	o, err := ParseAddr(s)
+	if err != nil {
+		return nil, err
+	}
+	return &addrServer{hostport: o.Addr, opts: o}, nil
 }
 
 func newAddrs(opts Options) (*addrsBackend, error) {
 	if len(opts.Addrs) == 0 {
-		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port or password@host:port)", BackendAddrs)
+		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", BackendAddrs)
 	}
 	if opts.N > len(opts.Addrs) {
 		return nil, fmt.Errorf("node: N=%d but only %d addresses given", opts.N, len(opts.Addrs))
@@ -83,8 +100,9 @@ func (b *addrsBackend) close() error { return nil }
 // addrServer is a server the harness does not control.
 type addrServer struct {
 	hostport string
-	password string
-	timeout  time.Duration
+	// opts are the user, password, database and TLS of the address.
+	opts    locklab.PoolOptions
+	timeout time.Duration
 }
 
 func (a *addrServer) waitPing(ctx context.Context) error {
@@ -107,9 +125,11 @@ func (a *addrServer) waitPing(ctx context.Context) error {
 }
 
 func (a *addrServer) ping(ctx context.Context) error {
-	opts := []redis.DialOption{redis.DialConnectTimeout(time.Second), redis.DialReadTimeout(time.Second)}
-	if a.password != "" {
-		opts = append(opts, redis.DialPassword(a.password))
+	o := a.opts
+	o.DialTimeout, o.ReadTimeout = time.Second, time.Second
+	opts, err := o.DialOptions()
+	if err != nil {
+		return err
 	}
 	c, err := redis.DialContext(ctx, "tcp", a.hostport, opts...)
 	if err != nil {

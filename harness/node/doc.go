@@ -20,9 +20,10 @@
 //   - process: redis-server processes on free loopback ports, each with its
 //     own working directory, no persistence unless asked. Each sits behind a
 //     loopback TCP proxy; clients and replicas dial the proxy.
-//   - addrs: servers the user already runs, "host:port" or
-//     "password@host:port". Only faults made of commands work there; the
-//     others fail with an error wrapping ErrUnsupported.
+//   - addrs: servers the user already runs, "host:port",
+//     "password@host:port" or a redis:// or rediss:// URL with an ACL user,
+//     a database and TLS (ParseAddr). Only faults made of commands work
+//     there; the others fail with an error wrapping ErrUnsupported.
 //
 // Options.Backend (or $LOCKLAB_BACKEND) picks one; by default docker is used
 // when an engine answers, else process, else Start fails saying how to

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/ttlclock"
 )
 
@@ -46,8 +47,9 @@ type Options struct {
 	// "redis:7". When it is not present locally and cannot be pulled within
 	// a few seconds, an image is built locally from the host's redis-server.
 	Image string
-	// Addrs are the servers of the addrs backend, "host:port" or
-	// "password@host:port".
+	// Addrs are the servers of the addrs backend: "host:port",
+	// "password@host:port", or a redis:// or rediss:// URL with an ACL
+	// user, a database and TLS (see ParseAddr).
 	Addrs []string
 	// AppendOnly turns on the append-only file on every node, with the fsync
 	// policy AppendFsync ("always", "everysec" or "no"; default "everysec").
@@ -117,12 +119,14 @@ type Cluster struct {
 
 // Node is one redis-server of a Cluster.
 type Node struct {
-	name     string
-	idx      int
-	cluster  *Cluster
-	srv      server
-	password string
-	pool     *redis.Pool
+	name    string
+	idx     int
+	cluster *Cluster
+	srv     server
+	pool    *redis.Pool
+	// opts are the user, password, database and TLS clients use; their
+	// Addr is not read (srv.addr() is).
+	opts locklab.PoolOptions
 	// gen counts the faults that cut connections (kill, restart,
 	// partition, heal): a pooled connection from an earlier generation is
 	// dropped on borrow instead of failing its first command.
@@ -147,7 +151,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			opts.Backend, BackendDocker, BackendProcess, BackendAddrs)
 	}
 	if opts.Backend == BackendAddrs && len(opts.Addrs) == 0 {
-		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port or password@host:port)", BackendAddrs)
+		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", BackendAddrs)
 	}
 	if opts.Backend == BackendAddrs && opts.N == 0 {
 		opts.N = len(opts.Addrs)
@@ -261,7 +265,7 @@ func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persist
 	}
 	n := &Node{name: name, idx: idx, cluster: c, srv: srv, persist: p}
 	if a, ok := srv.(*addrServer); ok {
-		n.password = a.password
+		n.opts = a.opts
 	}
 	n.pool = &redis.Pool{
 		MaxIdle:     16,
@@ -448,24 +452,32 @@ func (n *Node) Name() string { return n.name }
 func (n *Node) Addr() string { return n.srv.addr() }
 
 // Password returns the password clients must send, or "" for none.
-func (n *Node) Password() string { return n.password }
+func (n *Node) Password() string { return n.opts.Password }
+
+// URL returns the node's address as a redis:// (rediss:// with TLS) URL,
+// with the user, password and database clients need: what ParseAddr reads
+// back, for clients in other processes.
+func (n *Node) URL() string {
+	o := n.opts
+	o.Addr = n.srv.addr()
+	return o.URL()
+}
 
 // Pool returns the node's connection pool. It satisfies locklab.ConnSource.
 // Connections have 2s connect, read and write timeouts.
 func (n *Node) Pool() *redis.Pool { return n.pool }
 
-// Dial opens a new connection to the node, with the password if any and 2s
-// connect, read and write timeouts; ctx bounds the dial.
+// Dial opens a new connection to the node, with the user, password,
+// database and TLS of its address if any, and 2s connect, read and write
+// timeouts (or those its URL sets); ctx bounds the dial.
 func (n *Node) Dial(ctx context.Context) (redis.Conn, error) {
-	opts := []redis.DialOption{
-		redis.DialConnectTimeout(2 * time.Second),
-		redis.DialReadTimeout(2 * time.Second),
-		redis.DialWriteTimeout(2 * time.Second),
+	o := n.opts
+	o.Addr = n.srv.addr()
+	opts, err := o.DialOptions()
+	if err != nil {
+		return nil, err
 	}
-	if n.password != "" {
-		opts = append(opts, redis.DialPassword(n.password))
-	}
-	return redis.DialContext(ctx, "tcp", n.srv.addr(), opts...)
+	return redis.DialContext(ctx, "tcp", o.Addr, opts...)
 }
 
 // do runs one command on a fresh connection bounded by ctx.

@@ -631,6 +631,61 @@ func TestAddrsBackend(t *testing.T) {
 	}
 }
 
+// TestAddrsBackendURL: an address given as a redis:// URL brings its ACL
+// user and database to every connection of the node, and Node.URL gives
+// back what ParseAddr reads.
+func TestAddrsBackendURL(t *testing.T) {
+	ctx := ctxT(t)
+	srv, err := redisproc.Start(redisproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	admin, err := redis.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Do("ACL", "SETUSER", "alice", "on", ">pa:ss", "~*", "+@all"); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://alice:pa%3Ass@" + srv.Addr + "/5"
+	c := start(t, Options{Backend: BackendAddrs, Addrs: []string{url}})
+	n := c.Nodes()[0]
+	conn := n.Pool().Get()
+	who, err := redis.String(conn.Do("ACL", "WHOAMI"))
+	if err != nil || who != "alice" {
+		t.Errorf("ACL WHOAMI: %q, %v; want alice", who, err)
+	}
+	if _, err := conn.Do("SET", "url:k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if _, err := admin.Do("SELECT", 5); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := redis.String(admin.Do("GET", "url:k")); err != nil || v != "v" {
+		t.Errorf("GET in database 5: %q, %v", v, err)
+	}
+	if n.URL() != url {
+		t.Errorf("URL() = %q, want %q", n.URL(), url)
+	}
+	if o, err := ParseAddr(n.URL()); err != nil || o.Username != "alice" || o.Password != "pa:ss" || o.DB != 5 {
+		t.Errorf("ParseAddr(URL()) = %+v, %v", o, err)
+	}
+
+	// A wrong password is refused with Redis's own message, naming the node.
+	_, err = Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{"redis://alice:wrong@" + srv.Addr}, StartTimeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "WRONGPASS") || !strings.Contains(err.Error(), "node n1") {
+		t.Errorf("Start with a wrong password: %v", err)
+	}
+	for _, bad := range []string{"http://" + srv.Addr, "redis://" + srv.Addr + "/x", "no-port"} {
+		if _, err := Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{bad}}); !errors.Is(err, locklab.ErrInvalid) {
+			t.Errorf("Start(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
 func TestCloseAfterFaults(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be string) {
 		ctx := ctxT(t)

@@ -129,9 +129,9 @@ type Options struct {
 	// worker, for example {"/usr/local/bin/locklab", "worker"}; the run
 	// appends the worker's flags. Required with Processes.
 	WorkerCommand []string
-	// Addrs are the addresses of Nodes, in the same order, as "host:port" or
-	// "password@host:port", for the workers to dial. Required with
-	// Processes.
+	// Addrs are the addresses of Nodes, in the same order, as "host:port",
+	// "password@host:port" or a redis:// URL (node.ParseAddr; Node.URL
+	// gives one), for the workers to dial. Required with Processes.
 	Addrs []string
 
 	// FaultNodes are the nodes that node faults may hit; a *node.Node is

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -61,7 +61,8 @@ func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
 
 // Worker is one client of a process-mode run, as run by the hidden
 // "locklab worker" command: it loops acquire, critical section, release on
-// the servers given with --addr (host:port or password@host:port), reports
+// the servers given with --addr (host:port, password@host:port or a
+// redis:// URL, as node.ParseAddr reads them), reports
 // each step on out as a JSON WorkerEvent line, and takes its register
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
@@ -97,12 +98,14 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl / 4}}
 	var pools []*redis.Pool
 	for _, a := range addrs {
-		var opts []redis.DialOption
-		if pw, hp, ok := strings.Cut(a, "@"); ok {
-			a = hp
-			opts = append(opts, redis.DialPassword(pw))
+		o, err := node.ParseAddr(a)
+		if err != nil {
+			return err
 		}
-		p := locklab.NewPool(a, opts...)
+		p, err := locklab.NewPoolOptions(o)
+		if err != nil {
+			return err
+		}
 		defer p.Close()
 		pools = append(pools, p)
 		cfg.Nodes = append(cfg.Nodes, p)

@@ -67,6 +67,10 @@ type Options struct {
 	Args []string
 	// StartTimeout bounds the wait for the first PONG. Default 5s.
 	StartTimeout time.Duration
+	// Sentinel starts a Redis Sentinel (redis-server --sentinel) instead
+	// of a data node, with an empty configuration file in Dir that it
+	// rewrites as it learns; give it masters with SENTINEL MONITOR.
+	Sentinel bool
 }
 
 // Server is a running redis-server process.
@@ -168,7 +172,15 @@ func RemoveStale() []string {
 func (s *Server) launch(port int) error {
 	s.Port = port
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{
+	var args []string
+	if s.opts.Sentinel {
+		conf := filepath.Join(s.Dir, "sentinel.conf")
+		if err := os.WriteFile(conf, nil, 0o600); err != nil {
+			return err
+		}
+		args = append(args, conf, "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--dir", s.Dir,
@@ -176,7 +188,7 @@ func (s *Server) launch(port int) error {
 		"--daemonize", "no",
 		"--save", "",
 		"--protected-mode", "no",
-	}
+	)
 	if s.opts.AppendOnly {
 		fsync := s.opts.AppendFsync
 		if fsync == "" {

@@ -27,7 +27,7 @@ func Start(tb testing.TB, n int) []*Server {
 		if err != nil {
 			tb.Fatalf("starting redis-server %d of %d: %v", i+1, n, err)
 		}
-		s := &Server{Server: p, Pool: locklab.NewPool(p.Addr)}
+		s := &Server{Server: p, Pool: newPool(p.Addr)}
 		tb.Cleanup(func() {
 			s.Pool.Close()
 			p.Stop()
@@ -54,4 +54,14 @@ func (s *Server) Do(tb testing.TB, cmd string, args ...any) any {
 		tb.Fatalf("%s %v on %s: %v", cmd, args, s.Addr, err)
 	}
 	return v
+}
+
+func newPool(addr string) *redis.Pool { return locklab.NewPool(addr) }
+
+// ACLUser creates the ACL user name with password and every permission on
+// s, and returns name.
+func (s *Server) ACLUser(tb testing.TB, name, password string) string {
+	tb.Helper()
+	s.Do(tb, "ACL", "SETUSER", name, "on", ">"+password, "~*", "&*", "+@all")
+	return name
 }

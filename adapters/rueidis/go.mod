@@ -1,0 +1,17 @@
+module github.com/locklab/locklab/adapters/rueidis
+
+go 1.26
+
+replace github.com/locklab/locklab => ../..
+
+require (
+	github.com/gomodule/redigo v1.9.3
+	github.com/locklab/locklab v0.0.0
+	github.com/redis/rueidis v1.0.79
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)

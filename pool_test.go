@@ -1,0 +1,205 @@
+package locklab_test
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/strategies"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want locklab.PoolOptions
+	}{
+		{"redis://127.0.0.1:6380", locklab.PoolOptions{Addr: "127.0.0.1:6380"}},
+		{"redis://example.com", locklab.PoolOptions{Addr: "example.com:6379"}},
+		{"redis://", locklab.PoolOptions{Addr: "localhost:6379"}},
+		{"redis://alice:s3cret@h:1/4", locklab.PoolOptions{Addr: "h:1", Username: "alice", Password: "s3cret", DB: 4}},
+		{"redis://:s3cret@h:1/", locklab.PoolOptions{Addr: "h:1", Password: "s3cret"}},
+		{"redis://s3cret@h:1", locklab.PoolOptions{Addr: "h:1", Password: "s3cret"}},
+		{"redis://a%40b:p%3Aw@[::1]:7000/2", locklab.PoolOptions{Addr: "[::1]:7000", Username: "a@b", Password: "p:w", DB: 2}},
+		{"redis://h:1?dial_timeout=500ms&read_timeout=3s&write_timeout=1s&max_idle=8&max_active=16&idle_timeout=2m",
+			locklab.PoolOptions{Addr: "h:1", DialTimeout: 500 * time.Millisecond, ReadTimeout: 3 * time.Second,
+				WriteTimeout: time.Second, MaxIdle: 8, MaxActive: 16, IdleTimeout: 2 * time.Minute}},
+	} {
+		got, err := locklab.ParseURL(tc.url)
+		require.NoError(t, err, tc.url)
+		assert.Equal(t, tc.want, got, tc.url)
+		// URL writes back what ParseURL reads.
+		again, err := locklab.ParseURL(got.URL())
+		require.NoError(t, err)
+		assert.Equal(t, got.Addr, again.Addr)
+		assert.Equal(t, got.Username, again.Username)
+		assert.Equal(t, got.Password, again.Password)
+		assert.Equal(t, got.DB, again.DB)
+	}
+
+	o, err := locklab.ParseURL("rediss://u:p@h:6380/1")
+	require.NoError(t, err)
+	require.NotNil(t, o.TLSConfig, "rediss is TLS")
+	assert.Equal(t, uint16(tls.VersionTLS12), o.TLSConfig.MinVersion)
+	assert.Equal(t, "rediss://u:xxxxx@h:6380/1", o.Redacted())
+
+	for _, bad := range []string{
+		"http://h:1", "h:1", "redis://h:99999", "redis://h:1/x", "redis://h:1/-1",
+		"redis://h:1?color=red", "redis://h:1?dial_timeout=soon", "redis://h:1?max_idle=-1",
+		"redis://alice:@h:1", "redis://h:1#frag", "redis://h:1?read_timeout=-1s",
+	} {
+		_, err := locklab.ParseURL(bad)
+		assert.ErrorIs(t, err, locklab.ErrInvalid, bad)
+	}
+	_, err = locklab.ParseURL("redis://alice:hunter2@h:1?color=red")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "hunter2", "errors do not show the password")
+}
+
+func TestNewPoolOptionsInvalid(t *testing.T) {
+	for _, o := range []locklab.PoolOptions{
+		{},
+		{Addr: "no-port"},
+		{Addr: "h:1", Username: "alice"},
+		{Addr: "h:1", DB: -1},
+		{Addr: "h:1", DialTimeout: -time.Second},
+		{Addr: "h:1", MaxActive: -1},
+	} {
+		_, err := locklab.NewPoolOptions(o)
+		assert.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)
+		_, err = o.DialOptions()
+		assert.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)
+	}
+}
+
+// acquireOn takes and gives back a set-nx-px lock through src, and returns
+// the first error.
+func acquireOn(ctx context.Context, src locklab.ConnSource, key string) error {
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: src})
+	if err != nil {
+		return err
+	}
+	lease, err := l.Acquire(ctx, key, time.Minute)
+	if err != nil {
+		return err
+	}
+	return l.Release(ctx, lease)
+}
+
+// longTimeouts are options whose timeouts are far longer than any test waits: an
+// error that comes back is the server's answer, not a timeout.
+func longTimeouts(o locklab.PoolOptions) locklab.PoolOptions {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute, time.Minute
+	return o
+}
+
+// failsAtOnce checks that err is ErrUnavailable carrying want, and that it
+// came well before the one-minute timeouts of longTimeouts.
+func failsAtOnce(t *testing.T, began time.Time, err error, want string) {
+	t.Helper()
+	assert.ErrorIs(t, err, locklab.ErrUnavailable)
+	assert.ErrorContains(t, err, want)
+	assert.Less(t, time.Since(began), 30*time.Second, "the failure is the answer, not a timeout")
+}
+
+func TestPoolOptionsACLAndDB(t *testing.T) {
+	s := redistest.StartOne(t)
+	user := s.ACLUser(t, "alice", "s3cret")
+	ctx := context.Background()
+
+	o, err := locklab.ParseURL("redis://alice:s3cret@" + s.Addr + "/3")
+	require.NoError(t, err)
+	pool, err := locklab.NewPoolOptions(longTimeouts(o))
+	require.NoError(t, err)
+	defer pool.Close()
+	c, err := pool.GetContext(ctx)
+	require.NoError(t, err)
+	who, err := redis.String(c.Do("ACL", "WHOAMI"))
+	c.Close()
+	require.NoError(t, err)
+	assert.Equal(t, user, who)
+
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	require.NoError(t, err)
+	lease, err := l.Acquire(ctx, "acl:lock", time.Minute)
+	require.NoError(t, err)
+	// The lock is in database 3, not in 0.
+	assert.Equal(t, int64(0), s.Do(t, "EXISTS", "acl:lock"))
+	c = s.Pool.Get()
+	_, err = c.Do("SELECT", 3)
+	require.NoError(t, err)
+	n, err := redis.Int(c.Do("EXISTS", "acl:lock"))
+	c.Close()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.NoError(t, l.Release(ctx, lease))
+
+	// A wrong password: Redis's own WRONGPASS, at once.
+	o.Password = "wrong"
+	bad, err := locklab.NewPoolOptions(longTimeouts(o))
+	require.NoError(t, err)
+	defer bad.Close()
+	began := time.Now()
+	err = acquireOn(ctx, bad, "acl:lock")
+	failsAtOnce(t, began, err, "WRONGPASS")
+
+	// A user that may not run the lock's commands: NOPERM, at once.
+	s.Do(t, "ACL", "SETUSER", "bob", "on", ">pw", "~*", "+@all", "-evalsha", "-eval")
+	nop, err := locklab.NewPoolOptions(longTimeouts(locklab.PoolOptions{Addr: s.Addr, Username: "bob", Password: "pw"}))
+	require.NoError(t, err)
+	defer nop.Close()
+	began = time.Now()
+	err = acquireOn(ctx, nop, "acl:lock")
+	failsAtOnce(t, began, err, "NOPERM")
+}
+
+func TestPoolOptionsTLS(t *testing.T) {
+	s := redistest.StartTLS(t)
+	ctx := context.Background()
+
+	o, err := locklab.ParseURL("rediss://" + s.TLSAddr + "/2")
+	require.NoError(t, err)
+	o.TLSConfig.RootCAs = s.CA
+	pool, err := locklab.NewPoolOptions(longTimeouts(o))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, acquireOn(ctx, pool, "tls:lock"))
+	c, err := pool.GetContext(ctx)
+	require.NoError(t, err)
+	_, err = c.Do("SET", "tls:k", "v")
+	c.Close()
+	require.NoError(t, err)
+	// It went to database 2 over TLS.
+	c = s.Pool.Get()
+	defer c.Close()
+	_, err = c.Do("SELECT", 2)
+	require.NoError(t, err)
+	v, err := redis.String(c.Do("GET", "tls:k"))
+	require.NoError(t, err)
+	assert.Equal(t, "v", v)
+
+	// A certificate the client does not trust: the TLS layer's own
+	// message, at once.
+	o.TLSConfig = &tls.Config{RootCAs: s.OtherCA, MinVersion: tls.VersionTLS12}
+	bad, err := locklab.NewPoolOptions(longTimeouts(o))
+	require.NoError(t, err)
+	defer bad.Close()
+	began := time.Now()
+	err = acquireOn(ctx, bad, "tls:lock")
+	failsAtOnce(t, began, err, "certificate signed by unknown authority")
+
+	// The right CA but another name than the certificate's.
+	o.TLSConfig = &tls.Config{RootCAs: s.CA, ServerName: "redis.example", MinVersion: tls.VersionTLS12}
+	wrongName, err := locklab.NewPoolOptions(longTimeouts(o))
+	require.NoError(t, err)
+	defer wrongName.Close()
+	began = time.Now()
+	err = acquireOn(ctx, wrongName, "tls:lock")
+	failsAtOnce(t, began, err, "redis.example")
+}
