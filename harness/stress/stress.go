@@ -82,7 +82,8 @@ type Options struct {
 	// Clients is the number of concurrent clients [8].
 	Clients int
 	// Duration bounds the run [10s]; Cycles, when positive, ends it after
-	// that many completed critical sections.
+	// that many completed critical sections (clients inside a cycle then
+	// finish it, so the report may count up to Clients-1 more).
 	Duration time.Duration
 	Cycles   int64
 	// TTL of every lease [100ms].

@@ -62,7 +62,9 @@ func TestSetNXPXWithFencing(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.False(t, rep.Violated(), "violations: %+v", rep.First)
-	assert.EqualValues(t, 2000, rep.Cycles)
+	// The run stops at 2000; the clients inside a cycle then finish it.
+	assert.GreaterOrEqual(t, rep.Cycles, int64(2000))
+	assert.Less(t, rep.Cycles, int64(2000+8), "at most one more cycle per other client")
 	assert.Positive(t, rep.Crashes, "the run must have exercised crashes")
 
 	rep, err = stress.Run(context.Background(), stress.Options{
