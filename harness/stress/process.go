@@ -138,6 +138,12 @@ func (r *recorder) serve(ctx context.Context, cancel context.CancelFunc, id int,
 		r.mu.Unlock()
 		return true
 	}
+	up := false // counted in workersUp
+	defer func() {
+		if up {
+			r.workersUp.Add(-1)
+		}
+	}()
 	for sc.Scan() {
 		var e WorkerEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
@@ -146,6 +152,14 @@ func (r *recorder) serve(ctx context.Context, cancel context.CancelFunc, id int,
 		}
 		events++
 		switch e.Ev {
+		case EvReady:
+			// A worker that has just started has not been kept from the
+			// lock: the stuck window starts again (see stuck).
+			r.workerReady.Store(int64(r.now()))
+			if !up {
+				up = true
+				r.workersUp.Add(1)
+			}
 		case EvError:
 			r.errs.Add(1)
 		case EvAcquired:

@@ -232,3 +232,21 @@ func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
 	assert.Empty(t, rep.Liveness, "no liveness violation from the faults alone: %+v", rep.First)
 	assert.Positive(t, rep.Cycles, "the lock was taken between the faults")
 }
+
+// A worker process that is slow to start (a loaded machine, a big binary)
+// is not a client kept from the lock: the stuck window starts when the
+// workers are up, so no starvation is reported before they try.
+func TestProcessesSlowStartIsNotStarvation(t *testing.T) {
+	t.Parallel()
+	o := processOptions(t, stress.Options{
+		Strategy: "set-nx-px", Clients: 2, Duration: 4 * time.Second, TTL: 50 * time.Millisecond,
+		Stuck: time.Second, PauseProb: -1, CrashProb: -1, Seed: 11,
+	})
+	// The workers start 1.5s late, longer than the stuck window.
+	o.WorkerCommand = append([]string{"sh", "-c", `sleep 1.5; exec "$@"`, "sh"}, o.WorkerCommand...)
+	rep, err := stress.Run(context.Background(), o)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Liveness, "no liveness violation while the workers start: %+v", rep.First)
+	assert.Positive(t, rep.Cycles)
+	noWorkersLeft(t)
+}

@@ -340,6 +340,8 @@ type recorder struct {
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
+	workerReady                   atomic.Int64 // ns since start: the latest worker process up
+	workersUp                     atomic.Int64 // worker processes up and trying
 	// faulting is set while a node fault is injected; faultEnded is when
 	// the last one ended (ns since start). Liveness is not judged during a
 	// fault, and the stuck window starts again when it ends.
@@ -415,13 +417,16 @@ func (r *recorder) violate(kind string, detail string) {
 }
 
 // stuck reports a liveness violation: nobody acquired for o.Stuck, not
-// counting the time spent inside an injected node fault: a lock that a
-// fault alone makes unobtainable is no violation until the fault is over.
+// counting the time spent inside an injected node fault (a lock that a
+// fault alone makes unobtainable is no violation until the fault is over)
+// nor the time before the latest worker process was up (starting one takes
+// a while on a loaded machine; a crashed worker's successor is not kept
+// from the lock before it tries).
 func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (string, bool) {
-	if r.liveness != "" || ctx.Err() != nil || r.faulting.Load() {
+	if r.liveness != "" || ctx.Err() != nil || r.faulting.Load() || (r.o.Processes && r.workersUp.Load() == 0) {
 		return "", false
 	}
-	last := time.Duration(max(r.lastAcquire.Load(), r.faultEnded.Load()))
+	last := time.Duration(max(r.lastAcquire.Load(), r.faultEnded.Load(), r.workerReady.Load()))
 	if r.now()-last < r.o.Stuck {
 		return "", false
 	}

@@ -19,6 +19,7 @@ import (
 
 // Events a worker reports on its stdout, one JSON object per line.
 const (
+	EvReady    = "ready"    // the worker is up and starts trying
 	EvAcquired = "acquired" // the lock was acquired: fence, token, wait
 	EvEnter    = "enter"    // entering the critical section: read the register (answered)
 	EvLeave    = "leave"    // leaving it: write value to the register (answered)
@@ -129,6 +130,9 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 			return rep, err
 		}
 		return rep, dec.Decode(&rep)
+	}
+	if enc.Encode(WorkerEvent{Ev: EvReady}) != nil {
+		return nil
 	}
 	for ctx.Err() == nil {
 		t0 := time.Now()
