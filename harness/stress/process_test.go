@@ -75,13 +75,15 @@ func noWorkersLeft(t *testing.T) {
 
 // A worker really stopped with SIGSTOP past its TTL overlaps its successor
 // and, with an unsafe release, deletes the successor's key. (setnx-del may
-// break even before a pause, through its stale-lock recovery race.)
+// break even before a pause, through its stale-lock recovery race.) The
+// TTL is long enough that a loaded machine holding a worker back for tens
+// of milliseconds does not expire it: only the SIGSTOP does.
 func TestProcessesUnsafeViolates(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"setnx-del", "set-nx-px-del"} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := stress.Run(context.Background(), processOptions(t, stress.Options{
-				Strategy: name, Clients: 4, Duration: 10 * time.Second, TTL: 50 * time.Millisecond,
+				Strategy: name, Clients: 4, Duration: 10 * time.Second, TTL: 250 * time.Millisecond,
 				PauseProb: 0.1, CrashProb: -1, StopOnViolation: true, Seed: 5,
 			}))
 			require.NoError(t, err)
