@@ -247,6 +247,14 @@ func (r *run) reply(q *request, v any, err error) {
 	r.notify()
 }
 
+// probeScript reads a lock key whatever its type: a string's value, or the
+// fields of a hash (a re-entrant lock: its holder's id).
+var probeScript = redis.NewScript(1, `
+if redis.call('type', KEYS[1])['ok'] == 'hash' then
+  return table.concat(redis.call('hkeys', KEYS[1]), ',')
+end
+return redis.call('get', KEYS[1])`)
+
 // probeKey reads the lock key on node (1-based) outside the schedule.
 func (r *run) probeKey(node int) (any, error) {
 	c, err := r.slot.pool(node - 1).GetContext(r.ctx)
@@ -254,5 +262,5 @@ func (r *run) probeKey(node int) (any, error) {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Do("GET", r.spec.key)
+	return probeScript.Do(c, r.spec.key)
 }

@@ -49,7 +49,8 @@ func TestOptionsScopedToStrategies(t *testing.T) {
 	}{
 		{"set-nx-px-del", locklab.Config{Pool: pool, DriftFactor: 0.1}, "redlock"},
 		{"setnx-del", locklab.Config{Pool: pool, NodeTimeout: time.Second}, "redlock"},
-		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "set-nx-px"},
+		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "hash-reentrant, set-nx-px"},
+		{"set-nx-px", locklab.Config{Pool: pool, Watchdog: true}, "hash-reentrant"},
 	}
 	for _, c := range cases {
 		_, err := strategies.New(c.strategy, c.cfg)
