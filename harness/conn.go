@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -158,9 +159,12 @@ func (k *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 		before, _ = r.probeKey(node)
 	}
 	var v any
-	if label == "pipeline" {
+	switch {
+	case label == "pipeline":
 		v, err = k.pipeline(cmd, args)
-	} else {
+	case strings.EqualFold(cmd, "WAIT"):
+		v, err = k.wait(q, args)
+	default:
 		v, err = k.exec(cmd, args)
 	}
 	if err != nil && isNoScript(err) && cmd == "EVALSHA" {
@@ -204,6 +208,40 @@ func (k *conn) exec(cmd string, args []any) (any, error) {
 		return nil, err
 	}
 	return rc.Do(cmd, args...)
+}
+
+// replicaLink is a node whose replica lags until asked to catch up
+// (node.Replicated).
+type replicaLink interface {
+	CatchUp(ctx context.Context) error
+	Lag(ctx context.Context) error
+}
+
+// wait runs a WAIT. On a node whose replica lags, the replica catches up
+// first, so that the master's answer counts it. In a failover scenario it
+// is cut off again after the WAIT: there the replica misses every write
+// except those a client waited for. Elsewhere it stays connected, which
+// changes nothing of those stories and spares a resync per WAIT.
+func (k *conn) wait(q *request, args []any) (any, error) {
+	r := k.src.r
+	rl, ok := r.slot.nodes[k.src.node-1].(replicaLink)
+	if !ok {
+		return k.exec("WAIT", args)
+	}
+	if err := rl.CatchUp(r.ctx); err != nil {
+		return nil, fmt.Errorf("harness: the replica of n%d could not catch up: %w", k.src.node, err)
+	}
+	v, err := k.exec("WAIT", args)
+	if r.spec.prepare {
+		if lerr := rl.Lag(r.ctx); lerr != nil && err == nil {
+			err = fmt.Errorf("harness: cutting the replica of n%d off again: %w", k.src.node, lerr)
+		}
+		r.mu.Lock()
+		e := &r.hist.Events[q.event]
+		e.Notes = append(e.Notes, "replica caught up")
+		r.mu.Unlock()
+	}
+	return v, err
 }
 
 func (k *conn) pipeline(cmd string, args []any) (any, error) {

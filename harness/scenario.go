@@ -248,8 +248,10 @@ var catalog = []*Scenario{
 		Name:  "failover-loses-lock",
 		Title: "asynchronous replication: the promoted replica never saw the lock",
 		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
-			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it.",
-		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\")",
+			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it. The replica " +
+			"misses every write, except that a client's WAIT lets it catch up first: a lock that waits for " +
+			"the replica's acknowledgement before it is granted survives the failover to that replica.",
+		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\"); Redis WAIT command page",
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release"),
 		Schedule:  "c1 failover(n1) c2",

@@ -32,6 +32,7 @@ const (
 	srcSetNXPHP   = srcYjf + " (SETNX + EXPIRE, then SET NX EX with DEL), and " + srcJedis + " (setnx + expire)"
 	srcGetThenDel = srcJedis + " (GET, compare the value, then DEL), and the PHP loop in " + srcSurvey
 	srcRedisson   = srcLockNotes + " (section 1.4, Redisson: Lua scripts, re-entry by incrby and decrement at unlock, a 30 s lock renewed every 10 s by a watch dog, waiters subscribe to the unlock message)"
+	srcWait       = "Redis docs, WAIT command page (\"WAIT does not make Redis a strongly consistent store\"), and \"Distributed locks with Redis\" (\"Why failover-based implementations are not enough\"); the lock is set-nx-px's"
 	srcRedlock    = "Redis docs, \"Distributed locks with Redis\" (the Redlock algorithm); " + srcLockNotes + "; critique: Kleppmann, \"How to do distributed locking\", and antirez, \"Is Redlock safe?\""
 )
 
@@ -154,6 +155,20 @@ func init() {
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
 		Options:    []string{OptNotify},
 	}, wrap(setnxex.NewSetNXPX))
+
+	MustRegister(Description{
+		Name:    "set-nx-px-wait",
+		Family:  FamilySetNXEx,
+		Summary: "set-nx-px, then WAIT 1 for a replica to acknowledge the key; unacknowledged, the acquire deletes it and fails",
+		Source:  srcWait,
+		Weaknesses: []string{
+			"a failover to a replica that did not acknowledge (WAIT 1 of several names none), or a master restarted without persistence, still loses the lock",
+			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",
+			"every acquire fails while no replica answers: availability is traded for the acknowledgement",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true},
+		Replica:    true,
+	}, wrap(setnxex.NewSetNXPXWait))
 
 	MustRegister(Description{
 		Name:    "hash-reentrant",

@@ -61,6 +61,10 @@ type Description struct {
 	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog) that this one
 	// reads. New refuses a Config that sets one the strategy does not read.
 	Options []string `json:"options,omitempty"`
+	// Replica: the strategy waits for a replica of its server to
+	// acknowledge the lock (WAIT); on a server without one every acquire
+	// fails.
+	Replica bool `json:"replica,omitempty"`
 }
 
 // The Config fields that only some strategies read.

@@ -14,10 +14,11 @@ import (
 )
 
 // TestConformance runs the suite for every registered strategy on real
-// redis-server processes: one for single-node strategies, five for
-// multi-node ones.
+// redis-server processes: one for single-node strategies, with a replica
+// for those that wait for one (set-nx-px-wait), five for multi-node ones.
 func TestConformance(t *testing.T) {
 	servers := redistest.Start(t, 5)
+	redistest.StartReplica(t, servers[0])
 	nodes := make([]locklab.ConnSource, len(servers))
 	for i, s := range servers {
 		nodes[i] = s.Pool

@@ -74,6 +74,9 @@ var (
 		// Safe on one node without pauses; a pause past the TTL is caught
 		// only by a resource that checks the fence; failover loses it.
 		"set-nx-px": "S S V V V S - - - S S S S",
+		// WAIT for the replica: the failover to the replica that
+		// acknowledged keeps the lock.
+		"set-nx-px-wait": "S S S V V S - - - S S S S",
 		// Re-entry and a watchdog change nothing of set-nx-px's failures,
 		// and without a fence number the fenced pause is lost too.
 		"hash-reentrant": "S S V V V V - - - S S S S",
