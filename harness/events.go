@@ -127,6 +127,18 @@ func (r *run) nodeFault(st Step) error {
 		if !ok {
 			return unsupported
 		}
+		if st.Delayed {
+			// Down while the TTL passes everywhere else; then back, empty.
+			setDown(true)
+			d := r.spec.ttl + 2*time.Second
+			if err := r.advance(d); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			e := &r.hist.Events[len(r.hist.Events)-1]
+			e.Notes = append(e.Notes, fmt.Sprintf("n%d stays down %s before it rejoins", st.Node, d))
+			r.mu.Unlock()
+		}
 		err = k.Restart(r.ctx, st.Keep)
 		r.slot.reset(st.Node - 1)
 		setDown(false)

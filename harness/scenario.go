@@ -220,6 +220,25 @@ var catalog = []*Scenario{
 		Needs:     []string{"restart"},
 	},
 	{
+		Name:  "redlock-restart-delayed",
+		Title: "the same restart, delayed until the TTL has passed: Redlock's own remedy",
+		Story: "As in redlock-restart, C1 gets n1 and n2 and n2 restarts without persistence. But n2 stays down " +
+			"longer than the TTL before it rejoins, as the Redlock page asks: by then every lock it could have " +
+			"held has expired everywhere, C1's lease included, so whatever majority C2 wins, nobody else holds one. " +
+			"After the story's own interleaving, the explorer tries the restart at every point of the clients' " +
+			"natural order: the remedy is a matter of time, not of interleaving.",
+		Source: "Redis distributed locks page (\"Performance, crash recovery and fsync\": delayed restarts); " +
+			"the notes \"分布式锁 Distributed Lock\" (如果某一台 redis 挂了，要延迟重启)",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2,delayed) c2@n1 c2@n2 c1@n3",
+		Faults:       []string{"restart(n2,delayed)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []string{"restart"},
+	},
+	{
 		Name:  "redlock-clock-jump",
 		Title: "one Redlock node's clock jumps and its key expires early",
 		Story: "C1 gets n1 and n2. The clock of n2 jumps forward, so its copy of the key expires at once. C2, " +
