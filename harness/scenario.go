@@ -278,6 +278,20 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Needs:     []string{"failover"},
 	},
+	{
+		Name:  "restart-loses-lock",
+		Title: "the lock's server restarts without persistence and forgets the lock",
+		Story: "C1 acquires. The server restarts without persistence and comes back empty: C2 acquires while C1 " +
+			"still holds the lock. A replica that acknowledged the lock (WAIT) does not help: it resyncs from " +
+			"the restarted, empty master and forgets the lock too.",
+		Source:    "Redis distributed locks page (\"Performance, crash recovery and fsync\"); Redis WAIT command page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c1 restart(n1) c2",
+		Faults:    []string{"restart(n1)"},
+		MaxFaults: 1,
+		Needs:     []string{"restart"},
+	},
 }
 
 func progs(texts ...string) []Program {

@@ -145,9 +145,17 @@ func (r *Replicated) Resume(ctx context.Context) error { return r.current().Resu
 // Kill kills the current master.
 func (r *Replicated) Kill(ctx context.Context) error { return r.current().Kill(ctx) }
 
-// Restart restarts the current master.
+// Restart restarts the current master. The replica's link broke with it:
+// the replica lags until the next CatchUp, which resyncs it from the
+// restarted master (emptying it, when the master came back empty).
 func (r *Replicated) Restart(ctx context.Context, keepData bool) error {
-	return r.current().Restart(ctx, keepData)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.master.Restart(ctx, keepData); err != nil {
+		return err
+	}
+	r.up = false
+	return r.replica.StopReplication(ctx)
 }
 
 // Partition cuts the current master off.
