@@ -60,9 +60,15 @@ type Config struct {
 	// reads it.
 	NodeTimeout time.Duration
 	// Notify makes strategies that support it (set-nx-px) publish each
-	// release on ReleaseChannelPrefix + key, for a Notifier's waiters; the
-	// others refuse it.
+	// release on ReleaseChannelPrefix + key, for a Notifier's waiters;
+	// hash-reentrant always does and accepts it; the others refuse it.
 	Notify bool
+	// Watchdog makes strategies that support it (hash-reentrant) keep each
+	// lock alive while its holder runs, as Redisson's watch dog does: the
+	// first Acquire of a key starts a Watchdog that extends it every TTL/3
+	// until the last Release, the strategy's Close, or the loss of the
+	// lock. The others refuse it.
+	Watchdog bool
 	// Retry is the retry policy a strategy uses where the algorithm itself
 	// retries (Redlock) and the default for Wait callers that want one.
 	Retry RetryPolicy

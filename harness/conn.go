@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -117,7 +118,12 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if watch != nil {
 		before, _ = r.probeKey(node)
 	}
-	v, err := send(bg)
+	var v any
+	if strings.EqualFold(call.Cmd, "WAIT") {
+		v, err = k.wait(q, func() (any, error) { return send(bg) })
+	} else {
+		v, err = send(bg)
+	}
 	if err != nil && isNoScript(err) && call.Cmd == "EVALSHA" {
 		k.freeEval = true
 	}
@@ -137,6 +143,41 @@ func (k *conn) lastEvent(c *client) *Event {
 		return nil
 	}
 	return &k.r.hist.Events[c.lastEvent]
+}
+
+// replicaLink is a node whose replica lags until asked to catch up
+// (node.Replicated).
+type replicaLink interface {
+	CatchUp(ctx context.Context) error
+	Lag(ctx context.Context) error
+}
+
+// wait runs a WAIT (send). On a node whose replica lags, the replica
+// catches up first, so that the master's answer counts it. In a failover
+// scenario it is cut off again after the WAIT: there the replica misses
+// every write except those a client waited for. Elsewhere it stays
+// connected, which changes nothing of those stories and spares a resync per
+// WAIT.
+func (k *conn) wait(q *request, send func() (any, error)) (any, error) {
+	r := k.r
+	rl, ok := r.slot.nodes[k.node-1].(replicaLink)
+	if !ok {
+		return send()
+	}
+	if err := rl.CatchUp(r.ctx); err != nil {
+		return nil, fmt.Errorf("harness: the replica of n%d could not catch up: %w", k.node, err)
+	}
+	v, err := send()
+	if r.spec.prepare {
+		if lerr := rl.Lag(r.ctx); lerr != nil && err == nil {
+			err = fmt.Errorf("harness: cutting the replica of n%d off again: %w", k.node, lerr)
+		}
+		r.mu.Lock()
+		e := &r.hist.Events[q.event]
+		e.Notes = append(e.Notes, "replica caught up")
+		r.mu.Unlock()
+	}
+	return v, err
 }
 
 func isNoScript(err error) bool {
@@ -164,6 +205,14 @@ func (r *run) reply(q *request, v any, err error, more bool) {
 	r.notify()
 }
 
+// probeScript reads a lock key whatever its type: a string's value, or the
+// fields of a hash (a re-entrant lock: its holder's id).
+var probeScript = redis.NewScript(1, `
+if redis.call('type', KEYS[1])['ok'] == 'hash' then
+  return table.concat(redis.call('hkeys', KEYS[1]), ',')
+end
+return redis.call('get', KEYS[1])`)
+
 // probeKey reads the lock key on node (1-based) outside the schedule.
 func (r *run) probeKey(node int) (any, error) {
 	c, err := r.slot.pool(node - 1).GetContext(r.ctx)
@@ -171,5 +220,5 @@ func (r *run) probeKey(node int) (any, error) {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Do("GET", r.spec.key)
+	return probeScript.Do(c, r.spec.key)
 }

@@ -112,6 +112,11 @@ func (r *run) advance(d time.Duration) error {
 func (r *run) nodeFault(st Step) error {
 	n := r.slot.nodes[st.Node-1]
 	f, end := st.fault()
+	if st.Kind == StepRestart && st.Delayed {
+		if err := r.delayRestart(st); err != nil {
+			return err
+		}
+	}
 	var err error
 	if end {
 		err = node.End(r.ctx, n, f)
@@ -130,6 +135,24 @@ func (r *run) nodeFault(st Step) error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// delayRestart keeps node st.Node down while the TTL passes everywhere
+// else, before the restart brings it back: the delayed restart of the
+// Redlock page.
+func (r *run) delayRestart(st Step) error {
+	r.mu.Lock()
+	r.down[st.Node-1] = true
+	r.mu.Unlock()
+	d := r.spec.ttl + 2*time.Second
+	if err := r.advance(d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	e := &r.hist.Events[len(r.hist.Events)-1]
+	e.Notes = append(e.Notes, fmt.Sprintf("n%d stays down %s before it rejoins", st.Node, d))
+	r.mu.Unlock()
+	return nil
 }
 
 // fault is the node fault a node step begins or ends.

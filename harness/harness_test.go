@@ -36,7 +36,7 @@ func mustLookup(t testing.TB, scenario string) *Scenario {
 
 func TestScheduleRoundTrip(t *testing.T) {
 	text := "c3 time c1 c2 c1@n2 time(+5s) crash(c1) pause(c2) resume(c2) skew(c2,+32s) skew(c1,-1s) " +
-		"isolate(c1) rejoin(c1) expire(n2) kill(n1) restart(n1) restart(n2,keep) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
+		"isolate(c1) rejoin(c1) expire(n2) kill(n1) restart(n1) restart(n2,keep) restart(n3,delayed) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
 	s, err := ParseSchedule(text + " # comment\n")
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,12 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 			}
 		}
 	}
+	if cs.Strategy.Replica {
+		if _, ok := o.Nodes[0].(replicaLink); !ok {
+			c.Outcome, c.Message = NA, "needs a replica to acknowledge (WAIT)"
+			return c, nil
+		}
+	}
 	record := func(h *History) {
 		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
 		c.Schedule = cut(h)

@@ -221,6 +221,25 @@ var catalog = []*Scenario{
 		Needs:     []node.Fault{node.Restart},
 	},
 	{
+		Name:  "redlock-restart-delayed",
+		Title: "the same restart, delayed until the TTL has passed: Redlock's own remedy",
+		Story: "As in redlock-restart, C1 gets n1 and n2 and n2 restarts without persistence. But n2 stays down " +
+			"longer than the TTL before it rejoins, as the Redlock page asks: by then every lock it could have " +
+			"held has expired everywhere, C1's lease included, so whatever majority C2 wins, nobody else holds one. " +
+			"After the story's own interleaving, the explorer tries the restart at every point of the clients' " +
+			"natural order: the remedy is a matter of time, not of interleaving.",
+		Source: "Redis distributed locks page (\"Performance, crash recovery and fsync\": delayed restarts); " +
+			"the notes \"分布式锁 Distributed Lock\" (如果某一台 redis 挂了，要延迟重启)",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2,delayed) c2@n1 c2@n2 c1@n3",
+		Faults:       []string{"restart(n2,delayed)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.Restart},
+	},
+	{
 		Name:  "redlock-clock-jump",
 		Title: "one Redlock node's clock jumps and its key expires early",
 		Story: "C1 gets n1 and n2. The clock of n2 jumps forward, so its copy of the key expires at once. C2, " +
@@ -249,14 +268,30 @@ var catalog = []*Scenario{
 		Name:  "failover-loses-lock",
 		Title: "asynchronous replication: the promoted replica never saw the lock",
 		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
-			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it.",
-		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\")",
+			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it. The replica " +
+			"misses every write, except that a client's WAIT lets it catch up first: a lock that waits for " +
+			"the replica's acknowledgement before it is granted survives the failover to that replica.",
+		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\"); Redis WAIT command page",
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release"),
 		Schedule:  "c1 failover(n1) c2",
 		Faults:    []string{"failover(n1)"},
 		MaxFaults: 1,
 		Needs:     []node.Fault{node.Failover},
+	},
+	{
+		Name:  "restart-loses-lock",
+		Title: "the lock's server restarts without persistence and forgets the lock",
+		Story: "C1 acquires. The server restarts without persistence and comes back empty: C2 acquires while C1 " +
+			"still holds the lock. A replica that acknowledged the lock (WAIT) does not help: it resyncs from " +
+			"the restarted, empty master and forgets the lock too.",
+		Source:    "Redis distributed locks page (\"Performance, crash recovery and fsync\"); Redis WAIT command page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c1 restart(n1) c2",
+		Faults:    []string{"restart(n1)"},
+		MaxFaults: 1,
+		Needs:     []node.Fault{node.Restart},
 	},
 }
 

@@ -29,12 +29,16 @@ import (
 //	expire(n1)  node 1's clock jumps: every key with a TTL expires there
 //	kill(n1) restart(n1) restart(n1,keep) pause(n1) resume(n1)
 //	partition(n1) heal(n1) failover(n1)   node faults
+//	restart(n1,delayed)  node 1 goes down, stays down while time passes
+//	            beyond the TTL (as "time"), and rejoins empty
 type Step struct {
 	Kind   StepKind
 	Client int
 	Node   int
 	Dur    time.Duration
 	Keep   bool
+	// Delayed: a restart that rejoins only after the TTL has passed.
+	Delayed bool
 }
 
 // StepKind is what a step does. A client step is StepClient; every other
@@ -98,6 +102,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("resume(n%d)", s.Node)
 	case s.Kind == StepRestart && s.Keep:
 		return fmt.Sprintf("restart(n%d,keep)", s.Node)
+	case s.Kind == StepRestart && s.Delayed:
+		return fmt.Sprintf("restart(n%d,delayed)", s.Node)
 	case nodeEvents[s.Kind]:
 		return fmt.Sprintf("%s(n%d)", s.Kind, s.Node)
 	}
@@ -253,9 +259,12 @@ func ParseStep(tok string) (Step, error) {
 			return bad(err)
 		}
 		st := Step{Kind: StepKind(name), Node: n}
-		if len(args) == 2 && name == "restart" && strings.TrimSpace(args[1]) == "keep" {
+		switch {
+		case len(args) == 2 && name == "restart" && strings.TrimSpace(args[1]) == "keep":
 			st.Keep = true
-		} else if len(args) != 1 {
+		case len(args) == 2 && name == "restart" && strings.TrimSpace(args[1]) == "delayed":
+			st.Delayed = true
+		case len(args) != 1:
 			return bad(fmt.Errorf("unexpected arguments"))
 		}
 		return st, nil

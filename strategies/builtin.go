@@ -4,6 +4,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/strategies/incr_expire"
 	"github.com/locklab/locklab/strategies/redlock"
+	"github.com/locklab/locklab/strategies/reentrant"
 	"github.com/locklab/locklab/strategies/setnx_getset"
 	"github.com/locklab/locklab/strategies/setnxex"
 )
@@ -14,6 +15,7 @@ const (
 	FamilyIncrExpire  = "incr_expire"
 	FamilySetNXEx     = "setnxex"
 	FamilyRedlock     = "redlock"
+	FamilyReentrant   = "reentrant"
 )
 
 // Sources, as cited by Description.Source: each article by its title and
@@ -29,6 +31,8 @@ const (
 	srcLockNotes  = "the notes \"分布式锁 Distributed Lock\""
 	srcSetNXPHP   = srcYjf + " (SETNX + EXPIRE, then SET NX EX with DEL), and " + srcJedis + " (setnx + expire)"
 	srcGetThenDel = srcJedis + " (GET, compare the value, then DEL), and the PHP loop in " + srcSurvey
+	srcRedisson   = srcLockNotes + " (section 1.4, Redisson: Lua scripts, re-entry by incrby and decrement at unlock, a 30 s lock renewed every 10 s by a watch dog, waiters subscribe to the unlock message)"
+	srcWait       = "Redis docs, WAIT command page (\"WAIT does not make Redis a strongly consistent store\"), and \"Distributed locks with Redis\" (\"Why failover-based implementations are not enough\"); the lock is set-nx-px's"
 	srcRedlock    = "Redis docs, \"Distributed locks with Redis\" (the Redlock algorithm); " + srcLockNotes + "; critique: Kleppmann, \"How to do distributed locking\", and antirez, \"Is Redlock safe?\""
 )
 
@@ -151,6 +155,34 @@ func init() {
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
 		Options:    []string{OptNotify},
 	}, wrap(setnxex.NewSetNXPX))
+
+	MustRegister(Description{
+		Name:    "set-nx-px-wait",
+		Family:  FamilySetNXEx,
+		Summary: "set-nx-px, then WAIT 1 for a replica to acknowledge the key; unacknowledged, the acquire deletes it and fails",
+		Source:  srcWait,
+		Weaknesses: []string{
+			"a failover to a replica that did not acknowledge (WAIT 1 of several names none), or a master restarted without persistence, still loses the lock",
+			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",
+			"every acquire fails while no replica answers: availability is traded for the acknowledgement",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true},
+		Replica:    true,
+	}, wrap(setnxex.NewSetNXPXWait))
+
+	MustRegister(Description{
+		Name:    "hash-reentrant",
+		Family:  FamilyReentrant,
+		Summary: "Redisson's lock: a hash per key, the holder's id as field and its entry count (HINCRBY), PEXPIRE; release decrements, deletes at zero and publishes; an optional watchdog extends every TTL/3",
+		Source:  srcRedisson,
+		Weaknesses: []string{
+			"a holder paused past its TTL keeps acting while a successor holds the lock: its watchdog pauses with it, and the lease has no fence number",
+			"one node: a restart without persistence, or a failover to a replica that missed the write, loses the lock",
+			"one Locker is one holder: goroutines sharing it re-enter each other's lock instead of excluding each other",
+		},
+		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Extend: true},
+		Options:    []string{OptNotify, OptWatchdog},
+	}, wrap(reentrant.New))
 
 	MustRegister(Description{
 		Name:    "redlock",

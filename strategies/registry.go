@@ -58,9 +58,13 @@ type Description struct {
 	Weaknesses []string   `json:"weaknesses"`
 	Properties Properties `json:"properties"`
 	// Options names the Config fields meant for some strategies only
-	// (OptDriftFactor, OptNodeTimeout, OptNotify) that this one reads. New
-	// refuses a Config that sets one the strategy does not read.
+	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog) that this one
+	// reads. New refuses a Config that sets one the strategy does not read.
 	Options []string `json:"options,omitempty"`
+	// Replica: the strategy waits for a replica of its server to
+	// acknowledge the lock (WAIT); on a server without one every acquire
+	// fails.
+	Replica bool `json:"replica,omitempty"`
 }
 
 // The Config fields that only some strategies read.
@@ -68,6 +72,7 @@ const (
 	OptDriftFactor = "DriftFactor"
 	OptNodeTimeout = "NodeTimeout"
 	OptNotify      = "Notify"
+	OptWatchdog    = "Watchdog"
 )
 
 // setOptions lists the strategy-specific fields cfg sets.
@@ -81,6 +86,9 @@ func setOptions(cfg locklab.Config) []string {
 	}
 	if cfg.Notify {
 		out = append(out, OptNotify)
+	}
+	if cfg.Watchdog {
+		out = append(out, OptWatchdog)
 	}
 	return out
 }
@@ -148,8 +156,8 @@ func unknown(name string) error {
 }
 
 // New builds the strategy registered as name. A Config that sets a field
-// the strategy does not read (DriftFactor, NodeTimeout, Notify) is refused
-// with locklab.ErrInvalid naming the strategies that read it.
+// the strategy does not read (DriftFactor, NodeTimeout, Notify, Watchdog) is
+// refused with locklab.ErrInvalid naming the strategies that read it.
 func New(name string, cfg locklab.Config) (locklab.Locker, error) {
 	mu.RLock()
 	e, ok := registry[name]

@@ -14,10 +14,11 @@ import (
 )
 
 // TestConformance runs the suite for every registered strategy on real
-// redis-server processes: one for single-node strategies, five for
-// multi-node ones.
+// redis-server processes: one for single-node strategies, with a replica
+// for those that wait for one (set-nx-px-wait), five for multi-node ones.
 func TestConformance(t *testing.T) {
 	servers := redistest.Start(t, 5)
+	redistest.StartReplica(t, servers[0])
 	nodes := make([]locklab.ConnSource, len(servers))
 	for i, s := range servers {
 		nodes[i] = s.Pool
@@ -49,7 +50,8 @@ func TestOptionsScopedToStrategies(t *testing.T) {
 	}{
 		{"set-nx-px-del", locklab.Config{Pool: pool, DriftFactor: 0.1}, "redlock"},
 		{"setnx-del", locklab.Config{Pool: pool, NodeTimeout: time.Second}, "redlock"},
-		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "set-nx-px"},
+		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "hash-reentrant, set-nx-px"},
+		{"set-nx-px", locklab.Config{Pool: pool, Watchdog: true}, "hash-reentrant"},
 	}
 	for _, c := range cases {
 		_, err := strategies.New(c.strategy, c.cfg)

@@ -55,7 +55,7 @@ scenarios" lists the scenarios.`,
 				return err
 			}
 			defer c.Close()
-			nodes = withReplica(ctx, c, nodes, []string{sc.Name})
+			nodes = withReplica(ctx, c, nodes, []string{sc.Name}, strats)
 			w := cmd.OutOrStdout()
 			violated := false
 			var results []*harness.Result

@@ -62,7 +62,7 @@ counterexample found with its timeline.`,
 				return err
 			}
 			defer c.Close()
-			o.Nodes = withReplica(ctx, c, nodes, []string{sc.Name})
+			o.Nodes = withReplica(ctx, c, nodes, []string{sc.Name}, []string{cs.Strategy.Name})
 			o.Progress = progressLine(errw)
 			res, err := harness.Explore(ctx, o)
 			if err != nil {

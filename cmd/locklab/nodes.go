@@ -12,6 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/strategies"
 )
 
 // errViolation is returned, with --fail-on-violation, when a run found what
@@ -42,11 +43,20 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 }
 
 // withReplica gives the first node an asynchronous replica, for the
-// scenarios that fail over, where the backend can start one.
-func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios []string) []harness.Node {
+// scenarios that fail over and the strategies that wait for a replica
+// (strategies empty: all registered), where the backend can start one.
+func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios, strats []string) []harness.Node {
 	need := false
 	for _, name := range scenarios {
 		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, node.Failover) {
+			need = true
+		}
+	}
+	if len(strats) == 0 {
+		strats = strategies.Names()
+	}
+	for _, name := range strats {
+		if d, err := strategies.Info(name); err == nil && d.Replica {
 			need = true
 		}
 	}

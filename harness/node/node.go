@@ -418,7 +418,7 @@ func (c *Cluster) AddReplica(ctx context.Context, master *Node) (*Node, error) {
 	if _, err := r.do(ctx, "REPLICAOF", host, port); err != nil {
 		return nil, fmt.Errorf("node %s: REPLICAOF %s %s: %w", name, host, port, err)
 	}
-	if err := r.waitSynced(ctx, master, 10*time.Second); err != nil {
+	if err := r.waitSynced(ctx, master, 10*time.Second, 20*time.Millisecond); err != nil {
 		return nil, fmt.Errorf("node %s: replica of %s did not sync: %w\n%s", name, master.name, err, r.srv.logTail(10))
 	}
 	return r, nil
@@ -606,7 +606,7 @@ func (n *Node) Role(ctx context.Context) (string, error) {
 // waitSynced waits until replica n has the link to master up and has
 // applied everything master sent: a PUBLISH on master (replicated, but
 // touching no key) moves the replication offset, and n must reach it.
-func (n *Node) waitSynced(ctx context.Context, master *Node, timeout time.Duration) error {
+func (n *Node) waitSynced(ctx context.Context, master *Node, timeout, poll time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
@@ -631,7 +631,7 @@ func (n *Node) waitSynced(ctx context.Context, master *Node, timeout time.Durati
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 	return fmt.Errorf("not synced within %v (%s)", timeout, last)

@@ -2,7 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync"
+	"time"
 )
 
 // Replicated is a master with one asynchronous replica, seen by clients as a
@@ -12,6 +15,9 @@ import (
 // Failover promotes the replica and demotes the master; from then on Addr
 // is the new master's, and the old master is the replica of the next run.
 //
+// CatchUp and Lag let the replica receive what it missed when a client's
+// WAIT asks for it, and cut it off again after.
+//
 // It implements the faults of a Node on whichever server is the master.
 type Replicated struct {
 	c    *Cluster
@@ -19,6 +25,8 @@ type Replicated struct {
 
 	mu              sync.Mutex
 	master, replica *Node
+	// up: the replica's link is up (CatchUp), not cut.
+	up bool
 }
 
 // Replicated adds a replica to master, waits until it has synced over the
@@ -53,6 +61,7 @@ func (r *Replicated) Addr() string { return r.current().Addr() }
 func (r *Replicated) Prepare(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.up = false
 	if _, err := r.master.Do(ctx, "FLUSHALL"); err != nil {
 		return err
 	}
@@ -86,7 +95,45 @@ func (r *Replicated) Failover(ctx context.Context) error {
 		return err
 	}
 	r.master, r.replica = r.replica, r.master
+	r.up = false
 	return nil
+}
+
+// CatchUp connects the replica to the current master, if its link is
+// cut, and waits until it has applied everything the master has; the link
+// then stays up until Lag, Prepare or Failover cuts it: a WAIT sent to the
+// master meanwhile counts the replica.
+func (r *Replicated) CatchUp(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.up {
+		return nil
+	}
+	if _, err := r.master.Do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(r.master.srv.peerAddr())
+	if _, err := r.replica.Do(ctx, "REPLICAOF", host, port); err != nil {
+		return fmt.Errorf("node %s: %w", r.replica.name, err)
+	}
+	// A partial resync on loopback takes a few milliseconds: poll often.
+	if err := r.replica.waitSynced(ctx, r.master, 10*time.Second, time.Millisecond); err != nil {
+		return err
+	}
+	r.up = true
+	return nil
+}
+
+// Lag cuts the replica's link again: the writes that follow are ones it
+// misses.
+func (r *Replicated) Lag(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.up {
+		return nil
+	}
+	r.up = false
+	return r.replica.StopReplication(ctx)
 }
 
 // Pause pauses the current master.
@@ -98,9 +145,17 @@ func (r *Replicated) Resume(ctx context.Context) error { return r.current().Resu
 // Kill kills the current master.
 func (r *Replicated) Kill(ctx context.Context) error { return r.current().Kill(ctx) }
 
-// Restart restarts the current master.
+// Restart restarts the current master. The replica's link broke with it:
+// the replica lags until the next CatchUp, which resyncs it from the
+// restarted master (emptying it, when the master came back empty).
 func (r *Replicated) Restart(ctx context.Context, keepData bool) error {
-	return r.current().Restart(ctx, keepData)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.master.Restart(ctx, keepData); err != nil {
+		return err
+	}
+	r.up = false
+	return r.replica.StopReplication(ctx)
 }
 
 // Partition cuts the current master off.

@@ -49,3 +49,46 @@ func TestReplicatedFailoverLosesWrites(t *testing.T) {
 		}
 	})
 }
+
+// The replica misses writes until CatchUp, which lets a WAIT on the master
+// count it; after Lag it misses them again.
+func TestReplicatedCatchUpForWait(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be string) {
+		ctx := ctxT(t)
+		c := start(t, Options{Backend: be, N: 1})
+		r, err := c.Replicated(ctx, c.Nodes()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		master := r.current()
+		if _, err := master.Do(ctx, "SET", "acked", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, err := master.Do(ctx, "WAIT", 1, 5000)
+		if err != nil || n != int64(1) {
+			t.Fatalf("WAIT after CatchUp: %v %v, want 1", n, err)
+		}
+		if err := r.Lag(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.Do(ctx, "SET", "missed", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Failover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		promoted := r.current()
+		if _, ok := get(t, promoted, "acked"); !ok {
+			t.Error("the write a WAIT saw acknowledged survives the failover")
+		}
+		if _, ok := get(t, promoted, "missed"); ok {
+			t.Error("the write after Lag is lost in the failover")
+		}
+	})
+}

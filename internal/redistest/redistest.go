@@ -4,7 +4,11 @@
 package redistest
 
 import (
+	"net"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -64,4 +68,50 @@ func (s *Server) ACLUser(tb testing.TB, name, password string) string {
 	tb.Helper()
 	s.Do(tb, "ACL", "SETUSER", name, "on", ">"+password, "~*", "&*", "+@all")
 	return name
+}
+
+// StartReplica starts a redis-server replicating master (--replicaof) and
+// waits until its link is up and it has the master's data; it stops when
+// the test ends.
+func StartReplica(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		tb.Fatalf("master address %q: %v", master.Addr, err)
+	}
+	master.Do(tb, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+	p, err := redisproc.Start(redisproc.Options{Args: []string{"--replicaof", host, port}})
+	if err != nil {
+		tb.Fatalf("starting a replica of %s: %v", master.Addr, err)
+	}
+	s := &Server{Server: p, Pool: locklab.NewPool(p.Addr)}
+	tb.Cleanup(func() {
+		s.Pool.Close()
+		p.Stop()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := redis.String(s.Do(tb, "INFO", "replication"), nil)
+		if strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("replica %s of %s did not sync within 10s:\n%s", p.Addr, master.Addr, info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+// Replicas is how many replicas master counts as connected.
+func Replicas(tb testing.TB, master *Server) int {
+	tb.Helper()
+	info, _ := redis.String(master.Do(tb, "INFO", "replication"), nil)
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }

@@ -12,6 +12,8 @@
 //     another client between the check and the delete.
 //   - SetNXPX ("set-nx-px"): release is a Lua compare-and-delete, and acquire
 //     draws a fencing number from a per-key counter in the same script.
+//   - SetNXPXWait ("set-nx-px-wait"): set-nx-px, then WAIT for a replica to
+//     acknowledge the lock; without an acknowledgement the acquire fails.
 //
 // The articles these come from use EX (seconds); locklab uses PX and PEXPIRE
 // so that TTLs can be milliseconds. Nothing else about the algorithms
@@ -21,6 +23,7 @@ package setnxex
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -311,4 +314,88 @@ func (l *SetNXPX) Handoff(ctx context.Context, lease locklab.Lease, ttl time.Dur
 		return locklab.Lease{}, single.NotHeld(lease.Key)
 	}
 	return single.Lease(lease.Key, token, fence, start, ttl), nil
+}
+
+// SetNXPXWait is the "set-nx-px-wait" strategy: set-nx-px's acquire, then
+// WAIT 1 for a replica to acknowledge the key. When no replica acknowledges
+// within the WAIT timeout, the acquire deletes what it set (compare-and-
+// delete) and fails with ErrUnavailable: a lock only its master knows is
+// one a failover would lose. Release is set-nx-px's compare-and-delete.
+//
+// WAIT narrows failover's hole without closing it: the lock survives a
+// failover to the replica that acknowledged it, not one to a replica that
+// did not (with several replicas, WAIT 1 names none in particular), nor a
+// restart of the master without persistence, and a key that reached a
+// replica can still expire there on the replica's own clock. Replication
+// stays asynchronous; WAIT only reports how far it got.
+type SetNXPXWait struct {
+	single.Base
+}
+
+// NewSetNXPXWait builds a SetNXPXWait from cfg. The server cfg.Pool reaches
+// must be a master with at least one replica, or every acquire fails.
+func NewSetNXPXWait(cfg locklab.Config) (*SetNXPXWait, error) {
+	return single.Build(cfg, func(b single.Base) *SetNXPXWait { return &SetNXPXWait{Base: b} })
+}
+
+// WaitTimeout is how long an acquire of a ttl lock waits for a replica's
+// acknowledgement: a tenth of the ttl, at least 50ms, at most 1s, and never
+// more than half the ttl.
+func WaitTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), time.Second, ttl/2)
+}
+
+// Acquire runs set-nx-px's acquire script, then WAIT 1 <timeout>: two
+// commands on one connection.
+func (l *SetNXPXWait) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	if err := checkKey(key); err != nil {
+		return locklab.Lease{}, err
+	}
+	c, err := l.BeginAcquire(ctx, key, ttl)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	token, err := l.Tokens.Token()
+	if err != nil {
+		return locklab.Lease{}, locklab.Unavailable(err)
+	}
+	start := l.Clock.Now()
+	v, err := acquireScript.Do(ctx, c, key, fenceHashArg, token, single.Millis(ttl))
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	fence, ok := v.(int64)
+	if !ok {
+		held := &locklab.HeldError{Key: key}
+		if a, ok := v.([]any); ok && len(a) == 1 {
+			if ms, _ := a[0].(int64); ms > 0 {
+				held.Remaining = time.Duration(ms) * time.Millisecond
+			}
+		}
+		return locklab.Lease{}, held
+	}
+	wait := WaitTimeout(ttl)
+	n, err := rcmd.Do(ctx, c, "WAIT", 1, single.Millis(wait))
+	if acked, _ := n.(int64); err == nil && acked >= 1 {
+		return single.Lease(key, token, fence, start, ttl), nil
+	}
+	if err == nil {
+		err = locklab.Unavailable(fmt.Errorf("set-nx-px-wait: no replica acknowledged the lock %q within %v", key, wait))
+	}
+	// Take back what only the master knows. The WAIT's failure is the
+	// answer whatever this does; a lock left behind expires at its TTL.
+	releaseScript.Do(ctx, c, key, token)
+	return locklab.Lease{}, err
+}
+
+// Release runs the compare-and-delete script: one command.
+func (l *SetNXPXWait) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.BeginRelease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := releaseScript.Do(ctx, c, lease.Key, lease.Token)
+	return single.DelReleased(lease.Key, v, err)
 }
