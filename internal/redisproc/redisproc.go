@@ -65,6 +65,11 @@ type Options struct {
 	AppendFsync string
 	// Args are extra "--name value" configuration arguments.
 	Args []string
+	// Config, when not empty, is the text of a configuration file that
+	// Start writes into Dir as "redis.conf" and gives redis-server before
+	// the other arguments. Sentinel mode (Args "--sentinel") needs one: it
+	// records its state there. Restart keeps the file as the server left it.
+	Config string
 	// StartTimeout bounds the wait for the first PONG. Default 5s.
 	StartTimeout time.Duration
 }
@@ -76,6 +81,9 @@ type Server struct {
 	Dir     string
 	LogPath string
 	Bin     string
+	// ConfigPath is the configuration file written from Options.Config,
+	// or "" for none.
+	ConfigPath string
 
 	opts    Options
 	ownsDir bool
@@ -100,6 +108,13 @@ func Start(opts Options) (*Server, error) {
 		s.Dir, s.ownsDir = d, true
 	}
 	s.LogPath = filepath.Join(s.Dir, "redis.log")
+	if opts.Config != "" {
+		s.ConfigPath = filepath.Join(s.Dir, "redis.conf")
+		if err := os.WriteFile(s.ConfigPath, []byte(opts.Config), 0o600); err != nil {
+			s.cleanup()
+			return nil, err
+		}
+	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port := opts.Port
@@ -168,7 +183,11 @@ func RemoveStale() []string {
 func (s *Server) launch(port int) error {
 	s.Port = port
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{
+	var args []string
+	if s.ConfigPath != "" {
+		args = append(args, s.ConfigPath)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--dir", s.Dir,
@@ -176,7 +195,7 @@ func (s *Server) launch(port int) error {
 		"--daemonize", "no",
 		"--save", "",
 		"--protected-mode", "no",
-	}
+	)
 	if s.opts.AppendOnly {
 		fsync := s.opts.AppendFsync
 		if fsync == "" {
