@@ -92,11 +92,13 @@ func TestSentinelFailover(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		c := start(t, Options{Backend: be, N: 1})
+		t0 := time.Now()
 		g, err := c.StartSentinels(ctx, SentinelOptions{DownAfter: 700 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer g.Close()
+		t.Logf("%s: group ready in %v", be, time.Since(t0).Round(time.Millisecond))
 		data, sents := g.Nodes(), g.Sentinels()
 		if len(data) != 3 || len(sents) != 3 || len(g.Addrs()) != 3 {
 			t.Fatalf("%d data nodes, %d Sentinels, %d addresses", len(data), len(sents), len(g.Addrs()))
@@ -130,6 +132,7 @@ func TestSentinelFailover(t *testing.T) {
 		if err := g.Kill(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t0 = time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 		second, err := g.WaitFailover(wctx, first)
 		wcancel()
@@ -139,7 +142,7 @@ func TestSentinelFailover(t *testing.T) {
 		if second == first {
 			t.Fatal("no new master")
 		}
-		t.Logf("%s: %s promoted after %s was killed", be, second.Name(), first.Name())
+		t.Logf("%s: %s promoted %v after %s was killed", be, second.Name(), time.Since(t0).Round(time.Millisecond), first.Name())
 		if v, ok := get(t, second, "k"); !ok || v != "v" {
 			t.Errorf("the promoted %s lost an acknowledged write: %q %v", second.Name(), v, ok)
 		}
@@ -147,50 +150,69 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// Started again, the old master is turned into a replica of the
-		// new one (Sentinel waits a few seconds before reconfiguring it).
-		if err := g.Restart(ctx, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
-			info, err := redis.String(first.Do(ctx, "INFO", "replication"))
-			if err != nil {
-				return err
+		// Sentinel looks at a returning node every 10s and waits 8s more
+		// before it reconfigures one: -short leaves these stages to the
+		// full run.
+		if !testing.Short() {
+			// Started again, the old master is turned into a replica of the
+			// new one.
+			if err := g.Restart(ctx, false); err != nil {
+				t.Fatal(err)
 			}
-			f := infoFields(info)
-			if f["role"] != "slave" || f["master_link_status"] != "up" {
-				return errors.New(first.Name() + ": role " + f["role"] + ", link " + f["master_link_status"])
+			t0 = time.Now()
+			if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
+				info, err := redis.String(first.Do(ctx, "INFO", "replication"))
+				if err != nil {
+					return err
+				}
+				f := infoFields(info)
+				if f["role"] != "slave" || f["master_link_status"] != "up" {
+					return errors.New(first.Name() + ": role " + f["role"] + ", link " + f["master_link_status"])
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("the old master did not rejoin as a replica: %v", err)
 			}
-			return nil
-		}); err != nil {
-			t.Fatalf("the old master did not rejoin as a replica: %v", err)
-		}
-		if v, ok := get(t, first, "k"); !ok || v != "v" {
-			t.Errorf("the rejoined %s did not sync from %s: %q %v", first.Name(), second.Name(), v, ok)
-		}
+			t.Logf("%s: %s a replica again %v after its restart", be, first.Name(), time.Since(t0).Round(time.Millisecond))
+			if v, ok := get(t, first, "k"); !ok || v != "v" {
+				t.Errorf("the rejoined %s did not sync from %s: %q %v", first.Name(), second.Name(), v, ok)
+			}
 
-		// A frozen master is failed over too; thawed, it rejoins.
-		if err := g.Pause(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wctx, wcancel = context.WithTimeout(ctx, time.Minute)
-		third, err := g.WaitFailover(wctx, second)
-		wcancel()
-		if err != nil {
-			g.Resume(ctx)
-			t.Fatal(err)
-		}
-		if err := g.Resume(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %s promoted after %s was paused", be, third.Name(), second.Name())
-		if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
-			if role, err := second.Role(ctx); err != nil || role != "slave" {
-				return errors.New(second.Name() + ": role " + role)
+			// A frozen master is failed over too; thawed, it rejoins.
+			if err := g.Pause(ctx); err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		}); err != nil {
-			t.Fatalf("the thawed master did not become a replica: %v", err)
+			t0 = time.Now()
+			wctx, wcancel = context.WithTimeout(ctx, time.Minute)
+			third, err := g.WaitFailover(wctx, second)
+			wcancel()
+			if err != nil {
+				g.Resume(ctx)
+				t.Fatal(err)
+			}
+			if err := g.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s promoted %v after %s was paused", be, third.Name(), time.Since(t0).Round(time.Millisecond), second.Name())
+			if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
+				if role, err := second.Role(ctx); err != nil || role != "slave" {
+					return errors.New(second.Name() + ": role " + role)
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("the thawed master did not become a replica: %v", err)
+			}
+
+			// The failover fault does it all: kill, promotion, restart.
+			if err := Begin(ctx, g, Failover); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := g.Master(ctx); err != nil || m == third {
+				t.Errorf("after the failover fault the Sentinels name %v (%v), want another than %s", m, err, third.Name())
+			}
+			if _, err := third.Do(ctx, "PING"); err != nil {
+				t.Errorf("the failed-over %s was not started again: %v", third.Name(), err)
+			}
 		}
 
 		// Close removes every process (or container) and directory.
