@@ -230,6 +230,12 @@ func (g *SentinelGroup) waitReady(ctx context.Context) error {
 					break
 				}
 			}
+			g.c.mu.Lock()
+			closed := g.c.closed
+			g.c.mu.Unlock()
+			if closed {
+				return fmt.Errorf("node %s: %w", s.name, errClosed)
+			}
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("node %s: Sentinel not ready within %v (%s)\n%s",
