@@ -275,7 +275,9 @@ func (g *SentinelGroup) Addrs() []string {
 }
 
 // Sentinels returns the Sentinels. They are nodes like the others: Dial
-// and Do talk to them, and the faults (Pause, Kill, Partition) apply.
+// and Do talk to them, and the faults apply. (On the process backend a
+// partitioned Sentinel is cut off from clients and the other Sentinels,
+// while its own connections to the data nodes stay up.)
 func (g *SentinelGroup) Sentinels() []*Node {
 	g.c.mu.Lock()
 	defer g.c.mu.Unlock()

@@ -257,6 +257,16 @@ func TestSentinelClusterCloseRemovesGroup(t *testing.T) {
 		c.Close()
 		t.Fatal(err)
 	}
+	// A Sentinel started again with its files wiped starts from its first
+	// configuration and finds the master again.
+	s := g.Sentinels()[0]
+	if err := s.Restart(ctx, false); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	if m, err := g.Master(ctx); err != nil || m != g.Nodes()[0] {
+		t.Errorf("after a wiped restart the Sentinel names %v (%v), want %s", m, err, g.Nodes()[0].Name())
+	}
 	all := append(g.Nodes(), g.Sentinels()...)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

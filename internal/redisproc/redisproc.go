@@ -68,7 +68,8 @@ type Options struct {
 	// Config, when not empty, is the text of a configuration file that
 	// Start writes into Dir as "redis.conf" and gives redis-server before
 	// the other arguments. Sentinel mode (Args "--sentinel") needs one: it
-	// records its state there. Restart keeps the file as the server left it.
+	// records its state there. Restart keeps the file as the server left it,
+	// or writes Config again when it is gone (a wiped directory).
 	Config string
 	// StartTimeout bounds the wait for the first PONG. Default 5s.
 	StartTimeout time.Duration
@@ -331,6 +332,13 @@ func (s *Server) kill() {
 // same options: with AppendOnly, what the AOF holds comes back.
 func (s *Server) Restart() error {
 	s.kill()
+	if s.ConfigPath != "" {
+		if _, err := os.Stat(s.ConfigPath); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(s.ConfigPath, []byte(s.opts.Config), 0o600); err != nil {
+				return err
+			}
+		}
+	}
 	var err error
 	for i := 0; i < 20; i++ { // the port may linger for a moment
 		if err = s.launch(s.Port); err == nil {
