@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,4 +286,52 @@ func TestSentinelClusterCloseRemovesGroup(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Errorf("group Close after the cluster's: %v", err)
 	}
+}
+
+// SIGINT in a program with a Sentinel group removes the group: its
+// directories (process) or containers (docker) are gone when the program
+// has died of the signal.
+func TestSentinelSignalRemovesGroup(t *testing.T) {
+	if signal.Ignored(syscall.SIGINT) {
+		t.Skip("SIGINT is ignored in this process (a background job?) and the child would inherit that")
+	}
+	sentinelBackends(t, func(t *testing.T, be string) {
+		child, wait := startChild(t, be)
+		pid := child.Process.Pid
+		// n1, the master, two replicas and three Sentinels.
+		const want = 7
+		owned := func() []string {
+			if be == BackendDocker {
+				pool, _ := dockerClient(context.Background())
+				cs, _ := ownedBy(pool.Client, pid)
+				return cs
+			}
+			var dirs []string
+			ents, _ := os.ReadDir(os.TempDir())
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
+					dirs = append(dirs, e.Name())
+				}
+			}
+			return dirs
+		}
+		if got := owned(); len(got) != want {
+			t.Fatalf("the child owns %v, want %d", got, want)
+		}
+		child.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- wait() }()
+		select {
+		case err := <-done:
+			ws, _ := child.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+				t.Errorf("child ended with %v, want death by SIGINT", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("child still running a minute after SIGINT")
+		}
+		if got := owned(); len(got) != 0 {
+			t.Fatalf("after SIGINT %v remain", got)
+		}
+	})
 }
