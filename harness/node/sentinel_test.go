@@ -97,7 +97,7 @@ func TestSentinelFailover(t *testing.T) {
 		defer cancel()
 		c := start(t, Options{Backend: be, N: 1})
 		t0 := time.Now()
-		g, err := c.StartSentinels(ctx, SentinelOptions{DownAfter: 700 * time.Millisecond})
+		g, err := c.StartSentinels(ctx, SentinelOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
