@@ -95,6 +95,10 @@ func (b *addrsBackend) start(ctx context.Context, idx int, name string, _ persis
 	return a, nil
 }
 
+func (b *addrsBackend) startSentinel(_ context.Context, _ int, name, _ string) (server, error) {
+	return nil, unsupported("start", name)
+}
+
 func (b *addrsBackend) close() error { return nil }
 
 // addrServer is a server the harness does not control.

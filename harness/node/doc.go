@@ -54,5 +54,27 @@
 //     Cluster.Failover plays the whole lost-write sequence (cut the link,
 //     write, kill the master, promote).
 //
+// # Sentinel
+//
+// Cluster.StartSentinels starts a real Redis Sentinel group on the docker or
+// process backend: a master ("sg1m"), replicas of it ("sg1r1", "sg1r2")
+// synced over the replication link, and Sentinels ("sg1s1".."sg1s3"),
+// redis-server --sentinel processes or containers monitoring the master
+// with a short down-after-milliseconds (1s by default) and failover-timeout
+// (3s), quorum 2. It returns once every Sentinel sees the master, each
+// replica and the other Sentinels. SentinelGroup.Addrs lists the Sentinels'
+// addresses for clients, Master asks them which node is the master now and
+// WaitFailover waits until they have promoted another. The failover is
+// Sentinel's own: kill or pause the master (the data nodes are Nodes with
+// every fault, and the group itself implements Pauser, Killer, Restarter
+// and FailingOver on the master the Sentinels name) and a replica is
+// elected; the old master, back, is made a replica of the new one by the
+// Sentinels some 10-20s later. On the process backend every node announces
+// its proxy's address to its master, so Sentinel reaches replicas, and
+// names masters, at the addresses clients dial. The group's Close, like the
+// cluster's (SIGINT and SIGTERM included), removes its Sentinels and data
+// nodes; directories and containers of a killed run are removed on the next
+// start like the others.
+//
 // Every node has a redigo Pool (a locklab.ConnSource) and Dial.
 package node

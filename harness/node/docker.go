@@ -244,6 +244,32 @@ func (b *dockerBackend) start(ctx context.Context, idx int, name string, p persi
 	return s, nil
 }
 
+// startSentinel runs a container whose server is a Sentinel on port 6379
+// with the directives conf, in /data/sentinel.conf, which it rewrites as it
+// learns the group.
+func (b *dockerBackend) startSentinel(ctx context.Context, idx int, name, conf string) (server, error) {
+	ip, err := b.ipFor(idx)
+	if err != nil {
+		return nil, err
+	}
+	s := &dockerServer{
+		b:         b,
+		node:      name,
+		container: b.netName + "-" + name,
+		ip:        ip.String(),
+		sentinel:  "port 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\n" + conf,
+	}
+	if err := s.create(ctx); err != nil {
+		s.close()
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	if err := s.startAndWait(ctx); err != nil {
+		s.close()
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	return s, nil
+}
+
 // close removes the cluster's network; its containers are gone by then.
 func (b *dockerBackend) close() error {
 	var err error
@@ -266,6 +292,9 @@ type dockerServer struct {
 	node      string
 	container string
 	ip        string
+	// sentinel, when not empty, is the configuration of a Sentinel: the
+	// container runs redis-server --sentinel on it.
+	sentinel string
 
 	mu          sync.Mutex
 	id          string
@@ -294,11 +323,17 @@ func (s *dockerServer) create(ctx context.Context) error {
 	for k, v := range s.b.labels {
 		labels[k] = v
 	}
+	cmd := []string{"redis-server", "/data/redis.conf"}
+	confName, conf := "redis.conf", []byte(redisConf(s.persistCfg))
+	if s.sentinel != "" {
+		cmd = []string{"redis-server", "/data/sentinel.conf", "--sentinel"}
+		confName, conf = "sentinel.conf", []byte(s.sentinel)
+	}
 	c, err := s.b.cli.CreateContainer(dc.CreateContainerOptions{
 		Name: s.container,
 		Config: &dc.Config{
 			Image:    s.b.image.name,
-			Cmd:      []string{"redis-server", "/data/redis.conf"},
+			Cmd:      cmd,
 			Labels:   labels,
 			Hostname: s.node,
 		},
@@ -319,14 +354,13 @@ func (s *dockerServer) create(ctx context.Context) error {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	conf := []byte(redisConf(s.persistCfg))
-	tw.WriteHeader(&tar.Header{Name: "redis.conf", Mode: 0o666, Size: int64(len(conf)), ModTime: time.Now()})
+	tw.WriteHeader(&tar.Header{Name: confName, Mode: 0o666, Size: int64(len(conf)), ModTime: time.Now()})
 	tw.Write(conf)
 	tw.Close()
 	if err := s.b.cli.UploadToContainer(s.id, dc.UploadToContainerOptions{
 		InputStream: &buf, Path: "/data", Context: ctx,
 	}); err != nil {
-		return fmt.Errorf("docker: writing redis.conf into %s: %w", s.container, err)
+		return fmt.Errorf("docker: writing %s into %s: %w", confName, s.container, err)
 	}
 	if s.partitioned {
 		if err := s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx}); err != nil {

@@ -94,6 +94,9 @@ type backend interface {
 	// describe names what runs the servers, e.g. "process /usr/bin/redis-server".
 	describe() string
 	start(ctx context.Context, idx int, name string, p persistence) (server, error)
+	// startSentinel starts a redis-server in Sentinel mode with the
+	// sentinel directives conf (one per line).
+	startSentinel(ctx context.Context, idx int, name, conf string) (server, error)
 	close() error
 }
 
@@ -105,8 +108,15 @@ type Cluster struct {
 	mu       sync.Mutex
 	nodes    []*Node
 	replicas []*Node
-	version  string
-	closed   bool
+	// grouped are the nodes of the Sentinel groups, data nodes and
+	// Sentinels; a group's Close removes its own.
+	grouped []*Node
+	// nextIdx numbers the next node started after n1..nN; docker derives
+	// its fixed address from it.
+	nextIdx int
+	groups  int
+	version string
+	closed  bool
 	// closing is closed when the first Close has removed everything;
 	// later calls wait for it.
 	closing chan struct{}
@@ -198,7 +208,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &Cluster{be: be, opts: opts, closing: make(chan struct{}), cancelStart: cancel}
+	c := &Cluster{be: be, opts: opts, closing: make(chan struct{}), cancelStart: cancel, nextIdx: opts.N}
 	track(c)
 	p := persistence{appendOnly: opts.AppendOnly, fsync: opts.AppendFsync}
 	errs := make([]error, opts.N)
@@ -207,7 +217,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = c.startNode(ctx, i, "n"+strconv.Itoa(i+1), p, func(n *Node) {
+			_, errs[i] = c.startNode(ctx, i, "n"+strconv.Itoa(i+1), p, nil, func(n *Node) {
 				c.nodes = append(c.nodes, n)
 			})
 		}()
@@ -247,10 +257,12 @@ func autoBackend(ctx context.Context, opts Options) (backend, error) {
 // errClosed is the error of a start cut short by Close.
 var errClosed = errors.New("node: cluster closed")
 
-// startNode starts one server and, under c.mu, hands it to attach, which
-// files it in the cluster. When Close runs meanwhile, it cancels the start
-// and waits for it; a server that came up all the same is removed here.
-func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persistence, attach func(*Node)) (*Node, error) {
+// startNode starts one server (with launch, or else the backend's start) and,
+// under c.mu, hands it to attach, which files it in the cluster. When Close
+// runs meanwhile, it cancels the start and waits for it; a server that came
+// up all the same is removed here.
+func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persistence,
+	launch func(ctx context.Context) (server, error), attach func(*Node)) (*Node, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -259,7 +271,10 @@ func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persist
 	c.starting.Add(1)
 	c.mu.Unlock()
 	defer c.starting.Done()
-	srv, err := c.be.start(ctx, idx, name, p)
+	if launch == nil {
+		launch = func(ctx context.Context) (server, error) { return c.be.start(ctx, idx, name, p) }
+	}
+	srv, err := launch(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +353,8 @@ func (c *Cluster) Close() error {
 	c.cancelStart()
 	c.starting.Wait()
 	c.mu.Lock()
-	all := append(append([]*Node(nil), c.nodes...), c.replicas...)
+	all := append(append(append([]*Node(nil), c.nodes...), c.replicas...), c.grouped...)
+	c.grouped = nil
 	c.mu.Unlock()
 	var errs []error
 	var emu sync.Mutex
@@ -383,6 +399,12 @@ func (c *Cluster) ExpireAll(ctx context.Context) error {
 // partition of the master also cuts replication. Not supported on the addrs
 // backend.
 func (c *Cluster) AddReplica(ctx context.Context, master *Node) (*Node, error) {
+	return c.addReplica(ctx, master, "", func(r *Node) { c.replicas = append(c.replicas, r) })
+}
+
+// addReplica starts a replica of master named name ("" for the next
+// "<master>rK") and files it with attach.
+func (c *Cluster) addReplica(ctx context.Context, master *Node, name string, attach func(*Node)) (*Node, error) {
 	if master == nil || master.cluster != c {
 		return nil, errors.New("node: AddReplica: master is not a node of this cluster")
 	}
@@ -394,19 +416,22 @@ func (c *Cluster) AddReplica(ctx context.Context, master *Node) (*Node, error) {
 		c.mu.Unlock()
 		return nil, errors.New("node: AddReplica on a closed cluster")
 	}
-	k := 1
-	for _, r := range c.replicas {
-		if strings.HasPrefix(r.name, master.name+"r") {
-			k++
+	if name == "" {
+		k := 1
+		for _, r := range c.replicas {
+			if strings.HasPrefix(r.name, master.name+"r") {
+				k++
+			}
 		}
+		name = master.name + "r" + strconv.Itoa(k)
 	}
-	idx := len(c.nodes) + len(c.replicas)
+	idx := c.nextIdx
+	c.nextIdx++
 	c.mu.Unlock()
-	name := master.name + "r" + strconv.Itoa(k)
 	master.mu.Lock()
 	p := master.persist
 	master.mu.Unlock()
-	r, err := c.startNode(ctx, idx, name, p, func(r *Node) { c.replicas = append(c.replicas, r) })
+	r, err := c.startNode(ctx, idx, name, p, nil, attach)
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runChild starts a docker cluster, says READY and waits to be killed.
+// runChild starts a docker cluster of two nodes (or, when the child
+// variable names a backend, a cluster of one node and a Sentinel group on
+// that backend), says READY and waits to be killed.
 func runChild() {
 	ctx := context.Background()
-	c, err := Start(ctx, Options{Backend: BackendDocker, N: 2, Label: "child"})
+	be, n := BackendDocker, 2
+	sentinels := false
+	if v := os.Getenv(childEnv); v == BackendDocker || v == BackendProcess {
+		be, n, sentinels = v, 1, true
+	}
+	c, err := Start(ctx, Options{Backend: be, N: n, Label: "child"})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
+	}
+	if sentinels {
+		if _, err := c.StartSentinels(ctx, SentinelOptions{}); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
 	}
 	fmt.Println("READY", c.Describe())
 	select {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,20 +36,48 @@ func (b *processBackend) describe() string { return "process " + b.bin }
 func (b *processBackend) close() error     { return nil }
 
 func (b *processBackend) start(ctx context.Context, _ int, name string, p persistence) (server, error) {
+	// The proxy listens first, so that the server can announce the
+	// proxy's address to its master (replica-announce-*): the master, and
+	// the Sentinels that read its INFO, then list the replica at the
+	// address clients dial, across restarts too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("node %s: proxy: %w", name, err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	srv, err := redisproc.Start(redisproc.Options{
 		AppendOnly:   p.appendOnly,
 		AppendFsync:  p.fsync,
 		StartTimeout: b.timeout,
+		Args:         []string{"--replica-announce-ip", "127.0.0.1", "--replica-announce-port", port},
 	})
 	if err != nil {
+		ln.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	px, err := newProxy(srv.Addr)
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr)}, nil
+}
+
+// startSentinel runs redis-server in Sentinel mode with the configuration
+// conf. A Sentinel sits behind a proxy like the data nodes, so that it can
+// be partitioned too; it announces the proxy's address to the other
+// Sentinels.
+func (b *processBackend) startSentinel(ctx context.Context, _ int, name, conf string) (server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		srv.Stop()
 		return nil, fmt.Errorf("node %s: proxy: %w", name, err)
 	}
-	return &processServer{srv: srv, px: px}, nil
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	srv, err := redisproc.Start(redisproc.Options{
+		Config:       conf + "sentinel announce-ip 127.0.0.1\nsentinel announce-port " + port + "\n",
+		StartTimeout: b.timeout,
+		Args:         []string{"--sentinel"},
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr)}, nil
 }
 
 // processServer is one redis-server process and its proxy.

@@ -30,15 +30,13 @@ type pair struct {
 	held       bool // upstream cut: keep the client silent
 }
 
-func newProxy(target string) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
+// serveProxy forwards what ln accepts to target. Listening first lets the
+// server behind it learn the proxy's address before it starts.
+func serveProxy(ln net.Listener, target string) *proxy {
 	p := &proxy{ln: ln, target: target, pairs: map[*pair]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
-	return p, nil
+	return p
 }
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }

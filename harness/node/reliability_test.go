@@ -14,12 +14,13 @@ import (
 )
 
 // startChild runs this test binary as a child that starts a docker cluster
-// of two nodes and waits; it returns once the child says READY, with a wait
-// function that may be called more than once.
-func startChild(t *testing.T) (*exec.Cmd, func() error) {
+// of two nodes (mode "1") or a Sentinel group on backend mode, and waits; it
+// returns once the child says READY, with a wait function that may be called
+// more than once.
+func startChild(t *testing.T, mode string) (*exec.Cmd, func() error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -67,7 +68,7 @@ func TestStaleRemovedAfterSIGKILL(t *testing.T) {
 	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
-	child, wait := startChild(t)
+	child, wait := startChild(t, "1")
 	pid := child.Process.Pid
 	if cs, ns := ownedBy(pool.Client, pid); len(cs) != 2 || len(ns) != 1 {
 		t.Fatalf("child owns containers %v, networks %v; want 2 and 1", cs, ns)
@@ -103,7 +104,7 @@ func TestSignalRemovesEverything(t *testing.T) {
 			if signal.Ignored(sig) {
 				t.Skipf("%v is ignored in this process (a background job?) and the child would inherit that", sig)
 			}
-			child, wait := startChild(t)
+			child, wait := startChild(t, "1")
 			pid := child.Process.Pid
 			if cs, _ := ownedBy(pool.Client, pid); len(cs) != 2 {
 				t.Fatalf("child owns containers %v, want 2", cs)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,11 +66,18 @@ type Options struct {
 	AppendFsync string
 	// Args are extra "--name value" configuration arguments.
 	Args []string
+	// Config, when not empty, is the text of a configuration file that
+	// Start writes into Dir as "redis.conf" and gives redis-server before
+	// the other arguments. Sentinel mode (Args "--sentinel") needs one: it
+	// records its state there. Restart keeps the file as the server left it,
+	// or writes Config again when it is gone (a wiped directory).
+	Config string
 	// StartTimeout bounds the wait for the first PONG. Default 5s.
 	StartTimeout time.Duration
 	// Sentinel starts a Redis Sentinel (redis-server --sentinel) instead
-	// of a data node, with an empty configuration file in Dir that it
-	// rewrites as it learns; give it masters with SENTINEL MONITOR.
+	// of a data node, with Config (by default an empty configuration) in
+	// Dir, which it rewrites as it learns; without a "sentinel monitor"
+	// line in Config, give it masters with SENTINEL MONITOR.
 	Sentinel bool
 }
 
@@ -80,6 +88,9 @@ type Server struct {
 	Dir     string
 	LogPath string
 	Bin     string
+	// ConfigPath is the configuration file written from Options.Config,
+	// or "" for none.
+	ConfigPath string
 
 	opts    Options
 	ownsDir bool
@@ -94,6 +105,12 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Sentinel {
+		if opts.Config == "" {
+			opts.Config = "# a Sentinel rewrites this file as it learns\n"
+		}
+		opts.Args = append(slices.Clone(opts.Args), "--sentinel")
+	}
 	s := &Server{Bin: bin, opts: opts, Dir: opts.Dir}
 	if s.Dir == "" {
 		sweep.Do(func() { RemoveStale() })
@@ -104,6 +121,13 @@ func Start(opts Options) (*Server, error) {
 		s.Dir, s.ownsDir = d, true
 	}
 	s.LogPath = filepath.Join(s.Dir, "redis.log")
+	if opts.Config != "" {
+		s.ConfigPath = filepath.Join(s.Dir, "redis.conf")
+		if err := os.WriteFile(s.ConfigPath, []byte(opts.Config), 0o600); err != nil {
+			s.cleanup()
+			return nil, err
+		}
+	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port := opts.Port
@@ -173,12 +197,8 @@ func (s *Server) launch(port int) error {
 	s.Port = port
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	var args []string
-	if s.opts.Sentinel {
-		conf := filepath.Join(s.Dir, "sentinel.conf")
-		if err := os.WriteFile(conf, nil, 0o600); err != nil {
-			return err
-		}
-		args = append(args, conf, "--sentinel")
+	if s.ConfigPath != "" {
+		args = append(args, s.ConfigPath)
 	}
 	args = append(args,
 		"--port", strconv.Itoa(port),
@@ -324,6 +344,13 @@ func (s *Server) kill() {
 // same options: with AppendOnly, what the AOF holds comes back.
 func (s *Server) Restart() error {
 	s.kill()
+	if s.ConfigPath != "" {
+		if _, err := os.Stat(s.ConfigPath); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(s.ConfigPath, []byte(s.opts.Config), 0o600); err != nil {
+				return err
+			}
+		}
+	}
 	var err error
 	for i := 0; i < 20; i++ { // the port may linger for a moment
 		if err = s.launch(s.Port); err == nil {
