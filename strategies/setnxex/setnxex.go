@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
+
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/single"
@@ -215,33 +217,48 @@ func checkKey(key string) error {
 // Acquire runs the acquire script: one command. The key FenceHash is
 // refused with ErrInvalid.
 func (l *SetNXPX) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	return acquire(ctx, &l.Base, key, ttl, nil)
+}
+
+// acquire runs set-nx-px's acquire script on a connection of b and, when
+// it grants the lock and then is set, runs then on the same connection
+// before the lease is returned; an error from then fails the acquire.
+func acquire(ctx context.Context, b *single.Base, key string, ttl time.Duration,
+	then func(c redis.Conn, lease locklab.Lease) error) (locklab.Lease, error) {
 	if err := checkKey(key); err != nil {
 		return locklab.Lease{}, err
 	}
-	c, err := l.BeginAcquire(ctx, key, ttl)
+	c, err := b.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locklab.Lease{}, err
 	}
 	defer c.Close()
-	token, err := l.Tokens.Token()
+	token, err := b.Tokens.Token()
 	if err != nil {
 		return locklab.Lease{}, locklab.Unavailable(err)
 	}
-	start := l.Clock.Now()
+	start := b.Clock.Now()
 	v, err := acquireScript.Do(ctx, c, key, fenceHashArg, token, single.Millis(ttl))
 	if err != nil {
 		return locklab.Lease{}, err
 	}
-	if fence, ok := v.(int64); ok {
-		return single.Lease(key, token, fence, start, ttl), nil
+	fence, ok := v.(int64)
+	if !ok {
+		held := &locklab.HeldError{Key: key}
+		if a, ok := v.([]any); ok && len(a) == 1 {
+			if ms, _ := a[0].(int64); ms > 0 {
+				held.Remaining = time.Duration(ms) * time.Millisecond
+			}
+		}
+		return locklab.Lease{}, held
 	}
-	held := &locklab.HeldError{Key: key}
-	if a, ok := v.([]any); ok && len(a) == 1 {
-		if ms, _ := a[0].(int64); ms > 0 {
-			held.Remaining = time.Duration(ms) * time.Millisecond
+	lease := single.Lease(key, token, fence, start, ttl)
+	if then != nil {
+		if err := then(c, lease); err != nil {
+			return locklab.Lease{}, err
 		}
 	}
-	return locklab.Lease{}, held
+	return lease, nil
 }
 
 // Release runs the compare-and-delete script: one command.
@@ -348,45 +365,20 @@ func WaitTimeout(ttl time.Duration) time.Duration {
 // Acquire runs set-nx-px's acquire script, then WAIT 1 <timeout>: two
 // commands on one connection.
 func (l *SetNXPXWait) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	if err := checkKey(key); err != nil {
-		return locklab.Lease{}, err
-	}
-	c, err := l.BeginAcquire(ctx, key, ttl)
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	defer c.Close()
-	token, err := l.Tokens.Token()
-	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
-	}
-	start := l.Clock.Now()
-	v, err := acquireScript.Do(ctx, c, key, fenceHashArg, token, single.Millis(ttl))
-	if err != nil {
-		return locklab.Lease{}, err
-	}
-	fence, ok := v.(int64)
-	if !ok {
-		held := &locklab.HeldError{Key: key}
-		if a, ok := v.([]any); ok && len(a) == 1 {
-			if ms, _ := a[0].(int64); ms > 0 {
-				held.Remaining = time.Duration(ms) * time.Millisecond
-			}
+	return acquire(ctx, &l.Base, key, ttl, func(c redis.Conn, lease locklab.Lease) error {
+		wait := WaitTimeout(ttl)
+		n, err := rcmd.Do(ctx, c, "WAIT", 1, single.Millis(wait))
+		if acked, _ := n.(int64); err == nil && acked >= 1 {
+			return nil
 		}
-		return locklab.Lease{}, held
-	}
-	wait := WaitTimeout(ttl)
-	n, err := rcmd.Do(ctx, c, "WAIT", 1, single.Millis(wait))
-	if acked, _ := n.(int64); err == nil && acked >= 1 {
-		return single.Lease(key, token, fence, start, ttl), nil
-	}
-	if err == nil {
-		err = locklab.Unavailable(fmt.Errorf("set-nx-px-wait: no replica acknowledged the lock %q within %v", key, wait))
-	}
-	// Take back what only the master knows. The WAIT's failure is the
-	// answer whatever this does; a lock left behind expires at its TTL.
-	releaseScript.Do(ctx, c, key, token)
-	return locklab.Lease{}, err
+		if err == nil {
+			err = locklab.Unavailable(fmt.Errorf("set-nx-px-wait: no replica acknowledged the lock %q within %v", key, wait))
+		}
+		// Take back what only the master knows. The WAIT's failure is the
+		// answer whatever this does; a lock left behind expires at its TTL.
+		releaseScript.Do(ctx, c, key, lease.Token)
+		return err
+	})
 }
 
 // Release runs the compare-and-delete script: one command.
