@@ -356,22 +356,7 @@ func (c *Cluster) Close() error {
 	all := append(append(append([]*Node(nil), c.nodes...), c.replicas...), c.grouped...)
 	c.grouped = nil
 	c.mu.Unlock()
-	var errs []error
-	var emu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n.pool.Close()
-			if err := n.srv.close(); err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
-				emu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	errs := []error{closeNodes(all)}
 	if err := c.be.close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -765,4 +750,26 @@ func (c *genConn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, 
 
 func (c *genConn) ReceiveWithTimeout(d time.Duration) (any, error) {
 	return redis.ReceiveWithTimeout(c.Conn, d)
+}
+
+// closeNodes closes the pools and stops the servers of nodes, all at once,
+// and joins their errors.
+func closeNodes(nodes []*Node) error {
+	var errs []error
+	var emu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.pool.Close()
+			if err := n.srv.close(); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -476,23 +476,7 @@ func (g *SentinelGroup) Close() error {
 		return false
 	})
 	c.mu.Unlock()
-	var errs []error
-	var emu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range gone {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n.pool.Close()
-			if err := n.srv.close(); err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
-				emu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return closeNodes(gone)
 }
 
 var (
