@@ -245,10 +245,12 @@ func Errors(t *testing.T, newSource NewSource) {
 }
 
 // Conformance runs strategytest for every registered strategy through the
-// adapter: one server for the single-node ones, five for the multi-node
-// ones, each with its own client.
+// adapter: one server for the single-node ones, with a replica for those
+// that wait for one (set-nx-px-wait), five for the multi-node ones, each
+// with its own client.
 func Conformance(t *testing.T, newSource NewSource) {
 	servers := redistest.Start(t, 5)
+	redistest.StartReplica(t, servers[0])
 	nodes := make([]locklab.ConnSource, len(servers))
 	for i, s := range servers {
 		nodes[i] = newSource(t, s.Addr)
