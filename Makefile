@@ -62,19 +62,23 @@ lint: vet ## vet, gofmt and staticcheck (the adapter modules too)
 	$(STATICCHECK) $(PKGS)
 	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
 
-# The docs test replays the whole verdict matrix: make test runs it without
-# the race detector (the harness's own tests run the same engine with it),
-# alongside the other packages.
+# The docs test replays the whole verdict matrix in the full run (CI, make
+# test-long): that run goes without the race detector (the harness's own
+# tests run the same engine with it), alongside the other packages. With
+# -short it checks every region but the matrix, in the race run. The
+# adapter modules' tests run alongside too.
 DOCGEN := ./internal/docgen
 
 .PHONY: test
 test: redis vet ## vet, gofmt, then go test -race on every package and adapter module (real Redis, no mocks); -short unless CI is set
 	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/docgen$$'); \
 	docs=$$($(GO) list $(PKGS) | grep '/internal/docgen$$'); \
-	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pid=$$!; fi; \
+	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
+	pids=; \
+	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
+	for d in $(ADAPTERS); do (cd $$d && $(GO) test -race $(SHORT) -count=1 -timeout 10m ./...) & pids="$$pids $$!"; done; \
 	$(GO) test -race $(SHORT) -count=1 -timeout 30m $$pkgs; rc=$$?; \
-	for d in $(ADAPTERS); do (cd $$d && $(GO) test -race $(SHORT) -count=1 -timeout 10m ./...) || rc=1; done; \
-	if [ -n "$$docs" ]; then wait $$pid || rc=1; fi; exit $$rc
+	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: test-long
 test-long: ## make test with the long runs too, as CI runs it

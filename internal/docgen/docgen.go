@@ -128,6 +128,9 @@ type Generator struct {
 	// Workers run each matrix cell's schedules on that many databases at
 	// once (default 2).
 	Workers int
+	// Keep, when set, names directives whose regions stay as they are:
+	// Rewrite neither runs nor changes them.
+	Keep func(Directive) bool
 
 	matrix *harness.MatrixResult
 }
@@ -281,6 +284,9 @@ func (g *Generator) Rewrite(ctx context.Context, src []byte) ([]byte, error) {
 	var b bytes.Buffer
 	last := 0
 	for _, r := range regions {
+		if g.Keep != nil && g.Keep(r.Directive) {
+			continue // written out with the text up to the next region
+		}
 		block, err := g.Block(ctx, r.Directive)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", r.Line, err)
