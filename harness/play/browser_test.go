@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -13,19 +12,10 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/locklab/locklab/internal/browsertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// browserBin finds a Chromium or Chrome binary on PATH.
-func browserBin() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // page is a browser tab's problems and requests.
 type page struct {
@@ -57,32 +47,9 @@ func (p *page) listen(t *testing.T, ctx context.Context) {
 }
 
 // newBrowser starts headless Chromium, or skips the test where there is
-// none.
+// none. On a loaded machine a browser takes long to start.
 func newBrowser(t *testing.T) context.Context {
-	bin := browserBin()
-	if bin == "" {
-		t.Skip("no chromium, chromium-browser or google-chrome on PATH: install chromium (apt-get install chromium) to run the browser test")
-	}
-	// A hung browser fails the test instead of hanging it; on a loaded
-	// machine a browser takes long to start.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // root in CI
-		chromedp.Flag("headless", "new"),
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1300, 1000),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(bctx)
-		cancelBrowser()
-	})
-	require.NoError(t, chromedp.Do(bctx), "starting %s", bin)
-	return bctx
+	return browsertest.New(t, 1300, 1000, 4*time.Minute)
 }
 
 // click clicks the button of step and waits for the page to show n steps,

@@ -2,11 +2,9 @@ package render_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/locklab/locklab/internal/browsertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -77,26 +76,12 @@ func TestWriteSelfContained(t *testing.T) {
 	assert.Contains(t, page, `class="seq-key`, "the sequence diagram shows the key's value")
 }
 
-// browser finds a Chromium or Chrome binary on PATH.
-func browser() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
 // TestReportInBrowser opens the page in headless Chromium: it loads with no
 // console error, no exception and no request beyond the file itself, the
 // matrix has one cell per strategy and scenario, and clicking a VIOLATED
 // cell shows its timeline, a SAFE one its bound. With LOCKLAB_SCREENSHOT
 // set it saves a screenshot of the page there (PNG).
 func TestReportInBrowser(t *testing.T) {
-	bin := browser()
-	if bin == "" {
-		t.Skip("no chromium, chromium-browser or google-chrome on PATH: install chromium (apt-get install chromium) to run the browser test")
-	}
 	m, meta := loadMatrix(t), testMeta()
 	path := filepath.Join(t.TempDir(), "report.html")
 	f, err := os.Create(path)
@@ -106,23 +91,7 @@ func TestReportInBrowser(t *testing.T) {
 	pageURL := (&url.URL{Scheme: "file", Path: path}).String()
 
 	// A hung browser fails the test instead of hanging it.
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // root in CI
-		chromedp.Flag("headless", "new"),
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		// Close the browser gracefully, then make sure its process is gone.
-		_ = chromedp.Cancel(bctx)
-		cancelBrowser()
-	})
+	bctx := browsertest.New(t, 1280, 900, 45*time.Second)
 
 	var (
 		mu       sync.Mutex
@@ -164,7 +133,7 @@ func TestReportInBrowser(t *testing.T) {
 				problems = append(problems, fmt.Sprintf("request %s: status %d", e.Response.URL, e.Response.Status))
 			}
 		}
-	}), "starting %s", bin)
+	}), "loading the page")
 	check := func(when string) {
 		t.Helper()
 		mu.Lock()
@@ -195,7 +164,7 @@ func TestReportInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	cols, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.matrix thead th.sc").length`))
 	require.NoError(t, err)
-	t.Logf("browser started and page loaded in %v (%s)", time.Since(start).Round(time.Millisecond), bin)
+	t.Logf("browser started and page loaded in %v (%s)", time.Since(start).Round(time.Millisecond), browsertest.Bin())
 	check("on load")
 
 	assert.Equal(t, len(m.Strategies), rows, "a row per strategy")
