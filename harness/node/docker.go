@@ -233,15 +233,7 @@ func (b *dockerBackend) start(ctx context.Context, idx int, name string, p persi
 		ip:         ip.String(),
 		persistCfg: p,
 	}
-	if err := s.create(ctx); err != nil {
-		s.close()
-		return nil, fmt.Errorf("node %s: %w", name, err)
-	}
-	if err := s.startAndWait(ctx); err != nil {
-		s.close()
-		return nil, fmt.Errorf("node %s: %w", name, err)
-	}
-	return s, nil
+	return s.launch(ctx)
 }
 
 // startSentinel runs a container whose server is a Sentinel on port 6379
@@ -259,13 +251,19 @@ func (b *dockerBackend) startSentinel(ctx context.Context, idx int, name, conf s
 		ip:        ip.String(),
 		sentinel:  "port 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\n" + conf,
 	}
+	return s.launch(ctx)
+}
+
+// launch creates s's container and starts it, waiting until it answers;
+// on failure it removes what it made.
+func (s *dockerServer) launch(ctx context.Context) (server, error) {
 	if err := s.create(ctx); err != nil {
 		s.close()
-		return nil, fmt.Errorf("node %s: %w", name, err)
+		return nil, fmt.Errorf("node %s: %w", s.node, err)
 	}
 	if err := s.startAndWait(ctx); err != nil {
 		s.close()
-		return nil, fmt.Errorf("node %s: %w", name, err)
+		return nil, fmt.Errorf("node %s: %w", s.node, err)
 	}
 	return s, nil
 }
