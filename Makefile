@@ -1,13 +1,23 @@
 # locklab: `make race-demo` shows the C1/C2 double acquire and `make test`
 # runs every test against real Redis servers; both install redis-server first
 # when it is missing (and nothing else). `make deps` also downloads the modules
-# and installs staticcheck. `make test` runs with -short on a developer's
-# machine and in full where CI is set (`make test-long` forces the full run).
+# and installs staticcheck. On a developer's machine `make test` is the quick
+# run: -short, no race detector, no browser tests. Where CI is set it is the
+# full run (`make test-long` forces it): every test, with -race, and the
+# browser tests.
 
 GO      ?= go
 PKGS    ?= ./...
 # -short keeps the long runs out of a developer's `make test`; CI runs them.
 SHORT   ?= $(if $(CI),,-short)
+# The race detector rebuilds the standard library and every dependency
+# instrumented: on a cold build cache that costs more than the quick run's
+# tests themselves, so it is the full run's.
+RACE    ?= $(if $(CI),-race,)
+# The tests that drive a page in headless Chromium build only with the
+# browser tag (chromedp is a large build); lint and the full run use it.
+BROWSER := -tags browser
+TAGS    ?= $(if $(CI),$(BROWSER),)
 BIN     := bin/locklab
 # The client adapters are modules of their own (locklab's go.mod keeps redigo
 # as its one client); vet, lint and test go through each of them too.
@@ -44,7 +54,7 @@ race-demo: redis build ## Reproduce the C1/C2 double acquire of the SETNX page o
 .PHONY: docs
 docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real runs (process backend), and docs/play.png
 	$(GO) run ./internal/docgen/cmd/docgen
-	LOCKLAB_PLAY_SCREENSHOT=$(CURDIR)/docs/play.png $(GO) test -count=1 -run '^TestPlayInBrowser$$' ./harness/play/
+	LOCKLAB_PLAY_SCREENSHOT=$(CURDIR)/docs/play.png $(GO) test $(BROWSER) -count=1 -run '^TestPlayInBrowser$$' ./harness/play/
 
 .PHONY: play
 play: deps build ## Serve locklab play on http://127.0.0.1:8080/ (process backend)
@@ -52,37 +62,38 @@ play: deps build ## Serve locklab play on http://127.0.0.1:8080/ (process backen
 
 .PHONY: vet
 vet: ## go vet and a gofmt check (the adapter modules too)
-	$(GO) vet $(PKGS)
+	$(GO) vet $(TAGS) $(PKGS)
 	@for d in $(ADAPTERS); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: vet ## vet, gofmt and staticcheck (the adapter modules too)
-	$(STATICCHECK) $(PKGS)
+lint: TAGS = $(BROWSER)
+lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter modules too)
+	$(STATICCHECK) $(BROWSER) $(PKGS)
 	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
 
 # The docs test replays the whole verdict matrix in the full run (CI, make
 # test-long): that run goes without the race detector (the harness's own
 # tests run the same engine with it), alongside the other packages. With
-# -short it checks every region but the matrix, in the race run. The
+# -short it checks every region but the matrix, with the other packages. The
 # adapter modules' tests run alongside too.
 DOCGEN := ./internal/docgen
 
 .PHONY: test
-test: redis vet ## vet, gofmt, then go test -race on every package and adapter module (real Redis, no mocks); -short unless CI is set
+test: redis vet ## vet, gofmt, then go test on every package and adapter module (real Redis, no mocks); quick unless CI is set
 	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/docgen$$'); \
 	docs=$$($(GO) list $(PKGS) | grep '/internal/docgen$$'); \
 	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
 	pids=; \
 	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
-	for d in $(ADAPTERS); do (cd $$d && $(GO) test -race $(SHORT) -count=1 -timeout 10m ./...) & pids="$$pids $$!"; done; \
-	$(GO) test -race $(SHORT) -count=1 -timeout 30m $$pkgs; rc=$$?; \
+	for d in $(ADAPTERS); do (cd $$d && $(GO) test $(RACE) $(SHORT) -count=1 -timeout 10m ./...) & pids="$$pids $$!"; done; \
+	$(GO) test $(RACE) $(TAGS) $(SHORT) -count=1 -timeout 30m $$pkgs; rc=$$?; \
 	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: test-long
-test-long: ## make test with the long runs too, as CI runs it
-	@$(MAKE) --no-print-directory test SHORT=
+test-long: ## make test in full, as CI runs it: the long runs, -race, the browser tests
+	@$(MAKE) --no-print-directory test SHORT= RACE=-race TAGS="$(BROWSER)"
 
 .PHONY: bench
 bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)

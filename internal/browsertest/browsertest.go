@@ -1,5 +1,8 @@
+//go:build browser
+
 // Package browsertest starts headless Chromium for the tests that drive a
-// page in a real browser (chromedp): the HTML report and locklab play.
+// page in a real browser (chromedp): the HTML report and locklab play. It
+// and those tests build only with -tags browser (make test-long, CI).
 package browsertest
 
 import (
