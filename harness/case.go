@@ -24,7 +24,8 @@ type Case struct {
 	Factory  Factory
 }
 
-// Resolve looks up the scenario and the registered strategy by name.
+// Resolve looks up the scenario and the registered strategy by name. The
+// case's scenario is the one as it runs on the strategy (Scenario.On).
 func Resolve(scenario, strategy string) (Case, error) {
 	sc, err := Lookup(scenario)
 	if err != nil {
@@ -36,7 +37,7 @@ func Resolve(scenario, strategy string) (Case, error) {
 	}
 	name := d.Name
 	f := func(cfg locklab.Config) (locklab.Locker, error) { return strategies.New(name, cfg) }
-	return Case{Scenario: sc, Strategy: d, Factory: f}, nil
+	return Case{Scenario: sc.On(d), Strategy: d, Factory: f}, nil
 }
 
 // Custom is a case for a Locker that is not registered: f builds it, name
@@ -68,7 +69,7 @@ func (c Case) spec() runSpec {
 		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
 		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
-		prepare: slices.Contains(sc.Needs, node.Failover),
+		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
 	}
 }
 

@@ -129,6 +129,9 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.opts.MaxPreemptions < 0 || sc.NoPreemption {
 		e.opts.MaxPreemptions = 0
 	}
+	if sc.MaxPreemptions > 0 {
+		e.opts.MaxPreemptions = min(e.opts.MaxPreemptions, sc.MaxPreemptions)
+	}
 	if e.opts.MaxFaults == 0 {
 		e.opts.MaxFaults = sc.MaxFaults
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -115,13 +114,9 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 		c.Outcome, c.Message = NA, fmt.Sprintf("needs %d nodes", sc.nodes())
 		return c, nil
 	}
-	for _, need := range sc.Needs {
-		for _, n := range o.Nodes[:sc.nodes()] {
-			if !node.Supports(n, need) {
-				c.Outcome, c.Message = NA, fmt.Sprintf("the nodes cannot %s", need)
-				return c, nil
-			}
-		}
+	if why, err := sc.unsupported(o.Nodes); err != nil || why != "" {
+		c.Outcome, c.Message = NA, why
+		return c, err
 	}
 	if cs.Strategy.Replica {
 		if _, ok := o.Nodes[0].(replicaLink); !ok {

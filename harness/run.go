@@ -115,6 +115,9 @@ type runSpec struct {
 	// prepare: call the nodes' Prepare before each run (failover
 	// scenarios: a replica in sync, then cut off).
 	prepare bool
+	// appendFsync: the nodes write an append-only file with this fsync
+	// policy during the run.
+	appendFsync string
 }
 
 // chooser picks the next step among the enabled client steps (it may also
@@ -187,7 +190,7 @@ func (r *run) recordKeys() {
 }
 
 // execute performs the run, asking choose for every step.
-func (r *run) execute(choose chooser) (*History, error) {
+func (r *run) execute(choose chooser) (h *History, rerr error) {
 	defer r.stop()
 	if r.spec.prepare {
 		for i, n := range r.slot.nodes {
@@ -198,6 +201,16 @@ func (r *run) execute(choose chooser) (*History, error) {
 				r.slot.reset(i)
 			}
 		}
+	}
+	if r.spec.appendFsync != "" {
+		if err := r.appendOnly(r.ctx, true); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := r.appendOnly(context.WithoutCancel(r.ctx), false); err != nil && rerr == nil {
+				h, rerr = nil, err
+			}
+		}()
 	}
 	if err := r.slot.flush(r.ctx); err != nil {
 		return nil, err
@@ -274,6 +287,21 @@ func (r *run) violatedSoFar() bool {
 		return CheckFencing(r.hist).Failed()
 	}
 	return false
+}
+
+// appendOnly switches the append-only file of every node of the run that
+// can write one on (with the scenario's fsync policy) or off.
+func (r *run) appendOnly(ctx context.Context, on bool) error {
+	for _, n := range r.slot.nodes {
+		a, ok := n.(appendOnly)
+		if !ok {
+			continue
+		}
+		if err := a.SetAppendOnly(ctx, on, r.spec.appendFsync); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // livenessProbe lets every client finish, lets the TTL pass with nobody

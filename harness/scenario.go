@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -48,6 +49,9 @@ type Scenario struct {
 	// (each runs until it blocks or ends): the story is about time, not
 	// about interleaving.
 	NoPreemption bool `json:"no_preemption,omitempty"`
+	// MaxPreemptions, when set, lowers the explorer's preemption bound for
+	// this scenario.
+	MaxPreemptions int `json:"max_preemptions,omitempty"`
 	// Waiter is the client a starvation scenario watches.
 	Waiter int `json:"waiter,omitempty"`
 	// MultiNode: the scenario is for multi-node strategies (Redlock) and
@@ -59,16 +63,91 @@ type Scenario struct {
 	// Needs lists the node faults the scenario uses (node.Restart,
 	// node.Failover): it is n/a on nodes that cannot do them.
 	Needs []node.Fault `json:"needs,omitempty"`
+	// Several, on a story told for one node, is how it plays on several
+	// (Redlock's independent masters); nil when it has no meaning there,
+	// which the story then says.
+	Several *Several `json:"several,omitempty"`
+	// AppendFsync, when set, turns on the append-only file of every node
+	// that can take it, with this fsync policy ("always"), for each run.
+	AppendFsync string `json:"append_fsync,omitempty"`
 	// Applies, when set, narrows the strategies the scenario is for.
 	Applies func(d strategies.Description) bool `json:"-"`
 }
 
+// Several is how a story told for one node plays on several: the same
+// clients and property, with a schedule and faults that name the nodes the
+// story's fault strikes (one, a minority or a majority). Stories of faults
+// and time, not of interleaving, keep the explorer to the natural order,
+// where the fan-out of three nodes would otherwise multiply the schedules.
+type Several struct {
+	// Schedule is the story's schedule on several nodes; "" explores from
+	// the natural order (a schedule written for one node does not fit
+	// three).
+	Schedule string `json:"schedule,omitempty"`
+	// Faults and MaxFaults replace the scenario's when Faults is set.
+	Faults    []string `json:"faults,omitempty"`
+	MaxFaults int      `json:"max_faults,omitempty"`
+	// NoPreemption keeps the explorer to the natural order.
+	NoPreemption bool `json:"no_preemption,omitempty"`
+	// MaxPreemptions, when set, lowers the explorer's preemption bound.
+	MaxPreemptions int `json:"max_preemptions,omitempty"`
+}
+
 // AppliesTo reports whether the scenario is meant for the strategy d.
 func (s *Scenario) AppliesTo(d strategies.Description) bool {
-	if s.MultiNode != d.Properties.MultiNode {
+	if d.Properties.MultiNode && !s.MultiNode && s.Several == nil {
+		return false
+	}
+	if s.MultiNode && !d.Properties.MultiNode {
 		return false
 	}
 	return s.Applies == nil || s.Applies(d)
+}
+
+// On is the scenario as it runs on strategy d: s itself, or for a
+// multi-node strategy on a story told for one node, a copy with the
+// story's schedule, faults and bounds on several nodes.
+func (s *Scenario) On(d strategies.Description) *Scenario {
+	if !d.Properties.MultiNode || s.MultiNode || s.Several == nil {
+		return s
+	}
+	m := *s
+	m.MultiNode, m.Nodes, m.Several = true, 0, nil
+	m.Schedule = s.Several.Schedule
+	if len(s.Several.Faults) > 0 {
+		m.Faults, m.MaxFaults = s.Several.Faults, s.Several.MaxFaults
+	}
+	m.NoPreemption = s.NoPreemption || s.Several.NoPreemption
+	m.MaxPreemptions = s.Several.MaxPreemptions
+	return &m
+}
+
+// NodesFor is how many Redis servers the scenario runs on for strategy d.
+func (s *Scenario) NodesFor(d strategies.Description) int {
+	if !d.Properties.MultiNode {
+		return 1
+	}
+	return s.On(d).nodes()
+}
+
+// nodeFaults are the node fault steps of the scenario's schedule and fault
+// alphabet: each names the node it strikes.
+func (s *Scenario) nodeFaults() ([]Step, error) {
+	sched, err := ParseSchedule(s.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	alpha, err := s.alphabet()
+	if err != nil {
+		return nil, err
+	}
+	var out []Step
+	for _, st := range append(sched, alpha...) {
+		if f, _ := st.fault(); f != 0 {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
 // alphabet is the scenario's faults as steps, in the order listed (a fault
@@ -104,13 +183,18 @@ var catalog = []*Scenario{
 		Story: "C3 takes the lock and crashes. Its TTL passes. C1 and C2 both try the lock: SETNX answers 0 to " +
 			"both, both GET the expired timestamp, C1 sends DEL and SETNX and wins, then C2 sends DEL, deleting " +
 			"C1's fresh lock, and SETNX, and wins too: both hold the lock. GETSET (C4/C5) closes this hole: the " +
-			"second client's GETSET returns the first one's fresh timestamp and it backs off.",
+			"second client's GETSET returns the first one's fresh timestamp and it backs off. " +
+			"On Redlock's three nodes C3 wins all three and crashes, and C1 and C2 race node by node: SET NX lets" +
+			" one of them in on each node and two majorities of three always share a node, so at most one wins; " +
+			"the other releases what it got.",
 		Source:    setnxPage,
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
 		Schedule:  "c3 time c1 c2 c1 c2 c1 c1 c2 c2",
 		Faults:    []string{"time"},
 		MaxFaults: 1,
+		Several: &Several{Schedule: "c3 c3@n1 c3@n2 c3@n3 time c1 c2 c1@n1 c2@n2 c1@n3 c2@n1 c1@n2 c2@n3",
+			MaxPreemptions: 1},
 	},
 	{
 		Name:  "stale-recovery-getset",
@@ -118,93 +202,115 @@ var catalog = []*Scenario{
 		Story: "C3 takes the lock and crashes; its TTL passes. C1 and C2 both find the stale timestamp. C2 " +
 			"sends GETSET first and gets the stale value: it holds the lock. C1's GETSET returns C2's fresh " +
 			"timestamp, so C1 is refused (and has overwritten C2's timestamp with its own, which the page " +
-			"says does no harm).",
+			"says does no harm). " +
+			"On Redlock the slower client, C1, finds C2's fresh key on every node and is refused.",
 		Source:    setnxPage,
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
 		Schedule:  "c3 time c1 c2 c1 c2 c2 c1",
 		Faults:    []string{"time"},
 		MaxFaults: 1,
+		Several: &Several{Schedule: "c3 c3@n1 c3@n2 c3@n3 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
+			NoPreemption: true},
 	},
 	{
 		Name:  "crash-before-expire",
 		Title: "the holder crashes between the acquiring command and EXPIRE",
 		Story: "C1's acquire is two commands, SETNX (or INCR) then EXPIRE. C1 crashes after the first: the key " +
-			"exists with no TTL, nobody will ever delete it, and every later client is refused forever.",
+			"exists with no TTL, nobody will ever delete it, and every later client is refused forever. " +
+			"Redlock's acquire is one SET NX PX per node: C1 crashes after its SET reached n1, that key carries " +
+			"its TTL, and C2 wins n2 and n3.",
 		Source:    "the SETNX+EXPIRE and INCR+EXPIRE locks of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs; blog post \"Redis实现分布式全局锁\")",
 		Property:  NoDeadlock,
 		Programs:  progs("acquire write release", "acquire*2 write release"),
 		Schedule:  "c1 crash(c1)",
 		Faults:    []string{"crash(c1)"},
 		MaxFaults: 1,
+		Several:   &Several{Schedule: "c1 c1@n1 crash(c1)", NoPreemption: true},
 	},
 	{
 		Name:  "ttl-pushed-by-waiters",
 		Title: "failed tries push the TTL forward and starve the waiters",
 		Story: "C1 takes the lock and crashes. C2 tries every 20s with a 30s TTL. When a failed try resets the " +
 			"TTL (MULTI INCR EXPIRE EXEC runs EXPIRE whether or not INCR returned 1), the key never reaches its " +
-			"expiry while someone keeps trying: C2 starves, although the lock frees itself as soon as nobody tries.",
+			"expiry while someone keeps trying: C2 starves, although the lock frees itself as soon as nobody tries. " +
+			"Redlock's failed try deletes the keys it set itself and leaves the holder's TTL alone.",
 		Source:   "the INCR/EXPIRE lock in a MULTI/EXEC transaction, after the blog post \"Redis实现分布式全局锁\"",
 		Property: NoStarvation,
 		Programs: progs("acquire crash",
 			"acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire write release"),
 		Waiter:       2,
 		NoPreemption: true,
+		Several:      &Several{},
 	},
 	{
 		Name:  "release-after-expiry",
 		Title: "a holder past its TTL releases and deletes its successor's lock",
 		Story: "C1 holds the lock and runs past its TTL; the key expires and C2 acquires. C1 then releases: a " +
 			"blind DEL deletes C2's key; a GET-compare-then-DEL checks first, but the key can expire and be taken " +
-			"between the GET and the DEL. Either way C2 is now unprotected and a third client can walk in.",
+			"between the GET and the DEL. Either way C2 is now unprotected and a third client can walk in. " +
+			"Redlock releases with a compare-and-delete on every node: the late release deletes nothing of C2's.",
 		Source:    "the DEL release of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs); Redis SET command page on safe release",
 		Property:  ReleaseSafety,
 		Programs:  progs("acquire write release", "acquire write release"),
 		Faults:    []string{"time"},
 		MaxFaults: 1,
+		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
+			MaxPreemptions: 1},
 	},
 	{
 		Name:  "clock-skew",
 		Title: "a client whose clock runs ahead steals a live timestamp lock",
 		Story: "Timestamp locks decide expiry with the client's own clock. C2's clock is 32s ahead: C1's fresh " +
-			"timestamp looks expired to it, so C2 recovers the lock C1 still validly holds.",
+			"timestamp looks expired to it, so C2 recovers the lock C1 still validly holds. " +
+			"Redlock reads the client's clock only to time its own round: keys expire on the servers' clocks, so " +
+			"C2's clock cannot make C1's keys look expired (a jump during C2's round only shrinks C2's validity).",
 		Source:    setnxPage + "; the tornado-redis Lock",
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release"),
 		Faults:    []string{"skew(c2,+32s)"},
 		MaxFaults: 1,
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 skew(c2,+32s) c2 c2@n1 c2@n2 c2@n3", MaxPreemptions: 1},
 	},
 	{
 		Name:  "pause-past-ttl",
 		Title: "a holder pauses past its TTL and writes after its successor (no fencing)",
 		Story: "C1 acquires, then stops (a GC pause) for longer than the TTL. The key expires, C2 acquires and " +
 			"writes to the protected resource. C1 wakes up, still believing it holds the lock, and writes too: " +
-			"the resource, which does not check fence numbers, accepts the stale write.",
+			"the resource, which does not check fence numbers, accepts the stale write. " +
+			"On Redlock the pause outlasts C1's validity on every node: the same stale write, since nothing " +
+			"checks the lock after the acquire.",
 		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
 	},
 	{
 		Name:  "pause-past-ttl-fenced",
 		Title: "the same pause against a resource that checks fence numbers",
 		Story: "As in pause-past-ttl, but every write carries the lease's fence number and the resource refuses " +
 			"a number lower than one it has seen: C1's stale write is refused when the strategy issues fence " +
-			"numbers, and accepted when it does not.",
+			"numbers, and accepted when it does not. " +
+			"Redlock's leases all carry fence 0, as in redlock-pause: the resource cannot tell the stale write.",
 		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Fenced:   true,
+		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
 	},
 	{
 		Name:  "partitioned-holder",
 		Title: "the holder is cut off from Redis and keeps writing",
 		Story: "C1 holds the lock when the network cuts it off from Redis. The TTL passes, C2 acquires and " +
-			"writes. C1 cannot reach Redis to learn it lost the lock; it writes again, and its release fails.",
+			"writes. C1 cannot reach Redis to learn it lost the lock; it writes again, and its release fails. " +
+			"On Redlock C1 is cut off from all three nodes: the same stale write.",
 		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
 		Property:  Fencing,
 		Programs:  progs("acquire write write release", "acquire write release"),
 		Faults:    []string{"isolate(c1)", "time"},
 		MaxFaults: 2,
+		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 isolate(c1) time c2 c2@n1 c2@n2 c2@n3 c2 c1",
+			MaxPreemptions: 1},
 	},
 	{
 		Name:  "redlock-restart",
@@ -240,6 +346,25 @@ var catalog = []*Scenario{
 		Needs:        []node.Fault{node.Restart},
 	},
 	{
+		Name:  "redlock-restart-fsync",
+		Title: "the same restart, with every write fsynced to the append-only file: Redlock's other remedy",
+		Story: "As in redlock-restart, C1 gets n1 and n2, C2 gets n3, and n2 restarts. But every node writes " +
+			"each command to its append-only file before it answers (appendfsync always), and n2 comes back from " +
+			"that file: C1's key is there again, with its expiry, so n1 and n2 both refuse C2, which has no " +
+			"majority. The explorer then tries the restart at every point of the clients' natural order.",
+		Source: "Redis distributed locks page (\"Performance, crash recovery and fsync\": fsync=always); " +
+			"Redis persistence page (AOF, appendfsync always)",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2,keep) c2@n1 c2@n2 c1@n3",
+		Faults:       []string{"restart(n2,keep)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.RestartKeep},
+		AppendFsync:  "always",
+	},
+	{
 		Name:  "redlock-clock-jump",
 		Title: "one Redlock node's clock jumps and its key expires early",
 		Story: "C1 gets n1 and n2. The clock of n2 jumps forward, so its copy of the key expires at once. C2, " +
@@ -270,7 +395,11 @@ var catalog = []*Scenario{
 		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
 			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it. The replica " +
 			"misses every write, except that a client's WAIT lets it catch up first: a lock that waits for " +
-			"the replica's acknowledgement before it is granted survives the failover to that replica.",
+			"the replica's acknowledgement before it is granted survives the failover to that replica. " +
+			"On Redlock each node is a master of its own. When n1 fails over to its replica at the wrong moment, " +
+			"C1 having won n1 and n2 and C2 still asking, the replica never saw C1's key and C2 wins n1 and n3: a" +
+			" node that forgets a key it granted breaks the majority argument as a restart without persistence " +
+			"does (redlock-restart). A failover before or after that overlap is harmless.",
 		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\"); Redis WAIT command page",
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release"),
@@ -278,13 +407,16 @@ var catalog = []*Scenario{
 		Faults:    []string{"failover(n1)"},
 		MaxFaults: 1,
 		Needs:     []node.Fault{node.Failover},
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 	},
 	{
 		Name:  "restart-loses-lock",
 		Title: "the lock's server restarts without persistence and forgets the lock",
 		Story: "C1 acquires. The server restarts without persistence and comes back empty: C2 acquires while C1 " +
 			"still holds the lock. A replica that acknowledged the lock (WAIT) does not help: it resyncs from " +
-			"the restarted, empty master and forgets the lock too.",
+			"the restarted, empty master and forgets the lock too. " +
+			"On Redlock, n1 restarts empty while C1 holds n1 and n2 and C2 is still asking: C2 wins n1 and n3, as" +
+			" in redlock-restart.",
 		Source:    "Redis distributed locks page (\"Performance, crash recovery and fsync\"); Redis WAIT command page",
 		Property:  MutualExclusion,
 		Programs:  progs("acquire write release", "acquire write release"),
@@ -292,6 +424,7 @@ var catalog = []*Scenario{
 		Faults:    []string{"restart(n1)"},
 		MaxFaults: 1,
 		Needs:     []node.Fault{node.Restart},
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 restart(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 	},
 }
 
@@ -327,3 +460,32 @@ func Lookup(name string) (*Scenario, error) {
 
 // NodesNeeded is how many Redis servers the scenario runs on.
 func (s *Scenario) NodesNeeded() int { return s.nodes() }
+
+// appendOnly is a node whose append-only file can be switched on and off.
+type appendOnly interface {
+	SetAppendOnly(ctx context.Context, on bool, fsync string) error
+}
+
+// unsupported says why the scenario cannot run on nodes ("" when it can):
+// a node fault strikes a node that cannot do it, or the node a restart
+// keeps the data of cannot write an append-only file.
+func (s *Scenario) unsupported(nodes []Node) (string, error) {
+	steps, err := s.nodeFaults()
+	if err != nil {
+		return "", err
+	}
+	for _, st := range steps {
+		if st.Node > len(nodes) {
+			return fmt.Sprintf("needs node n%d", st.Node), nil
+		}
+		n := nodes[st.Node-1]
+		f, _ := st.fault()
+		if !node.Supports(n, f) {
+			return fmt.Sprintf("n%d cannot %s", st.Node, f), nil
+		}
+		if _, ok := n.(appendOnly); s.AppendFsync != "" && f == node.RestartKeep && !ok {
+			return fmt.Sprintf("n%d cannot write an append-only file", st.Node), nil
+		}
+	}
+	return "", nil
+}

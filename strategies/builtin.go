@@ -191,6 +191,7 @@ func init() {
 		Source:  srcRedlock,
 		Weaknesses: []string{
 			"a node restarted without persistence forgets the key: a second client wins a majority while the first still holds a valid lease",
+			"a node failed over to an asynchronous replica that missed the key forgets it the same way",
 			"a clock jump on a node expires the key early there, letting a second client take a majority",
 			"a client paused past its validity keeps acting on an expired lock, and with fence 0 the resource cannot refuse it",
 			"concurrent attempts can split the votes so that nobody wins; callers retry after a random delay",

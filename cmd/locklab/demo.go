@@ -50,7 +50,7 @@ scenarios" lists the scenarios.`,
 			if !asJSON {
 				info = cmd.OutOrStdout()
 			}
-			c, nodes, err := g.cluster(ctx, info, sc.NodesNeeded())
+			c, nodes, err := g.cluster(ctx, info, nodesFor(sc, strats))
 			if err != nil {
 				return err
 			}
@@ -114,6 +114,18 @@ func demo(ctx context.Context, c harness.Case, sched string, nodes []harness.Nod
 		return nil, err
 	}
 	return &harness.Result{Case: c, History: h, Verdict: h.Verdict}, nil
+}
+
+// nodesFor is how many nodes the scenario needs on the most demanding of
+// strats (a story told for one node runs on three for Redlock).
+func nodesFor(sc *harness.Scenario, strats []string) int {
+	n := sc.NodesNeeded()
+	for _, s := range strats {
+		if d, err := strategies.Info(s); err == nil {
+			n = max(n, sc.NodesFor(d))
+		}
+	}
+	return n
 }
 
 // applicable lists the strategies a scenario applies to.

@@ -98,7 +98,8 @@ var (
 		"setnx-expire", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
 	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
 		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
-		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-clock-jump", "redlock-pause"}
+		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-restart-delayed",
+		"redlock-restart-fsync", "redlock-clock-jump", "redlock-pause"}
 )
 
 func ordered(names, pref []string) []string {

@@ -1,0 +1,115 @@
+package harness
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/strategies"
+)
+
+// A story told for one node runs on Redlock's three nodes with its
+// multi-node schedule; a story with no meaning there stays n/a.
+func TestStoryOnSeveralNodes(t *testing.T) {
+	rl, err := strategies.Info("redlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range Scenarios() {
+		on := sc.On(rl)
+		switch {
+		case sc.MultiNode:
+			if on != sc || !sc.AppliesTo(rl) {
+				t.Errorf("%s: a multi-node scenario runs as it is on redlock", sc.Name)
+			}
+		case sc.Several == nil:
+			if sc.AppliesTo(rl) {
+				t.Errorf("%s: applies to redlock without saying how it plays on several nodes", sc.Name)
+			}
+		default:
+			if !sc.AppliesTo(rl) || !on.MultiNode || on.NodesNeeded() != 3 || sc.NodesFor(rl) != 3 {
+				t.Errorf("%s on redlock: applies %v, %d nodes", sc.Name, sc.AppliesTo(rl), on.NodesNeeded())
+			}
+			if on.Schedule != sc.Several.Schedule {
+				t.Errorf("%s on redlock: schedule %q, want the multi-node one", sc.Name, on.Schedule)
+			}
+			if sc.NodesNeeded() != 1 || sc.Schedule == on.Schedule && sc.Schedule != "" {
+				t.Errorf("%s: the single-node scenario changed", sc.Name)
+			}
+		}
+	}
+	cs, err := Resolve("failover-loses-lock", "redlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Scenario.Schedule == mustLookup(t, "failover-loses-lock").Schedule {
+		t.Error("Resolve keeps the single-node schedule for redlock")
+	}
+}
+
+// The node fault a story needs is asked of the node it strikes only: a
+// failover of n1 needs a replica behind n1, not behind n2 and n3.
+func TestNeedsCheckedPerFaultedNode(t *testing.T) {
+	srv := redistest.Start(t, 3)
+	nodes := nodesOf(srv)
+	m, err := Matrix(context.Background(), MatrixOptions{Nodes: nodes, Strategies: []string{"redlock"},
+		Scenarios: []string{"failover-loses-lock", "restart-loses-lock"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.Cell("redlock", "failover-loses-lock")
+	if c.Outcome != NA || c.Message != "n1 cannot failover" {
+		t.Errorf("failover on plain nodes: %s %q, want n/a naming n1", c.Outcome, c.Message)
+	}
+	c, _ = m.Cell("redlock", "restart-loses-lock")
+	if c.Outcome != NA || !strings.HasPrefix(c.Message, "n1 cannot") {
+		t.Errorf("restart on nodes given by address: %s %q, want n/a naming n1", c.Outcome, c.Message)
+	}
+}
+
+// A node that writes every command to its append-only file with
+// appendfsync always comes back from a restart with the lock: the restart
+// of redlock-restart-fsync is SAFE, and the same restart without the file
+// loses the lock. The run leaves the file off again.
+func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
+	ctx := context.Background()
+	cl, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	var nodes []Node
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n)
+	}
+	cs, err := Resolve("redlock-restart-fsync", "redlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != Safe {
+		t.Errorf("restart from the append-only file: %v (%s)", h.Verdict, h.Schedule)
+	}
+	for _, n := range cl.Nodes() {
+		v, err := redis.Strings(n.Do(ctx, "CONFIG", "GET", "appendonly"))
+		if err != nil || len(v) != 2 || v[1] != "no" {
+			t.Errorf("%s after the run: appendonly %v %v, want no", n.Name(), v, err)
+		}
+	}
+	bare := *cs.Scenario
+	bare.AppendFsync = ""
+	h, err = Run(ctx, RunOptions{Case: Case{Scenario: &bare, Strategy: cs.Strategy, Factory: cs.Factory}, Nodes: nodes, NoRecord: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != Violated {
+		t.Errorf("the same restart without the append-only file: %v, want the lock lost", h.Verdict)
+	}
+}
