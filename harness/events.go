@@ -6,6 +6,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -132,9 +133,35 @@ func (r *run) nodeFault(st Step) error {
 	if f != node.Failover {
 		r.mu.Lock()
 		r.down[st.Node-1] = !end
+		r.faulted[st.Node-1] = 0
+		if !end {
+			r.faulted[st.Node-1] = f
+		}
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// endFaults ends the faults a run left its nodes under (a node killed and
+// not restarted, paused and not resumed, partitioned and not healed): the
+// next run on these nodes starts with every node up, as the first did.
+func (r *run) endFaults() error {
+	r.mu.Lock()
+	faulted := slices.Clone(r.faulted)
+	clear(r.faulted)
+	r.mu.Unlock()
+	var errs []error
+	for i, f := range faulted {
+		if f == 0 {
+			continue
+		}
+		n := r.slot.nodes[i]
+		if err := node.End(context.WithoutCancel(r.ctx), n, f); err != nil {
+			errs = append(errs, fmt.Errorf("ending %s on %s after the run: %w", f, n.Name(), err))
+		}
+		r.slot.reset(i)
+	}
+	return errors.Join(errs...)
 }
 
 // delayRestart keeps node st.Node down while the TTL passes everywhere

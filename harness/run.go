@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 )
 
 // RunOptions describe one run of a scenario on a strategy.
@@ -122,16 +123,19 @@ type runSpec struct {
 
 // chooser picks the next step among the enabled client steps (it may also
 type run struct {
-	spec       runSpec
-	slot       *slot
-	ctx        context.Context
-	mu         sync.Mutex
-	wake       chan struct{}
-	now        time.Duration // virtual time since Epoch
-	hist       *History
-	cls        []*client
-	steps      Schedule
-	down       []bool // node unreachable (killed, paused, partitioned)
+	spec  runSpec
+	slot  *slot
+	ctx   context.Context
+	mu    sync.Mutex
+	wake  chan struct{}
+	now   time.Duration // virtual time since Epoch
+	hist  *History
+	cls   []*client
+	steps Schedule
+	down  []bool // node unreachable (killed, paused, partitioned)
+	// faulted is the fault each node is under (0 for none): what the run
+	// ends when it is over, so the next run finds every node up.
+	faulted    []node.Fault
 	reqs       int
 	acqs       int
 	maxFence   int64
@@ -143,7 +147,7 @@ type run struct {
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
-		down: make([]bool, len(sl.nodes))}
+		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes))}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
 	for _, n := range sl.nodes {
 		r.hist.Nodes = append(r.hist.Nodes, n.Name())
@@ -191,7 +195,12 @@ func (r *run) recordKeys() {
 
 // execute performs the run, asking choose for every step.
 func (r *run) execute(choose chooser) (h *History, rerr error) {
-	defer r.stop()
+	defer func() {
+		r.stop()
+		if err := r.endFaults(); err != nil && rerr == nil {
+			h, rerr = nil, err
+		}
+	}()
 	if r.spec.prepare {
 		for i, n := range r.slot.nodes {
 			if p, ok := n.(interface{ Prepare(context.Context) error }); ok {

@@ -378,6 +378,24 @@ var catalog = []*Scenario{
 		MultiNode: true,
 	},
 	{
+		Name:  "redlock-minority-down",
+		Title: "one of Redlock's three nodes is cut off during the race: the other two still decide",
+		Story: "C1 and C2 race for the lock, and n3 is cut off from both at some point of the race. A client can then win " +
+			"at most n1 and n2 besides what it got from n3 before, and two majorities of three always share a " +
+			"node, which grants the key to one client only: whoever holds a majority holds the only one, and the " +
+			"loser releases what it got. The explorer kills n3 at every point of the clients' natural order.",
+		Source: "Redis distributed locks page (\"Safety arguments\": the majority of N/2+1 instances; " +
+			"\"Liveness arguments\")",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 partition(n3) c2@n1 c2@n2 c1@n3 c2@n3",
+		Faults:       []string{"partition(n3)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.Partition},
+	},
+	{
 		Name:  "redlock-pause",
 		Title: "a Redlock holder pauses past its validity; Redlock has no fence to stop it",
 		Story: "C1 wins a majority, then stops (a GC pause) for longer than the TTL. The keys expire on every " +

@@ -113,3 +113,37 @@ func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 		t.Errorf("the same restart without the append-only file: %v, want the lock lost", h.Verdict)
 	}
 }
+
+// A run that leaves a node killed, paused or cut off ends the fault when
+// it is over: the next run on the same nodes finds every node up (else its
+// FLUSHDB fails on the node). The minority-down story is SAFE on Redlock.
+func TestRunEndsItsFaults(t *testing.T) {
+	ctx := context.Background()
+	cl, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	var nodes []Node
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n)
+	}
+	cs, err := Resolve("redlock-minority-down", "redlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sched := range []string{"c1 kill(n3)", "c1 pause(n2)", "c1 partition(n1)", ""} {
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, Schedule: sched, NoRecord: true})
+		if err != nil {
+			t.Fatalf("schedule %q: %v", sched, err)
+		}
+		if h.Verdict.Outcome != Safe {
+			t.Errorf("schedule %q: %v (%s)", sched, h.Verdict, h.Schedule)
+		}
+	}
+	for _, n := range cl.Nodes() {
+		if _, err := n.Do(ctx, "PING"); err != nil {
+			t.Errorf("%s after the runs: %v", n.Name(), err)
+		}
+	}
+}
