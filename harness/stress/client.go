@@ -31,6 +31,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		}
 		defer sp.Close()
 		nodes = []locklab.ConnSource{sp}
+		sleepCtx(ctx, r.o.stagger(id))
 	}
 	for ctx.Err() == nil {
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}

@@ -252,3 +252,25 @@ func settledMaster(ctx context.Context, g *node.SentinelGroup) (*node.Node, erro
 		}
 	}
 }
+
+// stagger is how long client id waits before it starts, in a run on a
+// Sentinel group: the clients' first questions to the Sentinels, and so
+// their later ones (every locklab.DefaultSentinelRefresh), spread over one
+// refresh period, as those of separate programs would be, instead of all
+// the clients moving to a new master in the same millisecond.
+func (o *Options) stagger(id int) time.Duration {
+	if o.Sentinels == nil {
+		return 0
+	}
+	return time.Duration(id) * locklab.DefaultSentinelRefresh / time.Duration(o.Clients)
+}
+
+// sleepCtx sleeps d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -445,16 +445,20 @@ func (r *recorder) event(client int, what string) {
 // violateLocked counts n violations of a kind and keeps the first of each
 // kind with the events before it; the caller holds r.mu.
 func (r *recorder) violateLocked(kind string, n int64, detail string) {
-	v := func() Violation {
-		return Violation{Kind: kind, At: r.now(), Detail: detail, Timeline: append([]Event(nil), r.recent...)}
+	var v *Violation
+	keep := func() Violation {
+		if v == nil {
+			v = &Violation{Kind: kind, At: r.now(), Detail: detail, Timeline: append([]Event(nil), r.recent...)}
+		}
+		return *v
 	}
 	if r.counts[kind] == 0 {
-		r.first = append(r.first, v())
+		r.first = append(r.first, keep())
 	}
 	r.counts[kind] += n
 	if r.faulting.Load() {
 		if r.inFaults[kind] == 0 {
-			r.firstIn = append(r.firstIn, v())
+			r.firstIn = append(r.firstIn, keep())
 		}
 		r.inFaults[kind] += n
 	}

@@ -58,7 +58,7 @@ func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
 		args = append(args, "--addr", a)
 	}
 	if g := o.Sentinels; g != nil {
-		args = append(args, "--master-name", g.MasterName())
+		args = append(args, "--master-name", g.MasterName(), "--stagger", o.stagger(id).String())
 		for _, a := range g.Addrs() {
 			args = append(args, "--sentinel", a)
 		}
@@ -84,7 +84,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		sentinels     []string
 		masterName    string
 		ttl, holdMax  time.Duration
-		skew          time.Duration
+		skew, stagger time.Duration
 		seed          uint64
 		id            int
 	)
@@ -96,6 +96,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
 	fs.DurationVar(&skew, "skew", 0, "")
+	fs.DurationVar(&stagger, "stagger", 0, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
 	fs.IntVar(&id, "id", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +158,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		}
 		return rep, dec.Decode(&rep)
 	}
+	sleepCtx(ctx, stagger)
 	if enc.Encode(WorkerEvent{Ev: EvReady}) != nil {
 		return nil
 	}
