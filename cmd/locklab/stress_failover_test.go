@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ory/dockertest/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,19 +39,7 @@ func TestStressFailoverLeavesNothing(t *testing.T) {
 	}
 	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
 		t.Run(be, func(t *testing.T) {
-			var pool *dockertest.Pool
-			if be == node.BackendDocker {
-				p, err := dockertest.NewPool("")
-				if err == nil {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					err = p.Client.PingWithContext(ctx)
-					cancel()
-				}
-				if err != nil {
-					t.Skip("no Docker engine:", err)
-				}
-				pool = p
-			}
+			pool := dockerPool(t, be)
 			for _, interrupt := range []bool{false, true} {
 				tmp := t.TempDir()
 				var stdout, stderr lockedBuffer
