@@ -83,6 +83,24 @@ func leftovers(t *testing.T, pool *dockertest.Pool, pid int, tmp string) []strin
 	return out
 }
 
+// dockerPool is a client of the Docker engine for the docker backend (the
+// test is skipped where none answers), nil for the others.
+func dockerPool(t *testing.T, be string) *dockertest.Pool {
+	if be != node.BackendDocker {
+		return nil
+	}
+	p, err := dockertest.NewPool("")
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = p.Client.PingWithContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		t.Skip("no Docker engine:", err)
+	}
+	return p
+}
+
 // TestInterruptLeavesNothing interrupts `locklab matrix` three times on each
 // backend: while its nodes start, while it runs, and with three Ctrl-Cs in a
 // row. Every run must remove what it created before it exits.
@@ -92,19 +110,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	}
 	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
 		t.Run(be, func(t *testing.T) {
-			var pool *dockertest.Pool
-			if be == node.BackendDocker {
-				p, err := dockertest.NewPool("")
-				if err == nil {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					err = p.Client.PingWithContext(ctx)
-					cancel()
-				}
-				if err != nil {
-					t.Skip("no Docker engine:", err)
-				}
-				pool = p
-			}
+			pool := dockerPool(t, be)
 			for run, when := range []string{"starting", "running", "running, three times"} {
 				tmp := t.TempDir()
 				var stderr lockedBuffer

@@ -4,11 +4,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,12 +43,25 @@ accesses the register's fence check refused, and liveness failures.
 With --processes each client is its own process: a pause is SIGSTOP, a
 crash SIGKILL. --node-faults injects node faults every --fault-every
 (pause, restart without data, restart-keep with an append-only file,
-partition); it needs the docker or process backend.`,
+partition); it needs the docker or process backend.
+
+--node-faults failover runs the lock on a Redis Sentinel group instead of
+plain nodes: a master, two asynchronous replicas and three Sentinels
+(down-after 1s), which the clients reach through a Sentinel-aware pool.
+Every --fault-every the master is frozen (SIGSTOP or docker pause) for at
+least --fault-for and until the Sentinels have promoted a replica; then it
+is thawed and answers as a master, to the clients that still reach it,
+until the Sentinels demote it (about 8s). Each failover takes some 10s:
+give --duration room for a few. It takes a single-node strategy, alone
+among the node faults, and the docker or process backend. The whole group
+is removed when the run ends, Ctrl-C included.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob -1 --cycles 100000
   locklab stress --strategy set-nx-px --no-fence --duration 10s --json
   locklab stress --strategy set-nx-px-del --processes --first
-  locklab stress --strategy set-nx-px --node-faults restart,partition --fault-every 2s`,
+  locklab stress --strategy set-nx-px --node-faults restart,partition --fault-every 2s
+  locklab stress --strategy set-nx-px --node-faults failover --duration 30s
+  locklab stress --strategy set-nx-px-wait --node-faults failover --processes --duration 30s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -67,17 +82,32 @@ partition); it needs the docker or process backend.`,
 			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
 				return errNoFaults
 			}
+			failover := slices.Contains(o.Faults, node.Failover)
+			if failover {
+				if err := checkFailover(o.Faults, d); err != nil {
+					return err
+				}
+				nodes = 1
+			}
 			errw := cmd.ErrOrStderr()
-			c, ns, err := g.cluster(ctx, errw, nodes)
+			c, _, err := g.cluster(ctx, errw, nodes)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			_ = ns
 			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
 				return errNoFaults
 			}
+			if failover {
+				if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
+					return err
+				}
+				defer o.Sentinels.Close()
+			}
 			for _, n := range c.Nodes() {
+				if failover {
+					break
+				}
 				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
 				o.Addrs = append(o.Addrs, n.URL())
 				o.FaultNodes = append(o.FaultNodes, n)
@@ -135,10 +165,55 @@ partition); it needs the docker or process backend.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
-	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds))
+	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
+		", or failover (on a Sentinel group)")
 	f.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "time between two node faults")
 	f.DurationVar(&o.FaultFor, "fault-for", 0, "how long each node fault lasts (default 5 x TTL)")
 	return cmd
+}
+
+// checkFailover refuses what a run on a Sentinel group cannot do: other
+// node faults alongside the failover, and strategies that need several
+// independent masters.
+func checkFailover(faults []node.Fault, d strategies.Description) error {
+	for _, f := range faults {
+		if f != node.Failover {
+			return fmt.Errorf("--node-faults failover runs on a Sentinel group and cannot be combined with %s", f)
+		}
+	}
+	if d.Properties.MultiNode {
+		return fmt.Errorf("--node-faults failover: %s needs several independent masters, a Sentinel group has one; "+
+			"use a single-node strategy (set-nx-px, set-nx-px-wait, ...)", d.Name)
+	}
+	return nil
+}
+
+// startSentinels starts the Sentinel group a failover run locks on; c's
+// Close removes it too.
+func startSentinels(ctx context.Context, w io.Writer, c *node.Cluster) (*node.SentinelGroup, error) {
+	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var data, sents []string
+	for _, n := range g.Nodes() {
+		data = append(data, n.Name()+" "+n.Addr())
+	}
+	for _, n := range g.Sentinels() {
+		sents = append(sents, n.Name()+" "+n.Addr())
+	}
+	fmt.Fprintf(w, "Sentinel group %s: master and replicas %s; Sentinels %s\n",
+		g.MasterName(), strings.Join(data, ", "), strings.Join(sents, ", "))
+	return g, nil
+}
+
+// inFaults says how many violations of kind were seen during node faults,
+// when the run injected any.
+func inFaults(r *stress.Report, kind string) string {
+	if len(r.NodeFaults) == 0 || r.Counts[kind] == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d during node faults)", r.InFaults[kind])
 }
 
 func writeStress(w io.Writer, r *stress.Report) error {
@@ -147,8 +222,8 @@ func writeStress(w io.Writer, r *stress.Report) error {
 	fmt.Fprintf(tw, "cycles\t%d in %v (%.0f/s)\n", r.Cycles, r.Elapsed.Round(time.Millisecond), r.Throughput)
 	fmt.Fprintf(tw, "acquire wait\tp50 %v, p99 %v\n", r.AcquireP50.Round(time.Microsecond), r.AcquireP99.Round(time.Microsecond))
 	fmt.Fprintf(tw, "faults\t%d pauses, %d crashes, %d node faults\n", r.Pauses, r.Crashes, len(r.NodeFaults))
-	fmt.Fprintf(tw, "overlapping holds\t%d\n", r.Overlaps)
-	fmt.Fprintf(tw, "lost updates\t%d\n", r.LostUpdates)
+	fmt.Fprintf(tw, "overlapping holds\t%d%s\n", r.Overlaps, inFaults(r, stress.KindOverlap))
+	fmt.Fprintf(tw, "lost updates\t%d%s\n", r.LostUpdates, inFaults(r, stress.KindLostUpdate))
 	fmt.Fprintf(tw, "fence refusals\t%d\n", r.FenceRefusals)
 	if r.Liveness != "" {
 		fmt.Fprintf(tw, "liveness\t%s\n", r.Liveness)
@@ -164,13 +239,23 @@ func writeStress(w io.Writer, r *stress.Report) error {
 				fmt.Fprintf(w, " (%s)", f.Err)
 			}
 			fmt.Fprintln(w)
+			for _, s := range f.Steps {
+				fmt.Fprintf(w, "  %10v    %s\n", s.At.Round(time.Millisecond), s.What)
+			}
 		}
 	}
 	if !r.Violated() {
 		fmt.Fprintln(w, "\nno violation")
 		return nil
 	}
-	for _, v := range r.First {
+	firsts := r.First
+	for _, v := range r.FirstInFaults {
+		if !slices.ContainsFunc(r.First, func(f stress.Violation) bool { return f.Kind == v.Kind && f.At == v.At }) {
+			v.Kind += " during a node fault"
+			firsts = append(firsts, v)
+		}
+	}
+	for _, v := range firsts {
 		fmt.Fprintf(w, "\nfirst %s at %v: %s\n", v.Kind, v.At.Round(time.Millisecond), v.Detail)
 		for _, e := range v.Timeline {
 			who := fmt.Sprintf("client %d", e.Client)

@@ -20,15 +20,28 @@ import (
 // after each crash.
 func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int, desc strategies.Description) {
 	rng := rand.New(rand.NewPCG(r.o.Seed, uint64(id)))
+	nodes := r.o.Nodes
+	if r.o.Sentinels != nil {
+		// Each client asks the Sentinels on its own, as separate programs
+		// would: they move to a new master one by one, not all at once.
+		sp, err := r.o.sentinelPool()
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		defer sp.Close()
+		nodes = []locklab.ConnSource{sp}
+		sleepCtx(ctx, r.o.stagger(id))
+	}
 	for ctx.Err() == nil {
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}
 		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
 		if desc.Properties.MultiNode {
-			for _, n := range r.o.Nodes {
+			for _, n := range nodes {
 				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
 			}
 		} else {
-			cfg.Pool = cr.wrap(r.o.Nodes[0])
+			cfg.Pool = cr.wrap(nodes[0])
 		}
 		if r.o.Skew > 0 {
 			off := time.Duration(rng.Int64N(int64(2*r.o.Skew))) - r.o.Skew

@@ -26,15 +26,20 @@ type FaultNode interface {
 // them (node.RestartKeep), or partitioned.
 var FaultKinds = []node.Fault{node.Pause, node.Restart, node.RestartKeep, node.Partition}
 
+// SentinelFaultKinds are the node faults of a run on a Sentinel group
+// (Options.Sentinels): a failover of its master.
+var SentinelFaultKinds = []node.Fault{node.Failover}
+
 // ParseFaults reads fault names as the CLI takes them ("pause",
-// "restart-keep"). A name that is not one of FaultKinds is an error that
-// lists them.
+// "restart-keep", "failover"). A name that is not one of FaultKinds or
+// SentinelFaultKinds is an error that lists them.
 func ParseFaults(names []string) ([]node.Fault, error) {
+	known := slices.Concat(FaultKinds, SentinelFaultKinds)
 	out := make([]node.Fault, 0, len(names))
 	for _, s := range names {
 		f, err := node.ParseFault(s)
-		if err != nil || !slices.Contains(FaultKinds, f) {
-			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, node.JoinFaults(FaultKinds))
+		if err != nil || !slices.Contains(known, f) {
+			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, node.JoinFaults(known))
 		}
 		out = append(out, f)
 	}
@@ -49,6 +54,9 @@ type NodeFault struct {
 	For  time.Duration `json:"for"`
 	// Err is set when the fault or its healing failed.
 	Err string `json:"error,omitempty"`
+	// Steps are the stages of a failover, as they happened: the pause,
+	// the promotion, the resume and the demotion.
+	Steps []Event `json:"steps,omitempty"`
 }
 
 // NodeFaultClient is the Client of the timeline events of node faults.
@@ -59,11 +67,12 @@ func (o *Options) faultDefaults() error {
 		return nil
 	}
 	for _, k := range o.Faults {
-		if !slices.Contains(FaultKinds, k) {
-			return locklab.Invalid("node fault %v is not one a run injects (want %s)", k, node.JoinFaults(FaultKinds))
+		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) {
+			return locklab.Invalid("node fault %v is not one a run injects (want %s)", k,
+				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds)))
 		}
 	}
-	if len(o.FaultNodes) == 0 {
+	if len(o.FaultNodes) == 0 && o.Sentinels == nil {
 		return locklab.Invalid("node faults need nodes to fault")
 	}
 	if o.FaultEvery <= 0 {
@@ -89,8 +98,11 @@ func (r *recorder) faults(ctx context.Context) {
 		case <-t.C:
 		}
 		kind := r.o.Faults[rng.IntN(len(r.o.Faults))]
-		n := r.o.FaultNodes[rng.IntN(len(r.o.FaultNodes))]
-		r.nodeFault(ctx, kind, n)
+		if kind == node.Failover {
+			r.failover(ctx)
+		} else {
+			r.nodeFault(ctx, kind, r.o.FaultNodes[rng.IntN(len(r.o.FaultNodes))])
+		}
 		t.Reset(r.o.FaultEvery)
 	}
 }

@@ -56,11 +56,25 @@
 // restarted with or without its data, or partitioned, for FaultFor, then
 // resumed, started again or healed. Each fault is in Report.NodeFaults and
 // in the timelines (as client NodeFaultClient).
+//
+// # Sentinel failover
+//
+// With Options.Sentinels the lock lives on the master of a Redis Sentinel
+// group (a master, its asynchronous replicas and the Sentinels watching
+// them), found through a locklab.SentinelPool, and the node fault
+// node.Failover freezes that master (SIGSTOP, docker pause) while clients
+// hold and take the lock on it. The Sentinels promote a replica; the old
+// master is then thawed and, until the Sentinels demote it to a replica
+// (some 8s later), still answers as a master whoever reaches it: the
+// clients whose requests waited for it, and those that have not yet asked
+// the Sentinels again. For that while two masters grant the lock, each to
+// its own clients, and the register counts what that does.
 package stress
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -145,6 +159,15 @@ type Options struct {
 	Faults     []node.Fault
 	FaultEvery time.Duration
 	FaultFor   time.Duration
+
+	// Sentinels, when set, is the Sentinel group the lock lives on: the
+	// clients (each worker process, or the goroutines together) find its
+	// master through a locklab.SentinelPool, and Nodes, Addrs and
+	// FaultNodes stay empty. Its node fault is node.Failover, which
+	// freezes the master until the Sentinels promote a replica (see
+	// "Sentinel failover" in the package documentation). A Sentinel group
+	// has one master: multi-node strategies are refused.
+	Sentinels *node.SentinelGroup
 }
 
 // Progress is a snapshot during a run.
@@ -189,6 +212,11 @@ type Report struct {
 	NodeFaults    []NodeFault      `json:"node_faults,omitempty"`
 	Counts        map[string]int64 `json:"violations"`
 	First         []Violation      `json:"first"`
+	// InFaults counts, by kind, the violations seen while a node fault
+	// was in progress (from its beginning until it was healed), and
+	// FirstInFaults is the first of each kind among them.
+	InFaults      map[string]int64 `json:"violations_in_faults,omitempty"`
+	FirstInFaults []Violation      `json:"first_in_faults,omitempty"`
 }
 
 // Violated reports whether any violation was seen.
@@ -206,7 +234,7 @@ func (o *Options) defaults() error {
 	if o.Strategy == "" {
 		return locklab.Invalid("no strategy")
 	}
-	if len(o.Nodes) == 0 {
+	if len(o.Nodes) == 0 && o.Sentinels == nil {
 		return locklab.Invalid("no Redis nodes")
 	}
 	if o.Clients <= 0 {
@@ -240,9 +268,12 @@ func (o *Options) defaults() error {
 		if len(o.WorkerCommand) == 0 {
 			return locklab.Invalid("process mode needs a worker command")
 		}
-		if len(o.Addrs) != len(o.Nodes) {
+		if o.Sentinels == nil && len(o.Addrs) != len(o.Nodes) {
 			return locklab.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
 		}
+	}
+	if err := o.checkSentinels(); err != nil {
+		return err
 	}
 	if err := o.faultDefaults(); err != nil {
 		return err
@@ -260,6 +291,17 @@ func (o *Options) defaults() error {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
+	}
+	if o.Sentinels != nil {
+		if err := addClientUser(ctx, o.Sentinels); err != nil {
+			return nil, err
+		}
+		sp, err := o.sentinelPool()
+		if err != nil {
+			return nil, err
+		}
+		defer sp.Close()
+		o.Nodes = []locklab.ConnSource{sp}
 	}
 	desc, _ := strategies.Info(o.Strategy)
 	if err := flush(ctx, o.Nodes); err != nil {
@@ -358,6 +400,8 @@ type recorder struct {
 	latency  []time.Duration
 	counts   map[string]int64
 	first    []Violation
+	inFaults map[string]int64
+	firstIn  []Violation
 	recent   []Event // ring of the last events
 	liveness string
 	nfaults  []NodeFault
@@ -381,7 +425,7 @@ func (r *recorder) fatalErr() error {
 }
 
 func newRecorder(o Options) *recorder {
-	return &recorder{o: o, start: time.Now(), inside: map[int]time.Duration{}, counts: map[string]int64{}}
+	return &recorder{o: o, start: time.Now(), inside: map[int]time.Duration{}, counts: map[string]int64{}, inFaults: map[string]int64{}}
 }
 
 func (r *recorder) now() time.Duration { return time.Since(r.start) }
@@ -401,10 +445,23 @@ func (r *recorder) event(client int, what string) {
 // violateLocked counts n violations of a kind and keeps the first of each
 // kind with the events before it; the caller holds r.mu.
 func (r *recorder) violateLocked(kind string, n int64, detail string) {
+	var v *Violation
+	keep := func() Violation {
+		if v == nil {
+			v = &Violation{Kind: kind, At: r.now(), Detail: detail, Timeline: append([]Event(nil), r.recent...)}
+		}
+		return *v
+	}
 	if r.counts[kind] == 0 {
-		r.first = append(r.first, Violation{Kind: kind, At: r.now(), Detail: detail, Timeline: append([]Event(nil), r.recent...)})
+		r.first = append(r.first, keep())
 	}
 	r.counts[kind] += n
+	if r.faulting.Load() {
+		if r.inFaults[kind] == 0 {
+			r.firstIn = append(r.firstIn, keep())
+		}
+		r.inFaults[kind] += n
+	}
 	if r.o.StopOnViolation && r.stop != nil {
 		r.stop()
 	}
@@ -473,6 +530,10 @@ func (r *recorder) report() *Report {
 	}
 	for k, v := range r.counts {
 		rep.Counts[k] = v
+	}
+	if len(r.inFaults) > 0 {
+		rep.InFaults = maps.Clone(r.inFaults)
+		rep.FirstInFaults = append([]Violation(nil), r.firstIn...)
 	}
 	if el > 0 {
 		rep.Throughput = float64(rep.Cycles) / el.Seconds()

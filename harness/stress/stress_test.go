@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/redistest"
 )
@@ -103,10 +104,13 @@ func TestParseFaults(t *testing.T) {
 	fs, err := stress.ParseFaults([]string{"pause", "restart", "restart-keep", "partition"})
 	require.NoError(t, err)
 	assert.Equal(t, stress.FaultKinds, fs)
-	for _, bad := range []string{"explode", "kill", "failover", "Pause"} {
+	fs, err = stress.ParseFaults([]string{"failover"})
+	require.NoError(t, err)
+	assert.Equal(t, []node.Fault{node.Failover}, fs)
+	for _, bad := range []string{"explode", "kill", "Pause"} {
 		_, err := stress.ParseFaults([]string{"pause", bad})
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), `"`+bad+`"`)
-		assert.Contains(t, err.Error(), "pause,restart,restart-keep,partition", "the error lists the kinds")
+		assert.Contains(t, err.Error(), "pause,restart,restart-keep,partition,failover", "the error lists the kinds")
 	}
 }

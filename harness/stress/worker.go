@@ -57,13 +57,21 @@ func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
 	for _, a := range o.Addrs {
 		args = append(args, "--addr", a)
 	}
+	if g := o.Sentinels; g != nil {
+		args = append(args, "--master-name", g.MasterName(), "--stagger", o.stagger(id).String())
+		for _, a := range g.Addrs() {
+			args = append(args, "--sentinel", a)
+		}
+	}
 	return args
 }
 
 // Worker is one client of a process-mode run, as run by the hidden
 // "locklab worker" command: it loops acquire, critical section, release on
 // the servers given with --addr (host:port, password@host:port or a
-// redis:// URL, as node.ParseAddr reads them), reports
+// redis:// URL, as node.ParseAddr reads them), or on the master that the
+// Sentinels given with --sentinel (host:port) name --master-name, through a
+// locklab.SentinelPool of its own; it reports
 // each step on out as a JSON WorkerEvent line, and takes its register
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
@@ -73,30 +81,49 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	var (
 		strategy, key string
 		addrs         []string
+		sentinels     []string
+		masterName    string
 		ttl, holdMax  time.Duration
-		skew          time.Duration
+		skew, stagger time.Duration
 		seed          uint64
 		id            int
 	)
 	fs.StringVar(&strategy, "strategy", "", "")
 	fs.StringVar(&key, "key", "locklab:stress", "")
 	fs.Func("addr", "", func(s string) error { addrs = append(addrs, s); return nil })
+	fs.Func("sentinel", "", func(s string) error { sentinels = append(sentinels, s); return nil })
+	fs.StringVar(&masterName, "master-name", "", "")
 	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
 	fs.DurationVar(&skew, "skew", 0, "")
+	fs.DurationVar(&stagger, "stagger", 0, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
 	fs.IntVar(&id, "id", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(addrs) == 0 {
-		return errors.New("worker: no --addr")
+	if len(addrs) == 0 && len(sentinels) == 0 {
+		return errors.New("worker: no --addr and no --sentinel")
 	}
 	desc, err := strategies.Info(strategy)
 	if err != nil {
 		return err
 	}
 	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl / 4}}
+	if len(sentinels) > 0 {
+		if len(addrs) > 0 || desc.Properties.MultiNode {
+			return errors.New("worker: --sentinel takes a single-node strategy and no --addr")
+		}
+		sp, err := locklab.NewSentinelPool(locklab.SentinelOptions{
+			MasterName: masterName, Sentinels: sentinels,
+			Master: locklab.PoolOptions{Username: clientUser, Password: clientPassword},
+		})
+		if err != nil {
+			return err
+		}
+		defer sp.Close()
+		cfg.Pool = sp
+	}
 	var pools []*redis.Pool
 	for _, a := range addrs {
 		o, err := node.ParseAddr(a)
@@ -111,7 +138,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		pools = append(pools, p)
 		cfg.Nodes = append(cfg.Nodes, p)
 	}
-	if !desc.Properties.MultiNode {
+	if !desc.Properties.MultiNode && len(pools) > 0 {
 		cfg.Pool, cfg.Nodes = pools[0], nil
 	}
 	if skew != 0 {
@@ -131,6 +158,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		}
 		return rep, dec.Decode(&rep)
 	}
+	sleepCtx(ctx, stagger)
 	if enc.Encode(WorkerEvent{Ev: EvReady}) != nil {
 		return nil
 	}

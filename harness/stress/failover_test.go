@@ -1,0 +1,109 @@
+package stress_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/stress"
+)
+
+// sentinelGroup starts a Sentinel group on backend be, skipping the test
+// where the backend is not available; the cluster is closed at the end.
+func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
+	if be == node.BackendDocker && err != nil {
+		t.Skip("no Docker engine:", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+	require.NoError(t, err)
+	return g
+}
+
+// A failover that cuts the master off from its replicas and the Sentinels,
+// but not from the clients, lets two masters grant set-nx-px at once: the
+// old one to the clients that have not yet asked the Sentinels again, the
+// new one to the others. Client pauses and crashes are off and the TTL far
+// above any scheduling delay, so the overlaps are the failover's. One
+// failover is enough: every client has moved within a second of the
+// promotion, and the old master grants the lock to the others meanwhile.
+// The run leaves room for an election the Sentinels fail and retry (6s
+// later) on a loaded machine.
+func TestFailoverBreaksSetNXPX(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel group and waits for a failover")
+	}
+	t.Parallel()
+	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+		t.Run(be, func(t *testing.T) {
+			g := sentinelGroup(t, be)
+			for _, processes := range []bool{false, true} {
+				o := stress.Options{
+					Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
+					FaultEvery: 500 * time.Millisecond, Duration: 20 * time.Second, TTL: time.Second,
+					PauseProb: -1, CrashProb: -1, Seed: 5,
+				}
+				if processes {
+					o.Processes, o.WorkerCommand = true, workerCommand(t)
+				}
+				rep, err := stress.Run(context.Background(), o)
+				require.NoError(t, err)
+				require.NotEmpty(t, rep.NodeFaults)
+				f := rep.NodeFaults[0]
+				assert.Empty(t, f.Err)
+				require.GreaterOrEqual(t, len(f.Steps), 3, "cut, promotion, reconnection: %+v", f.Steps)
+				assert.Contains(t, f.Steps[1].What, "the master")
+				assert.Positive(t, rep.InFaults[stress.KindOverlap],
+					"processes %v: %d cycles, %d overlaps, none during the failover; steps %+v", processes, rep.Cycles, rep.Overlaps, f.Steps)
+				assert.Positive(t, rep.FenceRefusals, "the new master's fence counter lags the old one's")
+				t.Logf("processes %v: %d cycles, %d overlaps (%d during the failover), %d fence refusals",
+					processes, rep.Cycles, rep.Overlaps, rep.InFaults[stress.KindOverlap], rep.FenceRefusals)
+				if processes {
+					noWorkersLeft(t)
+				}
+				// Let the old master be demoted before the next run's
+				// failover.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				for _, n := range g.Nodes() {
+					if n.Name() == f.Node {
+						for role, _ := n.Role(ctx); role != "slave" && ctx.Err() == nil; role, _ = n.Role(ctx) {
+							time.Sleep(100 * time.Millisecond)
+						}
+					}
+				}
+				cancel()
+			}
+		})
+	}
+}
+
+// What a run on a Sentinel group refuses.
+func TestFailoverBadOptions(t *testing.T) {
+	t.Parallel()
+	_, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []node.Fault{node.Failover},
+	})
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+	assert.Contains(t, err.Error(), "needs a Sentinel group")
+	if testing.Short() {
+		return
+	}
+	g := sentinelGroup(t, node.BackendProcess)
+	for _, o := range []stress.Options{
+		{Strategy: "redlock", Sentinels: g, Faults: []node.Fault{node.Failover}},
+		{Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover, node.Pause}},
+		{Strategy: "set-nx-px", Sentinels: g, Nodes: nodes(t)},
+	} {
+		_, err := stress.Run(context.Background(), o)
+		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)
+	}
+}
