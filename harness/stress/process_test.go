@@ -150,15 +150,23 @@ func TestNodeFaultRestart(t *testing.T) {
 		NoFence: true, FaultEvery: 300 * time.Millisecond, FaultFor: 5 * time.Millisecond, Seed: 7,
 	}
 
+	// A restart breaks the lock only when it strikes while a key is held
+	// and another client takes it before the holder is done: a loaded
+	// machine runs few cycles in a run, so up to four runs are allowed.
 	o := base
 	o.Faults, o.Duration = []node.Fault{node.Restart}, 4*time.Second
-	rep, err := stress.Run(ctx, o)
-	require.NoError(t, err)
-	t.Logf("restart: %d cycles, %d node faults, %d overlaps, %d lost updates", rep.Cycles, len(rep.NodeFaults), rep.Overlaps, rep.LostUpdates)
-	require.NotEmpty(t, rep.NodeFaults)
-	for _, f := range rep.NodeFaults {
-		assert.Equal(t, node.Restart, f.Kind)
-		assert.Empty(t, f.Err)
+	var rep *stress.Report
+	for run := 1; run <= 4 && (rep == nil || rep.Overlaps == 0); run++ {
+		o.Seed = base.Seed + uint64(run) - 1
+		var err error
+		rep, err = stress.Run(ctx, o)
+		require.NoError(t, err)
+		t.Logf("restart, run %d: %d cycles, %d node faults, %d overlaps, %d lost updates", run, rep.Cycles, len(rep.NodeFaults), rep.Overlaps, rep.LostUpdates)
+		require.NotEmpty(t, rep.NodeFaults)
+		for _, f := range rep.NodeFaults {
+			assert.Equal(t, node.Restart, f.Kind)
+			assert.Empty(t, f.Err)
+		}
 	}
 	require.Positive(t, rep.Overlaps, "a holder's key vanished with the restart")
 	var ov stress.Violation
