@@ -92,6 +92,9 @@ func TestSentinelOptionsInvalid(t *testing.T) {
 // again, becomes a replica of the new one; pausing the new master makes
 // them fail over again; Close leaves nothing behind.
 func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real Sentinel failover takes seconds of Sentinel's own timing; make test-long runs it")
+	}
 	sentinelBackends(t, func(t *testing.T, be string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
@@ -154,69 +157,65 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// Sentinel looks at a returning node every 10s and waits 8s more
-		// before it reconfigures one: -short leaves these stages to the
-		// full run.
-		if !testing.Short() {
-			// Started again, the old master is turned into a replica of the
-			// new one.
-			if err := g.Restart(ctx, false); err != nil {
-				t.Fatal(err)
-			}
-			t0 = time.Now()
-			if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
-				info, err := redis.String(first.Do(ctx, "INFO", "replication"))
-				if err != nil {
-					return err
-				}
-				f := infoFields(info)
-				if f["role"] != "slave" || f["master_link_status"] != "up" {
-					return errors.New(first.Name() + ": role " + f["role"] + ", link " + f["master_link_status"])
-				}
-				return nil
-			}); err != nil {
-				t.Fatalf("the old master did not rejoin as a replica: %v", err)
-			}
-			t.Logf("%s: %s a replica again %v after its restart", be, first.Name(), time.Since(t0).Round(time.Millisecond))
-			if v, ok := get(t, first, "k"); !ok || v != "v" {
-				t.Errorf("the rejoined %s did not sync from %s: %q %v", first.Name(), second.Name(), v, ok)
-			}
-
-			// A frozen master is failed over too; thawed, it rejoins.
-			if err := g.Pause(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t0 = time.Now()
-			wctx, wcancel = context.WithTimeout(ctx, time.Minute)
-			third, err := g.WaitFailover(wctx, second)
-			wcancel()
+		// Started again, the old master is turned into a replica of the
+		// new one (Sentinel looks at a returning node every 10s and waits
+		// 8s more before it reconfigures one).
+		if err := g.Restart(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
+			info, err := redis.String(first.Do(ctx, "INFO", "replication"))
 			if err != nil {
-				g.Resume(ctx)
-				t.Fatal(err)
+				return err
 			}
-			if err := g.Resume(ctx); err != nil {
-				t.Fatal(err)
+			f := infoFields(info)
+			if f["role"] != "slave" || f["master_link_status"] != "up" {
+				return errors.New(first.Name() + ": role " + f["role"] + ", link " + f["master_link_status"])
 			}
-			t.Logf("%s: %s promoted %v after %s was paused", be, third.Name(), time.Since(t0).Round(time.Millisecond), second.Name())
-			if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
-				if role, err := second.Role(ctx); err != nil || role != "slave" {
-					return errors.New(second.Name() + ": role " + role)
-				}
-				return nil
-			}); err != nil {
-				t.Fatalf("the thawed master did not become a replica: %v", err)
-			}
+			return nil
+		}); err != nil {
+			t.Fatalf("the old master did not rejoin as a replica: %v", err)
+		}
+		t.Logf("%s: %s a replica again %v after its restart", be, first.Name(), time.Since(t0).Round(time.Millisecond))
+		if v, ok := get(t, first, "k"); !ok || v != "v" {
+			t.Errorf("the rejoined %s did not sync from %s: %q %v", first.Name(), second.Name(), v, ok)
+		}
 
-			// The failover fault does it all: kill, promotion, restart.
-			if err := Begin(ctx, g, Failover); err != nil {
-				t.Fatal(err)
+		// A frozen master is failed over too; thawed, it rejoins.
+		if err := g.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		wctx, wcancel = context.WithTimeout(ctx, time.Minute)
+		third, err := g.WaitFailover(wctx, second)
+		wcancel()
+		if err != nil {
+			g.Resume(ctx)
+			t.Fatal(err)
+		}
+		if err := g.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s promoted %v after %s was paused", be, third.Name(), time.Since(t0).Round(time.Millisecond), second.Name())
+		if err := waitFor(ctx, time.Minute, func(ctx context.Context) error {
+			if role, err := second.Role(ctx); err != nil || role != "slave" {
+				return errors.New(second.Name() + ": role " + role)
 			}
-			if m, err := g.Master(ctx); err != nil || m == third {
-				t.Errorf("after the failover fault the Sentinels name %v (%v), want another than %s", m, err, third.Name())
-			}
-			if _, err := third.Do(ctx, "PING"); err != nil {
-				t.Errorf("the failed-over %s was not started again: %v", third.Name(), err)
-			}
+			return nil
+		}); err != nil {
+			t.Fatalf("the thawed master did not become a replica: %v", err)
+		}
+
+		// The failover fault does it all: kill, promotion, restart.
+		if err := Begin(ctx, g, Failover); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := g.Master(ctx); err != nil || m == third {
+			t.Errorf("after the failover fault the Sentinels name %v (%v), want another than %s", m, err, third.Name())
+		}
+		if _, err := third.Do(ctx, "PING"); err != nil {
+			t.Errorf("the failed-over %s was not started again: %v", third.Name(), err)
 		}
 
 		// Close removes every process (or container) and directory.
