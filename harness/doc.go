@@ -4,7 +4,8 @@
 // A newcomer's map, in the order a run goes through it:
 //
 //	case.go       a scenario and a strategy, resolved once from their names
-//	scenario.go   the scenario catalog; program.go the clients' programs
+//	catalog.go    the scenario catalog; scenario.go the Scenario type
+//	program.go    the clients' programs
 //	schedule.go   steps and schedules, with their text form
 //	run.go        one run: Run, its setup, its step loop, its end
 //	client.go     the client side: each client's program calling the strategy

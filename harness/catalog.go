@@ -1,0 +1,320 @@
+// The scenario catalog: each story of how a lock fails, with its clients'
+// programs, its schedule or the faults the explorer may insert, and the
+// property it threatens.
+
+package harness
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/locklab/locklab/harness/node"
+)
+
+// TTL is the lock TTL of every catalog scenario. It is virtual: the servers
+// see it as a real TTL too, long enough that only the harness's "time"
+// events make keys expire during a run.
+const TTL = 30 * time.Second
+
+const setnxPage = "Redis documentation, SETNX command page, \"Design pattern: Locking with SETNX\" (withdrawn)"
+
+var catalog = []*Scenario{
+	{
+		Name:  "stale-recovery",
+		Title: "two clients recover a crashed holder's stale lock at once (C1/C2)",
+		Story: "C3 takes the lock and crashes. Its TTL passes. C1 and C2 both try the lock: SETNX answers 0 to " +
+			"both, both GET the expired timestamp, C1 sends DEL and SETNX and wins, then C2 sends DEL, deleting " +
+			"C1's fresh lock, and SETNX, and wins too: both hold the lock. GETSET (C4/C5) closes this hole: the " +
+			"second client's GETSET returns the first one's fresh timestamp and it backs off. " +
+			"On Redlock's three nodes C3 wins all three and crashes, and C1 and C2 race node by node: SET NX lets" +
+			" one of them in on each node and two majorities of three always share a node, so at most one wins; " +
+			"the other releases what it got.",
+		Source:    setnxPage,
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
+		Schedule:  "c3 time c1 c2 c1 c2 c1 c1 c2 c2",
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+		Several: &Several{Schedule: "c3 c3@n1 c3@n2 c3@n3 time c1 c2 c1@n1 c2@n2 c1@n3 c2@n1 c1@n2 c2@n3",
+			MaxPreemptions: 1},
+	},
+	{
+		Name:  "stale-recovery-getset",
+		Title: "the C4/C5 recovery with GETSET: the slower client sees a fresh timestamp",
+		Story: "C3 takes the lock and crashes; its TTL passes. C1 and C2 both find the stale timestamp. C2 " +
+			"sends GETSET first and gets the stale value: it holds the lock. C1's GETSET returns C2's fresh " +
+			"timestamp, so C1 is refused (and has overwritten C2's timestamp with its own, which the page " +
+			"says does no harm). " +
+			"On Redlock the slower client, C1, finds C2's fresh key on every node and is refused.",
+		Source:    setnxPage,
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release", "acquire crash"),
+		Schedule:  "c3 time c1 c2 c1 c2 c2 c1",
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+		Several: &Several{Schedule: "c3 c3@n1 c3@n2 c3@n3 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
+			NoPreemption: true},
+	},
+	{
+		Name:  "crash-before-expire",
+		Title: "the holder crashes between the acquiring command and EXPIRE",
+		Story: "C1's acquire is two commands, SETNX (or INCR) then EXPIRE. C1 crashes after the first: the key " +
+			"exists with no TTL, nobody will ever delete it, and every later client is refused forever. " +
+			"Redlock's acquire is one SET NX PX per node: C1 crashes after its SET reached n1, that key carries " +
+			"its TTL, and C2 wins n2 and n3.",
+		Source:    "the SETNX+EXPIRE and INCR+EXPIRE locks of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs; blog post \"Redis实现分布式全局锁\")",
+		Property:  NoDeadlock,
+		Programs:  progs("acquire write release", "acquire*2 write release"),
+		Schedule:  "c1 crash(c1)",
+		Faults:    []string{"crash(c1)"},
+		MaxFaults: 1,
+		Several:   &Several{Schedule: "c1 c1@n1 crash(c1)", NoPreemption: true},
+	},
+	{
+		Name:  "ttl-pushed-by-waiters",
+		Title: "failed tries push the TTL forward and starve the waiters",
+		Story: "C1 takes the lock and crashes. C2 tries every 20s with a 30s TTL. When a failed try resets the " +
+			"TTL (MULTI INCR EXPIRE EXEC runs EXPIRE whether or not INCR returned 1), the key never reaches its " +
+			"expiry while someone keeps trying: C2 starves, although the lock frees itself as soon as nobody tries. " +
+			"Redlock's failed try deletes the keys it set itself and leaves the holder's TTL alone.",
+		Source:   "the INCR/EXPIRE lock in a MULTI/EXEC transaction, after the blog post \"Redis实现分布式全局锁\"",
+		Property: NoStarvation,
+		Programs: progs("acquire crash",
+			"acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire sleep(20s) acquire write release"),
+		Waiter:       2,
+		NoPreemption: true,
+		Several:      &Several{},
+	},
+	{
+		Name:  "release-after-expiry",
+		Title: "a holder past its TTL releases and deletes its successor's lock",
+		Story: "C1 holds the lock and runs past its TTL; the key expires and C2 acquires. C1 then releases: a " +
+			"blind DEL deletes C2's key; a GET-compare-then-DEL checks first, but the key can expire and be taken " +
+			"between the GET and the DEL. Either way C2 is now unprotected and a third client can walk in. " +
+			"Redlock releases with a compare-and-delete on every node: the late release deletes nothing of C2's.",
+		Source:    "the DEL release of the Chinese articles on Redis locks (葉劍峰, \"解鎖redis鎖的正確姿勢\", cnblogs); Redis SET command page on safe release",
+		Property:  ReleaseSafety,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
+			MaxPreemptions: 1},
+	},
+	{
+		Name:  "clock-skew",
+		Title: "a client whose clock runs ahead steals a live timestamp lock",
+		Story: "Timestamp locks decide expiry with the client's own clock. C2's clock is 32s ahead: C1's fresh " +
+			"timestamp looks expired to it, so C2 recovers the lock C1 still validly holds. " +
+			"Redlock reads the client's clock only to time its own round: keys expire on the servers' clocks, so " +
+			"C2's clock cannot make C1's keys look expired (a jump during C2's round only shrinks C2's validity).",
+		Source:    setnxPage + "; the tornado-redis Lock",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Faults:    []string{"skew(c2,+32s)"},
+		MaxFaults: 1,
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 skew(c2,+32s) c2 c2@n1 c2@n2 c2@n3", MaxPreemptions: 1},
+	},
+	{
+		Name:  "pause-past-ttl",
+		Title: "a holder pauses past its TTL and writes after its successor (no fencing)",
+		Story: "C1 acquires, then stops (a GC pause) for longer than the TTL. The key expires, C2 acquires and " +
+			"writes to the protected resource. C1 wakes up, still believing it holds the lock, and writes too: " +
+			"the resource, which does not check fence numbers, accepts the stale write. " +
+			"On Redlock the pause outlasts C1's validity on every node: the same stale write, since nothing " +
+			"checks the lock after the acquire.",
+		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property: Fencing,
+		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
+	},
+	{
+		Name:  "pause-past-ttl-fenced",
+		Title: "the same pause against a resource that checks fence numbers",
+		Story: "As in pause-past-ttl, but every write carries the lease's fence number and the resource refuses " +
+			"a number lower than one it has seen: C1's stale write is refused when the strategy issues fence " +
+			"numbers, and accepted when it does not. " +
+			"Redlock's leases all carry fence 0, as in redlock-pause: the resource cannot tell the stale write.",
+		Source:   "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property: Fencing,
+		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+		Fenced:   true,
+		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
+	},
+	{
+		Name:  "partitioned-holder",
+		Title: "the holder is cut off from Redis and keeps writing",
+		Story: "C1 holds the lock when the network cuts it off from Redis. The TTL passes, C2 acquires and " +
+			"writes. C1 cannot reach Redis to learn it lost the lock; it writes again, and its release fails. " +
+			"On Redlock C1 is cut off from all three nodes: the same stale write.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire write write release", "acquire write release"),
+		Faults:    []string{"isolate(c1)", "time"},
+		MaxFaults: 2,
+		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 isolate(c1) time c2 c2@n1 c2@n2 c2@n3 c2 c1",
+			MaxPreemptions: 1},
+	},
+	{
+		Name:  "redlock-restart",
+		Title: "a Redlock node restarts without persistence and forgets the lock",
+		Story: "C1 gets n1 and n2, a majority of three. n2 restarts without persistence and comes back empty. " +
+			"C2, which got n3, now gets n2 as well: a majority too. C1 and C2 both hold the lock.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016); Redis distributed locks page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2) c2@n1 c2@n2 c1@n3",
+		Faults:    []string{"restart(n2)"},
+		MaxFaults: 1,
+		MultiNode: true,
+		Needs:     []node.Fault{node.Restart},
+	},
+	{
+		Name:  "redlock-restart-delayed",
+		Title: "the same restart, delayed until the TTL has passed: Redlock's own remedy",
+		Story: "As in redlock-restart, C1 gets n1 and n2 and n2 restarts without persistence. But n2 stays down " +
+			"longer than the TTL before it rejoins, as the Redlock page asks: by then every lock it could have " +
+			"held has expired everywhere, C1's lease included, so whatever majority C2 wins, nobody else holds one. " +
+			"After the story's own interleaving, the explorer tries the restart at every point of the clients' " +
+			"natural order: the remedy is a matter of time, not of interleaving.",
+		Source: "Redis distributed locks page (\"Performance, crash recovery and fsync\": delayed restarts); " +
+			"the notes \"分布式锁 Distributed Lock\" (如果某一台 redis 挂了，要延迟重启)",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2,delayed) c2@n1 c2@n2 c1@n3",
+		Faults:       []string{"restart(n2,delayed)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.Restart},
+	},
+	{
+		Name:  "redlock-restart-fsync",
+		Title: "the same restart, with every write fsynced to the append-only file: Redlock's other remedy",
+		Story: "As in redlock-restart, C1 gets n1 and n2, C2 gets n3, and n2 restarts. But every node writes " +
+			"each command to its append-only file before it answers (appendfsync always), and n2 comes back from " +
+			"that file: C1's key is there again, with its expiry, so n1 and n2 both refuse C2, which has no " +
+			"majority. The explorer then tries the restart at every point of the clients' natural order.",
+		Source: "Redis distributed locks page (\"Performance, crash recovery and fsync\": fsync=always); " +
+			"Redis persistence page (AOF, appendfsync always)",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 c2@n3 restart(n2,keep) c2@n1 c2@n2 c1@n3",
+		Faults:       []string{"restart(n2,keep)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.RestartKeep},
+		AppendFsync:  "always",
+	},
+	{
+		Name:  "redlock-clock-jump",
+		Title: "one Redlock node's clock jumps and its key expires early",
+		Story: "C1 gets n1 and n2. The clock of n2 jumps forward, so its copy of the key expires at once. C2, " +
+			"which got n3, gets n2 too: two majorities at once.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c2 c1@n1 c1@n2 c2@n3 expire(n2) c2@n1 c2@n2 c1@n3",
+		Faults:    []string{"expire(n2)"},
+		MaxFaults: 1,
+		MultiNode: true,
+	},
+	{
+		Name:  "redlock-minority-down",
+		Title: "one of Redlock's three nodes is cut off during the race: the other two still decide",
+		Story: "C1 and C2 race for the lock, and n3 is cut off from both at some point of the race. A client can then win " +
+			"at most n1 and n2 besides what it got from n3 before, and two majorities of three always share a " +
+			"node, which grants the key to one client only: whoever holds a majority holds the only one, and the " +
+			"loser releases what it got. The explorer kills n3 at every point of the clients' natural order.",
+		Source: "Redis distributed locks page (\"Safety arguments\": the majority of N/2+1 instances; " +
+			"\"Liveness arguments\")",
+		Property:     MutualExclusion,
+		Programs:     progs("acquire write release", "acquire write release"),
+		Schedule:     "c1 c2 c1@n1 c1@n2 partition(n3) c2@n1 c2@n2 c1@n3 c2@n3",
+		Faults:       []string{"partition(n3)"},
+		MaxFaults:    1,
+		NoPreemption: true,
+		MultiNode:    true,
+		Needs:        []node.Fault{node.Partition},
+	},
+	{
+		Name:  "redlock-pause",
+		Title: "a Redlock holder pauses past its validity; Redlock has no fence to stop it",
+		Story: "C1 wins a majority, then stops (a GC pause) for longer than the TTL. The keys expire on every " +
+			"node, C2 wins a majority and writes. C1 wakes up and writes too. The resource checks fence " +
+			"numbers, but Redlock's leases all carry 0, so it cannot tell the stale write from the fresh one.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016), and antirez, \"Is Redlock safe?\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
+		Fenced:    true,
+		MultiNode: true,
+	},
+	{
+		Name:  "failover-loses-lock",
+		Title: "asynchronous replication: the promoted replica never saw the lock",
+		Story: "C1 acquires on the master. Before the write reaches the replica, the master fails and the " +
+			"replica is promoted: the lock is gone, and C2 acquires it while C1 still holds it. The replica " +
+			"misses every write, except that a client's WAIT lets it catch up first: a lock that waits for " +
+			"the replica's acknowledgement before it is granted survives the failover to that replica. " +
+			"On Redlock each node is a master of its own. When n1 fails over to its replica at the wrong moment, " +
+			"C1 having won n1 and n2 and C2 still asking, the replica never saw C1's key and C2 wins n1 and n3: a" +
+			" node that forgets a key it granted breaks the majority argument as a restart without persistence " +
+			"does (redlock-restart). A failover before or after that overlap is harmless.",
+		Source:    "Redis distributed locks page (\"Why failover-based implementations are not enough\"); Redis WAIT command page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 failover(n1) c2",
+		Faults:    []string{"failover(n1)"},
+		MaxFaults: 1,
+		Needs:     []node.Fault{node.Failover},
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
+	},
+	{
+		Name:  "restart-loses-lock",
+		Title: "the lock's server restarts without persistence and forgets the lock",
+		Story: "C1 acquires. The server restarts without persistence and comes back empty: C2 acquires while C1 " +
+			"still holds the lock. A replica that acknowledged the lock (WAIT) does not help: it resyncs from " +
+			"the restarted, empty master and forgets the lock too. " +
+			"On Redlock, n1 restarts empty while C1 holds n1 and n2 and C2 is still asking: C2 wins n1 and n3, as" +
+			" in redlock-restart.",
+		Source:    "Redis distributed locks page (\"Performance, crash recovery and fsync\"); Redis WAIT command page",
+		Property:  MutualExclusion,
+		Programs:  progs("acquire write release", "acquire write release"),
+		Schedule:  "c1 c1 restart(n1) c2",
+		Faults:    []string{"restart(n1)"},
+		MaxFaults: 1,
+		Needs:     []node.Fault{node.Restart},
+		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 restart(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
+	},
+}
+
+func progs(texts ...string) []Program {
+	out := make([]Program, len(texts))
+	for i, t := range texts {
+		out[i] = MustParseProgram(t)
+	}
+	return out
+}
+
+// Scenarios returns the catalog, sorted by name.
+func Scenarios() []*Scenario {
+	out := make([]*Scenario, len(catalog))
+	copy(out, catalog)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (*Scenario, error) {
+	for _, s := range catalog {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	names := []string{}
+	for _, s := range Scenarios() {
+		names = append(names, s.Name)
+	}
+	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
+}

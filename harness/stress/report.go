@@ -1,0 +1,112 @@
+// The report of a run: the counts, the latencies and the first violation of
+// each kind with the timeline before it, and the progress snapshots taken
+// during the run.
+
+package stress
+
+import (
+	"maps"
+	"sort"
+	"time"
+)
+
+// Progress is a snapshot during a run.
+type Progress struct {
+	Elapsed    time.Duration
+	Cycles     int64
+	Violations int64
+}
+
+// Event is one line of the timeline around a violation.
+type Event struct {
+	At     time.Duration `json:"at"`
+	Client int           `json:"client"`
+	What   string        `json:"what"`
+}
+
+// Violation is the first occurrence of one kind of violation.
+type Violation struct {
+	Kind     string        `json:"kind"`
+	At       time.Duration `json:"at"`
+	Detail   string        `json:"detail"`
+	Timeline []Event       `json:"timeline,omitempty"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Strategy      string           `json:"strategy"`
+	Clients       int              `json:"clients"`
+	TTL           time.Duration    `json:"ttl"`
+	Elapsed       time.Duration    `json:"elapsed"`
+	Cycles        int64            `json:"cycles"`
+	Throughput    float64          `json:"cycles_per_second"`
+	AcquireP50    time.Duration    `json:"acquire_p50"`
+	AcquireP99    time.Duration    `json:"acquire_p99"`
+	Errors        int64            `json:"errors"`
+	Pauses        int64            `json:"pauses"`
+	Crashes       int64            `json:"crashes"`
+	Overlaps      int64            `json:"overlapping_holds"`
+	LostUpdates   int64            `json:"lost_updates"`
+	FenceRefusals int64            `json:"fence_refusals"`
+	Liveness      string           `json:"liveness,omitempty"`
+	NodeFaults    []NodeFault      `json:"node_faults,omitempty"`
+	Counts        map[string]int64 `json:"violations"`
+	First         []Violation      `json:"first"`
+	// InFaults counts, by kind, the violations seen while a node fault
+	// was in progress (from its beginning until it was healed), and
+	// FirstInFaults is the first of each kind among them.
+	InFaults      map[string]int64 `json:"violations_in_faults,omitempty"`
+	FirstInFaults []Violation      `json:"first_in_faults,omitempty"`
+}
+
+// Violated reports whether any violation was seen.
+func (r *Report) Violated() bool { return len(r.First) > 0 }
+
+// Violation kinds.
+const (
+	KindOverlap    = "overlapping holds"
+	KindLostUpdate = "lost update"
+	KindDeadlock   = "deadlock"
+	KindStarvation = "starvation"
+)
+
+func (r *recorder) progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var v int64
+	for _, n := range r.counts {
+		v += n
+	}
+	return Progress{Elapsed: r.now(), Cycles: r.cycles.Load(), Violations: v}
+}
+
+func (r *recorder) report() *Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	el := r.now()
+	rep := &Report{
+		Strategy: r.o.Strategy, Clients: r.o.Clients, TTL: r.o.TTL, Elapsed: el,
+		Cycles: r.cycles.Load(), Errors: r.errs.Load(),
+		Pauses: r.pauses.Load(), Crashes: r.crashes.Load(),
+		Overlaps: r.overlaps, LostUpdates: r.counts[KindLostUpdate], FenceRefusals: r.fenceRef,
+		Liveness: r.liveness, Counts: map[string]int64{}, First: append([]Violation(nil), r.first...),
+		NodeFaults: append([]NodeFault(nil), r.nfaults...),
+	}
+	for k, v := range r.counts {
+		rep.Counts[k] = v
+	}
+	if len(r.inFaults) > 0 {
+		rep.InFaults = maps.Clone(r.inFaults)
+		rep.FirstInFaults = append([]Violation(nil), r.firstIn...)
+	}
+	if el > 0 {
+		rep.Throughput = float64(rep.Cycles) / el.Seconds()
+	}
+	if n := len(r.latency); n > 0 {
+		l := append([]time.Duration(nil), r.latency...)
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		rep.AcquireP50 = l[n/2]
+		rep.AcquireP99 = l[min(n-1, n*99/100)]
+	}
+	return rep
+}
