@@ -28,6 +28,9 @@ import (
 	"github.com/locklab/locklab/internal/browsertest"
 )
 
+// safeCell is a SAFE cell of the recorded matrix: clicking it shows its bound.
+var safeCell = [2]string{"set-nx-px", "stale-recovery"}
+
 // TestReportInBrowser opens the page in headless Chromium: it loads with no
 // console error, no exception and no request beyond the file itself, the
 // matrix has one cell per strategy and scenario, and clicking a VIOLATED

@@ -50,7 +50,6 @@ var (
 	testStrategies = []string{"setnx-del", "incr-expire", "set-nx-px"}
 	testScenarios  = []string{"stale-recovery", "release-after-expiry", "crash-before-expire", "redlock-pause"}
 	violatedCell   = [2]string{"setnx-del", "stale-recovery"}
-	safeCell       = [2]string{"set-nx-px", "stale-recovery"}
 )
 
 const matrixSchedules = 200
