@@ -141,7 +141,8 @@ func (s *Server) all() []Level {
 	return append(append([]Level(nil), s.opts.Extra...), Levels()...)
 }
 
-// Sessions is how many sessions are open.
+// Sessions is how many sessions are open: a session closed for being idle
+// counts until its servers are closed.
 func (s *Server) Sessions() int { return s.m.count() }
 
 // Close ends every session and removes its servers.

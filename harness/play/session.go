@@ -39,6 +39,9 @@ type manager struct {
 	seed    uint64
 	mu      sync.Mutex
 	byID    map[string]*session
+	// closing counts the sessions taken out of byID whose servers are
+	// still being closed: they are open until then.
+	closing int
 	closed  bool
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -70,9 +73,10 @@ func (m *manager) reap() {
 					delete(m.byID, id)
 				}
 			}
+			m.closing += len(old)
 			m.mu.Unlock()
 			for _, s := range old {
-				s.close()
+				m.closeTaken(s)
 			}
 		}
 	}
@@ -88,7 +92,7 @@ func (m *manager) create(ctx context.Context, l Level, prefix string) (*session,
 		m.mu.Unlock()
 		return nil, harness.InteractiveState{}, errors.New("the server is shutting down")
 	}
-	if len(m.byID) >= m.max {
+	if len(m.byID)+m.closing >= m.max {
 		m.mu.Unlock()
 		return nil, harness.InteractiveState{}, errFull
 	}
@@ -124,11 +128,23 @@ func (m *manager) remove(id string) bool {
 	m.mu.Lock()
 	s, ok := m.byID[id]
 	delete(m.byID, id)
+	if ok {
+		m.closing++
+	}
 	m.mu.Unlock()
 	if ok {
-		s.close()
+		m.closeTaken(s)
 	}
 	return ok
+}
+
+// closeTaken closes s, which its caller took out of byID and counted in
+// closing: it stops counting once its servers are closed.
+func (m *manager) closeTaken(s *session) {
+	s.close()
+	m.mu.Lock()
+	m.closing--
+	m.mu.Unlock()
 }
 
 // forget drops session id, which its caller has closed.
@@ -141,7 +157,7 @@ func (m *manager) forget(id string) {
 func (m *manager) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.byID)
+	return len(m.byID) + m.closing
 }
 
 // close ends every session and the reaper.
