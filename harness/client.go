@@ -73,6 +73,9 @@ type client struct {
 	// client was last idle (nothing pending, nothing running): once every
 	// node has had its command, a fan-out has nothing more to send.
 	burst uint64
+	// trace hashes what the client has seen so far: the replies to its
+	// commands and its clock readings, in order (state.go).
+	trace uint64
 	info  ClientInfo
 	local owner
 }
@@ -125,7 +128,9 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 func (r *run) clock(c *client) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Epoch.Add(r.now + c.skew)
+	t := Epoch.Add(r.now + c.skew)
+	c.observe("clock", t.UnixNano())
+	return t
 }
 
 // submit queues a request and blocks until it is granted, rejected, or ctx

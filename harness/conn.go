@@ -81,6 +81,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 			k.lastEvent(c).Extra = fmtArgs(call.Cmd, call.Args)
 			k.lastEvent(c).Reply = fmtReply(v, err)
 		}
+		c.observe("reply", node, v, errText(err))
 		r.mu.Unlock()
 		if r.spec.multi {
 			r.idle(c, &k.own) // the step is over: see reply
@@ -175,9 +176,17 @@ func (k *conn) wait(q *request, send func() (any, error)) (any, error) {
 		r.mu.Lock()
 		e := &r.hist.Events[q.event]
 		e.Notes = append(e.Notes, "replica caught up")
+		r.synced[k.node-1] = true
 		r.mu.Unlock()
 	}
 	return v, err
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func isNoScript(err error) bool {
@@ -192,6 +201,11 @@ func (r *run) reply(q *request, v any, err error, more bool) {
 	r.mu.Lock()
 	e := &r.hist.Events[q.event]
 	e.Reply = fmtReply(v, err)
+	if !more {
+		// A NOSCRIPT is redigo's business: the client sees the EVAL's
+		// answer that follows.
+		q.c.observe("reply", q.node, v, errText(err))
+	}
 	q.c.changed = time.Now()
 	if r.spec.multi {
 		// Fan-out goroutines may keep their connection open: count them as

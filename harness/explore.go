@@ -43,6 +43,11 @@ type ExploreOptions struct {
 	// Workers run schedules in parallel, each on its own database of the
 	// nodes (default 1; at most 16; 1 when the scenario needs node faults).
 	Workers int
+	// DB is the first database the workers use (worker w uses DB+w).
+	DB int
+	// NoReduction turns the state caching off (reduce.go): every schedule
+	// within the bounds runs, as in a plain enumeration.
+	NoReduction bool
 	// StopAtFirst ends the exploration at the first violation.
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
@@ -67,6 +72,13 @@ type ExploreResult struct {
 	Violations int
 	Elapsed    time.Duration
 	PerSecond  float64
+	// Naive is the number of schedules a plain enumeration would run
+	// within the same bounds, counted on the state graph the reduction
+	// walked (Schedules when it is off); 0 when not known (an exploration
+	// that stopped early, or a random one). Pruned is how many of the runs
+	// stopped at a state already explored.
+	Naive  int64
+	Pruned int
 	// Commands is the number of Redis commands the clients sent in all.
 	Commands int
 	// Complete: every schedule within the bounds ran.
@@ -97,6 +109,7 @@ type explorer struct {
 	stopped  bool
 	err      error
 	start    time.Time
+	red      *reducer // nil: no state caching
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -142,6 +155,9 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.alphabet, err = sc.alphabet(); err != nil {
 		return nil, err
 	}
+	if !e.opts.Random && !e.opts.NoReduction && e.cacheable() {
+		e.red = newReducer()
+	}
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), 16)
 	if len(sc.Needs) > 0 {
@@ -166,7 +182,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		}()
 	}
 	for w := 0; w < workers; w++ {
-		sl := newSlot(nodes, w)
+		sl := newSlot(nodes, opts.DB+w)
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -184,6 +200,16 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	r.Elapsed = time.Since(e.start)
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
+	}
+	switch {
+	case !r.Complete || e.opts.Random:
+	case e.red == nil:
+		r.Naive = int64(r.Schedules)
+	default:
+		r.Pruned = e.red.pruned
+		if n, ok := e.naive(e.red); ok {
+			r.Naive = n
+		}
 	}
 	r.Outcome = Safe
 	if r.Counterexample != nil {
@@ -342,57 +368,117 @@ func preemptive(st Step, last int, enabled []Step) bool {
 }
 
 // runPrefix runs p, then the default schedule, and returns the prefixes
-// that branch off the default schedule within the bounds.
+// that branch off the default schedule within the bounds. With the
+// reduction on, it fingerprints every choice point, records the state
+// graph, and ends the run at a state already explored.
 func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, error) {
 	var children []prefix
-	preem, faults := p.preem, p.faults
-	used := slices.Clone(p.used)
+	b := budget{preem: p.preem, faults: p.faults, used: slices.Clone(p.used)}
+	var prev uint64 // state of the previous choice point (0: none)
+	var prevStep Step
 	choose := func(r *run, enabled []Step) (Step, bool) {
+		var fp uint64
+		cacheable := false
+		if e.red != nil {
+			contents, err := r.readContents()
+			if err != nil {
+				r.fail(err)
+				r.pruned = true
+				return Step{}, false
+			}
+			r.mu.Lock()
+			for i, c := range contents {
+				if r.down[i] {
+					continue
+				}
+				r.content[i] = c
+				if r.synced[i] {
+					r.replica[i], r.synced[i] = c.sum, false
+				}
+			}
+			fp, cacheable = r.fingerprintLocked(r.content)
+			if !cacheable {
+				fp = pathState(r.steps)
+			}
+			r.mu.Unlock()
+			if fp == 0 {
+				fp = 1
+			}
+			if prev != 0 {
+				e.red.edge(prev, prevStep, fp)
+			}
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		i := len(r.steps)
 		if i < len(p.steps) {
+			prev, prevStep = fp, p.steps[i]
 			return p.steps[i], true
 		}
 		def, ok := r.defaultStepLocked(enabled)
-		if !ok || len(enabled) == 0 {
+		n := &stateNode{end: !ok, def: def}
+		if ok && len(enabled) > 0 {
+			n.alts = e.choices(def, r.last, enabled)
+			n.defPre = def.IsClient() && preemptive(def, r.last, enabled)
+		}
+		if e.red != nil {
+			e.red.node(fp, i == 0, n)
+			if cacheable && ok && e.red.prune(fp, r.steps.String()+" ", b) {
+				r.pruned = true
+				return Step{}, false
+			}
+		}
+		prev, prevStep = 0, Step{}
+		if !ok {
 			return def, ok
 		}
 		base := slices.Clone(r.steps)
-		for _, alt := range enabled {
-			if alt == def {
-				continue
-			}
-			np := preem
-			if preemptive(alt, r.last, enabled) {
-				np++
-			}
-			if np > e.opts.MaxPreemptions {
-				continue
-			}
-			children = append(children, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
-		}
-		if faults < e.opts.MaxFaults {
-			for k, f := range e.alphabet {
-				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] {
-					continue
-				}
-				u := slices.Clone(used)
-				u[k]++
-				children = append(children, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
+		for _, c := range n.alts {
+			if nb, in := e.take(b, c); in {
+				children = append(children, prefix{steps: append(slices.Clone(base), c.step), preem: nb.preem, faults: nb.faults, used: nb.used})
 			}
 		}
-		if def.IsClient() && preemptive(def, r.last, enabled) {
-			preem++
+		if n.defPre {
+			b.preem++
 		}
+		prev, prevStep = fp, def
 		return def, true
 	}
 	r := newRun(ctx, spec, sl)
 	h, err := r.execute(choose)
+	if err == nil {
+		r.mu.Lock()
+		err = r.err
+		r.mu.Unlock()
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
+	if e.red != nil && prev != 0 && !r.pruned {
+		e.red.edge(prev, prevStep, 0)
+	}
 	return h, children, nil
+}
+
+// cacheable reports whether states can be compared: every duration that
+// moves a TTL is a whole number of seconds (state.go).
+func (e *explorer) cacheable() bool {
+	if !wholeSeconds(e.spec.ttl) {
+		return false
+	}
+	for _, f := range e.alphabet {
+		if !wholeSeconds(f.Dur) {
+			return false
+		}
+	}
+	for _, p := range e.spec.programs {
+		for _, op := range p {
+			if !wholeSeconds(op.Dur) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func alphabetCount(a []Step, f Step) int {

@@ -27,6 +27,9 @@ type MatrixOptions struct {
 	MaxSchedules   int
 	// Workers run each cell's schedules on that many databases at once.
 	Workers int
+	// NoReduction explores every schedule within the bounds, without the
+	// state caching (ExploreOptions.NoReduction).
+	NoReduction bool
 	// Progress, when set, is called after every cell.
 	Progress func(Cell)
 }
@@ -44,6 +47,12 @@ type Cell struct {
 	// every one within the bound.
 	Schedules int  `json:"schedules"`
 	Complete  bool `json:"complete"`
+	// Naive is how many schedules a plain enumeration would have run
+	// within the same bounds (the scenario's own schedule included): the
+	// reduction ran Schedules of them. 0 when not known.
+	Naive int64 `json:"naive,omitempty"`
+	// Elapsed is the time the cell took.
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
 	// Counterexample is the failing run.
 	Counterexample *History `json:"-"`
 }
@@ -150,12 +159,15 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 		maxSched = 3000
 	}
 	ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: o.Nodes,
-		MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched, Workers: o.Workers})
+		MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched, Workers: o.Workers, NoReduction: o.NoReduction})
 	if err != nil {
 		return c, err
 	}
 	c.Schedules += ex.Schedules
 	c.Complete = ex.Complete
+	if ex.Naive > 0 {
+		c.Naive = int64(c.Schedules-ex.Schedules) + ex.Naive
+	}
 	if ex.Counterexample != nil {
 		record(ex.Counterexample)
 		return c, nil

@@ -86,6 +86,30 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 		}
 		fmt.Fprintf(&b, "  %s × %s: %s (%s)\n    %s\n", c.Strategy, c.Scenario, c.Outcome, c.Property, c.Schedule)
 	}
+	// The schedule counts, when the matrix has them (matrices recorded
+	// before the explorer counted the plain enumeration have none).
+	counted := slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 })
+	first = true
+	var run, naive int64
+	for _, c := range m.Cells {
+		if !counted || c.Outcome == harness.NA {
+			continue
+		}
+		if first {
+			b.WriteString("\nschedules run / a plain enumeration's (?: not counted):\n")
+			first = false
+		}
+		n := "?"
+		if c.Naive > 0 {
+			n = fmt.Sprint(c.Naive)
+			naive += c.Naive
+		}
+		run += int64(c.Schedules)
+		fmt.Fprintf(&b, "  %-*s %-24s %7d / %s\n", nameW, c.Strategy, c.Scenario, c.Schedules, n)
+	}
+	if counted {
+		fmt.Fprintf(&b, "  total %d run; %d counted plain\n", run, naive)
+	}
 	fmt.Fprintf(&b, "\n%d cells in %v\n", len(m.Cells), m.Elapsed.Round(1e6))
 	_, err := io.WriteString(w, b.String())
 	return err
