@@ -43,8 +43,10 @@ func (q *request) command() []string {
 }
 
 // owner is who will run once a request is granted: a connection (its
-// goroutine) or the client's program loop (for local actions).
-type owner struct{ active bool }
+// goroutine) or the client's program loop (for local actions). multi: the
+// connection is inside a transaction, between a MULTI that succeeded and
+// its EXEC or DISCARD (the explorer does not branch there: explore.go).
+type owner struct{ active, multi bool }
 
 type client struct {
 	id     int
@@ -73,9 +75,6 @@ type client struct {
 	// client was last idle (nothing pending, nothing running): once every
 	// node has had its command, a fan-out has nothing more to send.
 	burst uint64
-	// trace hashes what the client has seen so far: the replies to its
-	// commands and its clock readings, in order (state.go).
-	trace uint64
 	info  ClientInfo
 	local owner
 }
@@ -128,9 +127,7 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 func (r *run) clock(c *client) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := Epoch.Add(r.now + c.skew)
-	c.observe("clock", t.UnixNano())
-	return t
+	return Epoch.Add(r.now + c.skew)
 }
 
 // submit queues a request and blocks until it is granted, rejected, or ctx

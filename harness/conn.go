@@ -64,7 +64,29 @@ type conn struct {
 	freeEval bool
 }
 
-func (k *conn) close() { k.r.idle(k.c, &k.own) }
+func (k *conn) close() {
+	k.r.mu.Lock()
+	k.own.multi = false
+	k.r.mu.Unlock()
+	k.r.idle(k.c, &k.own)
+}
+
+// transaction follows the connection's MULTI … EXEC state after call
+// (err: its answer's error): a MULTI that succeeded opens a transaction, an
+// EXEC or a DISCARD ends it, whatever they answer.
+func (k *conn) transaction(call wrapconn.Call, err error) {
+	if call.Pipeline() {
+		return
+	}
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	switch {
+	case strings.EqualFold(call.Cmd, "MULTI"):
+		k.own.multi = k.own.multi || err == nil
+	case strings.EqualFold(call.Cmd, "EXEC"), strings.EqualFold(call.Cmd, "DISCARD"):
+		k.own.multi = false
+	}
+}
 
 // do sends one command, or one pipeline, once the scheduler grants it. The
 // command runs whatever becomes of ctx after the grant: the step is taken.
@@ -81,7 +103,6 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 			k.lastEvent(c).Extra = fmtArgs(call.Cmd, call.Args)
 			k.lastEvent(c).Reply = fmtReply(v, err)
 		}
-		c.observe("reply", node, v, errText(err))
 		r.mu.Unlock()
 		if r.spec.multi {
 			r.idle(c, &k.own) // the step is over: see reply
@@ -113,6 +134,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	r.mu.Unlock()
 	if down {
 		err = fmt.Errorf("%w: n%d", errUnreachable, node)
+		k.transaction(call, err)
 		r.reply(q, nil, err, false)
 		return nil, err
 	}
@@ -128,6 +150,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if err != nil && isNoScript(err) && call.Cmd == "EVALSHA" {
 		k.freeEval = true
 	}
+	k.transaction(call, err)
 	r.reply(q, v, err, k.freeEval)
 	if watch != nil {
 		after, _ := r.probeKey(node)
@@ -176,17 +199,9 @@ func (k *conn) wait(q *request, send func() (any, error)) (any, error) {
 		r.mu.Lock()
 		e := &r.hist.Events[q.event]
 		e.Notes = append(e.Notes, "replica caught up")
-		r.synced[k.node-1] = true
 		r.mu.Unlock()
 	}
 	return v, err
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 func isNoScript(err error) bool {
@@ -201,11 +216,6 @@ func (r *run) reply(q *request, v any, err error, more bool) {
 	r.mu.Lock()
 	e := &r.hist.Events[q.event]
 	e.Reply = fmtReply(v, err)
-	if !more {
-		// A NOSCRIPT is redigo's business: the client sees the EVAL's
-		// answer that follows.
-		q.c.observe("reply", q.node, v, errText(err))
-	}
 	q.c.changed = time.Now()
 	if r.spec.multi {
 		// Fan-out goroutines may keep their connection open: count them as

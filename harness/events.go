@@ -58,9 +58,6 @@ func (r *run) event(st Step) error {
 		c.isolated = true
 	case StepRejoin:
 		c.isolated = false
-	case StepFailover:
-		// The replica the failover demotes holds what its master held.
-		r.replica[st.Node-1] = r.content[st.Node-1].sum
 	case StepSkew:
 		c.skew += st.Dur
 		e.Notes = append(e.Notes, fmt.Sprintf("c%d's clock is off by %s", c.id, signed(c.skew)))

@@ -45,8 +45,8 @@ type ExploreOptions struct {
 	Workers int
 	// DB is the first database the workers use (worker w uses DB+w).
 	DB int
-	// NoReduction turns the state caching off (reduce.go): every schedule
-	// within the bounds runs, as in a plain enumeration.
+	// NoReduction lets runs branch inside transactions too (runPrefix):
+	// every schedule within the bounds runs, as in a plain enumeration.
 	NoReduction bool
 	// StopAtFirst ends the exploration at the first violation.
 	StopAtFirst bool
@@ -72,13 +72,15 @@ type ExploreResult struct {
 	Violations int
 	Elapsed    time.Duration
 	PerSecond  float64
-	// Naive is the number of schedules a plain enumeration would run
-	// within the same bounds, counted on the state graph the reduction
-	// walked (Schedules when it is off); 0 when not known (an exploration
-	// that stopped early, or a random one). Pruned is how many of the runs
-	// stopped at a state already explored.
-	Naive  int64
-	Pruned int
+	// Skipped is how many alternatives the runs did not take because a
+	// client was inside a transaction (runPrefix): each is a subtree of
+	// schedules that the plain enumeration would run and that are
+	// equivalent to schedules run. Naive is the number of schedules the
+	// plain enumeration would run within the same bounds when it is known
+	// without running it: Schedules, when nothing was skipped and the
+	// exploration is complete; 0 otherwise.
+	Skipped int
+	Naive   int64
 	// Commands is the number of Redis commands the clients sent in all.
 	Commands int
 	// Complete: every schedule within the bounds ran.
@@ -109,7 +111,6 @@ type explorer struct {
 	stopped  bool
 	err      error
 	start    time.Time
-	red      *reducer // nil: no state caching
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -155,9 +156,6 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.alphabet, err = sc.alphabet(); err != nil {
 		return nil, err
 	}
-	if !e.opts.Random && !e.opts.NoReduction && e.cacheable() {
-		e.red = newReducer()
-	}
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), 16)
 	if len(sc.Needs) > 0 {
@@ -201,15 +199,8 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
 	}
-	switch {
-	case !r.Complete || e.opts.Random:
-	case e.red == nil:
+	if r.Complete && !e.opts.Random && r.Skipped == 0 {
 		r.Naive = int64(r.Schedules)
-	default:
-		r.Pruned = e.red.pruned
-		if n, ok := e.naive(e.red); ok {
-			r.Naive = n
-		}
 	}
 	r.Outcome = Safe
 	if r.Counterexample != nil {
@@ -282,12 +273,13 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 		spec.seed = e.opts.Seed
 		var h *History
 		var children []prefix
+		var skipped int
 		var err error
 		if e.opts.Random {
 			rng := rand.New(rand.NewPCG(e.opts.Seed, uint64(n)))
 			h, err = e.runRandom(ctx, spec, sl, rng)
 		} else {
-			h, children, err = e.runPrefix(ctx, spec, sl, p)
+			h, children, skipped, err = e.runPrefix(ctx, spec, sl, p)
 		}
 		e.mu.Lock()
 		e.busy--
@@ -300,6 +292,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			e.stopped = true
 		} else {
 			e.res.Schedules++
+			e.res.Skipped += skipped
 			e.res.Commands += h.Commands()
 			// Children are pushed in reverse so the first alternative
 			// runs first.
@@ -368,122 +361,122 @@ func preemptive(st Step, last int, enabled []Step) bool {
 }
 
 // runPrefix runs p, then the default schedule, and returns the prefixes
-// that branch off the default schedule within the bounds. With the
-// reduction on, it fingerprints every choice point, records the state
-// graph, and ends the run at a state already explored.
-func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, error) {
+// that branch off the default schedule within the bounds.
+//
+// Unless NoReduction is set, a run does not branch while a client is inside
+// a transaction (after a MULTI that succeeded, up to its EXEC or DISCARD):
+// that client's next command runs. Every schedule that would branch there
+// is equivalent to one the explorer runs, of the same length or shorter,
+// within the same bounds:
+//
+//   - The queued commands change nothing another client or the checkers
+//     can see: Redis answers QUEUED and applies them all at EXEC. A step of
+//     another client, or an event, taken inside the transaction has the
+//     effect it has when taken just before the MULTI, and the transaction
+//     then has the effect it had. Moving those steps before the MULTI
+//     keeps the schedule's length and its faults, and adds no preemption:
+//     the switch away from the transaction's client becomes a switch away
+//     from whoever ran before the MULTI, or none.
+//   - A fault that reaches the transaction's own connection (the client
+//     crashes or is cut off, its node goes down or fails over) fails the
+//     transaction, which then changed nothing: the same as the fault just
+//     before the MULTI, where the client's attempt fails at its first
+//     command, in as many steps or fewer.
+//   - Steps moved before the MULTI run a few ticks (stepTick) earlier on
+//     the virtual clock, and nothing else moves: the transaction's client
+//     reads no clock inside it, so every pair of clock readings keeps its
+//     order. Every duration the catalog compares readings with (TTLs,
+//     "time" events, skews, sleeps) is a whole number of seconds, and a
+//     schedule's ticks add up to well under one: a comparison that a shift
+//     of a few ticks could turn has a margin of less than a second and an
+//     order the shift keeps, so none turns.
+//
+// So the verdict of every cell, and the length of its shortest
+// counterexample, are the plain enumeration's (TestReductionKeepsCounterexamples
+// checks it on every cell of the matrix). The alternatives not taken are
+// counted in skipped.
+func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, int, error) {
 	var children []prefix
-	b := budget{preem: p.preem, faults: p.faults, used: slices.Clone(p.used)}
-	var prev uint64 // state of the previous choice point (0: none)
-	var prevStep Step
+	skipped := 0
+	preem, faults := p.preem, p.faults
+	used := slices.Clone(p.used)
 	choose := func(r *run, enabled []Step) (Step, bool) {
-		var fp uint64
-		cacheable := false
-		if e.red != nil {
-			contents, err := r.readContents()
-			if err != nil {
-				r.fail(err)
-				r.pruned = true
-				return Step{}, false
-			}
-			r.mu.Lock()
-			for i, c := range contents {
-				if r.down[i] {
-					continue
-				}
-				r.content[i] = c
-				if r.synced[i] {
-					r.replica[i], r.synced[i] = c.sum, false
-				}
-			}
-			fp, cacheable = r.fingerprintLocked(r.content)
-			if !cacheable {
-				fp = pathState(r.steps)
-			}
-			r.mu.Unlock()
-			if fp == 0 {
-				fp = 1
-			}
-			if prev != 0 {
-				e.red.edge(prev, prevStep, fp)
-			}
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		i := len(r.steps)
 		if i < len(p.steps) {
-			prev, prevStep = fp, p.steps[i]
 			return p.steps[i], true
 		}
 		def, ok := r.defaultStepLocked(enabled)
-		n := &stateNode{end: !ok, def: def}
-		if ok && len(enabled) > 0 {
-			n.alts = e.choices(def, r.last, enabled)
-			n.defPre = def.IsClient() && preemptive(def, r.last, enabled)
-		}
-		if e.red != nil {
-			e.red.node(fp, i == 0, n)
-			if cacheable && ok && e.red.prune(fp, r.steps.String()+" ", b) {
-				r.pruned = true
-				return Step{}, false
-			}
-		}
-		prev, prevStep = 0, Step{}
-		if !ok {
+		if !ok || len(enabled) == 0 {
 			return def, ok
 		}
-		base := slices.Clone(r.steps)
-		for _, c := range n.alts {
-			if nb, in := e.take(b, c); in {
-				children = append(children, prefix{steps: append(slices.Clone(base), c.step), preem: nb.preem, faults: nb.faults, used: nb.used})
+		atomic := false
+		if tx := r.transactionLocked(); tx > 0 && !e.opts.NoReduction {
+			for _, st := range enabled {
+				if st.Client == tx {
+					def, atomic = st, true
+					break
+				}
 			}
 		}
-		if n.defPre {
-			b.preem++
+		var alts []prefix
+		base := slices.Clone(r.steps)
+		for _, alt := range enabled {
+			if alt == def {
+				continue
+			}
+			np := preem
+			if preemptive(alt, r.last, enabled) {
+				np++
+			}
+			if np > e.opts.MaxPreemptions {
+				continue
+			}
+			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
 		}
-		prev, prevStep = fp, def
+		if faults < e.opts.MaxFaults {
+			for k, f := range e.alphabet {
+				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] {
+					continue
+				}
+				u := slices.Clone(used)
+				u[k]++
+				alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
+			}
+		}
+		if atomic {
+			skipped += len(alts)
+		} else {
+			children = append(children, alts...)
+		}
+		if def.IsClient() && preemptive(def, r.last, enabled) {
+			preem++
+		}
 		return def, true
 	}
 	r := newRun(ctx, spec, sl)
 	h, err := r.execute(choose)
-	if err == nil {
-		r.mu.Lock()
-		err = r.err
-		r.mu.Unlock()
-	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("schedule %q: %w", p.steps, err)
+		return nil, nil, 0, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
-	if e.red != nil && prev != 0 && !r.pruned {
-		e.red.edge(prev, prevStep, 0)
-	}
-	return h, children, nil
+	return h, children, skipped, nil
 }
 
-// cacheable reports whether states can be compared: every duration that
-// moves a TTL is a whole number of seconds (state.go).
-//
-// Node faults (a restart, a failover) are left to the plain enumeration:
-// they cut the clients' connections, whose state (a MULTI under way, a
-// connection a restart killed) the fingerprint does not hold, and the
-// matrix found a shorter counterexample lost with them.
-func (e *explorer) cacheable() bool {
-	if len(e.sc.Needs) > 0 || !wholeSeconds(e.spec.ttl) {
-		return false
-	}
-	for _, f := range e.alphabet {
-		if !wholeSeconds(f.Dur) {
-			return false
+// transactionLocked returns the client whose next command is inside a
+// transaction (0: none).
+func (r *run) transactionLocked() int {
+	for _, c := range r.cls {
+		if c.done || c.crashed {
+			continue
 		}
-	}
-	for _, p := range e.spec.programs {
-		for _, op := range p {
-			if !wholeSeconds(op.Dur) {
-				return false
+		for _, q := range c.pending {
+			if q.owner != nil && q.owner.multi {
+				return c.id
 			}
 		}
 	}
-	return true
+	return 0
 }
 
 func alphabetCount(a []Step, f Step) int {

@@ -27,9 +27,12 @@ type MatrixOptions struct {
 	MaxSchedules   int
 	// Workers run each cell's schedules on that many databases at once.
 	Workers int
-	// NoReduction explores every schedule within the bounds, without the
-	// state caching (ExploreOptions.NoReduction).
+	// NoReduction explores every schedule within the bounds, branching
+	// inside transactions too (ExploreOptions.NoReduction).
 	NoReduction bool
+	// Naive counts the schedules of the plain enumeration in every cell:
+	// where the reduction skipped some, by running it.
+	Naive bool
 	// Progress, when set, is called after every cell.
 	Progress func(Cell)
 }
@@ -49,7 +52,8 @@ type Cell struct {
 	Complete  bool `json:"complete"`
 	// Naive is how many schedules a plain enumeration would have run
 	// within the same bounds (the scenario's own schedule included): the
-	// reduction ran Schedules of them. 0 when not known.
+	// reduction ran Schedules of them. 0 when not counted (the reduction
+	// skipped some and MatrixOptions.Naive was off).
 	Naive int64 `json:"naive,omitempty"`
 	// Elapsed is the time the cell took.
 	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
@@ -99,7 +103,9 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
 			}
+			began := time.Now()
 			c, err := matrixCell(ctx, o, cs)
+			c.Elapsed = time.Since(began)
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
 			}
@@ -165,8 +171,17 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 	}
 	c.Schedules += ex.Schedules
 	c.Complete = ex.Complete
-	if ex.Naive > 0 {
-		c.Naive = int64(c.Schedules-ex.Schedules) + ex.Naive
+	naive := ex.Naive
+	if naive == 0 && ex.Complete && o.Naive {
+		plain, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: o.Nodes,
+			MaxPreemptions: o.MaxPreemptions, MaxSchedules: 1 << 30, Workers: o.Workers, NoReduction: true})
+		if err != nil {
+			return c, err
+		}
+		naive = int64(plain.Schedules)
+	}
+	if naive > 0 {
+		c.Naive = int64(c.Schedules-ex.Schedules) + naive
 	}
 	if ex.Counterexample != nil {
 		record(ex.Counterexample)

@@ -136,20 +136,11 @@ type run struct {
 	wg         sync.WaitGroup
 	last       int // client of the previous client step
 	err        error
-	// replica is, per node, the fingerprint of its replica's data where a
-	// failover can promote it; content the node's data at the last choice
-	// point; synced marks a replica that caught up since (state.go).
-	replica []uint64
-	content []nodeContent
-	synced  []bool
-	// pruned: the explorer ended the run at a state it had explored.
-	pruned bool
 }
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
-		down: make([]bool, len(sl.nodes)), replica: make([]uint64, len(sl.nodes)),
-		content: make([]nodeContent, len(sl.nodes)), synced: make([]bool, len(sl.nodes))}
+		down: make([]bool, len(sl.nodes))}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
 	for _, n := range sl.nodes {
 		r.hist.Nodes = append(r.hist.Nodes, n.Name())
@@ -218,11 +209,6 @@ func (r *run) execute(choose chooser) (*History, error) {
 	}
 	if err := r.loopSteps(choose, r.spec.maxSteps); err != nil {
 		return nil, err
-	}
-	if r.pruned {
-		r.stop()
-		r.finishPruned()
-		return r.hist, nil
 	}
 	if r.spec.property == NoDeadlock || r.spec.property == NoStarvation {
 		if err := r.livenessProbe(); err != nil {
@@ -347,15 +333,6 @@ func (r *run) finish() {
 	v := Check(r.hist, r.spec.property, r.spec.waiter)
 	r.hist.Verdict = v
 	markViolation(r.hist, v)
-}
-
-// finishPruned ends a run the explorer cut short: its subtree was
-// explored from the same state, so it has no verdict of its own.
-func (r *run) finishPruned() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.hist.Schedule = r.steps.String()
-	r.hist.Verdict = Verdict{Outcome: Safe, Property: r.spec.property}
 }
 
 // markViolation marks the event where a failed verdict shows.
