@@ -233,8 +233,8 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 	if !slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 }) {
 		return
 	}
-	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer does not branch inside a transaction " +
-		"(see below); the plain enumeration does. ?: not counted.\n\n| scenario |")
+	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer does not branch between a client's MULTI " +
+		"and its EXEC, where any step is equivalent to one taken before the MULTI; the plain enumeration does.\n\n| scenario |")
 	for _, s := range strats {
 		fmt.Fprintf(b, " `%s` |", s)
 	}
@@ -244,6 +244,7 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 	}
 	b.WriteString("\n")
 	var run, naive int64
+	unknown := false
 	for _, sc := range scens {
 		fmt.Fprintf(b, "| `%s` |", sc)
 		for _, s := range strats {
@@ -257,9 +258,14 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 			default:
 				fmt.Fprintf(b, " %d / ? |", c.Schedules)
 				run += int64(c.Schedules)
+				unknown = true
 			}
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "\nIn all: %d schedules run, %d in the plain enumeration.\n", run, naive)
+	fmt.Fprintf(b, "\nIn all: %d schedules run, %d in the plain enumeration.", run, naive)
+	if unknown {
+		b.WriteString(" ?: not counted (`locklab matrix --naive` counts them).")
+	}
+	b.WriteString("\n")
 }
