@@ -93,7 +93,9 @@ func supportsAll(n Node, needs []node.Fault) bool {
 }
 
 // order puts the cells that fault nodes first, those on every node before
-// the others: they are the ones that wait for nodes to be free.
+// the others: they are the ones that wait for nodes to be free. The other
+// cells on every node follow, then the rest, the larger scenarios first
+// (weight), so that the last cells to start are short ones.
 func order(jobs []cellJob) {
 	rank := func(j cellJob) int {
 		switch {
@@ -106,13 +108,29 @@ func order(jobs []cellJob) {
 		}
 		return 3
 	}
-	slices.SortStableFunc(jobs, func(a, b cellJob) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(jobs, func(a, b cellJob) int {
+		if r := rank(a) - rank(b); r != 0 {
+			return r
+		}
+		return weight(b.cs.Scenario) - weight(a.cs.Scenario)
+	})
+}
+
+// weight guesses how many schedules a scenario has: more with every
+// operation of its clients, and more again with every fault a schedule may
+// add.
+func weight(sc *Scenario) int {
+	ops := 0
+	for _, p := range sc.Programs {
+		ops += len(p)
+	}
+	return ops * (1 + sc.MaxFaults) * len(sc.Programs)
 }
 
 // take places the first job of jobs that fits now and removes it from
-// jobs; ok=false when none does. A job that does not fit holds the nodes
-// it wants against the jobs after it, so that those do not keep it
-// waiting.
+// jobs; ok=false when none does. An exclusive job that does not fit holds
+// the nodes it wants against the jobs after it, so that those do not keep
+// it waiting.
 func (p *placer) take(jobs *[]cellJob) (cellJob, placement, bool) {
 	if p.running >= p.max {
 		return cellJob{}, placement{}, false
@@ -130,6 +148,9 @@ func (p *placer) take(jobs *[]cellJob) (cellJob, placement, bool) {
 				}
 			}
 			return j, pl, true
+		}
+		if !j.exclusive {
+			continue
 		}
 		for _, c := range j.choices {
 			for _, n := range c {
