@@ -67,7 +67,7 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 	nodes := []Node{rep, cl.Nodes()[1], cl.Nodes()[2]}
 	run := func(plain bool) *MatrixResult {
 		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
-			Workers: 2, NoReduction: plain})
+			Workers: 2, Parallel: 4, NoReduction: plain})
 		if err != nil {
 			t.Fatal(err)
 		}
