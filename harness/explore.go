@@ -111,6 +111,7 @@ type explorer struct {
 	stopped  bool
 	err      error
 	start    time.Time
+	atomic   bool // no branching inside transactions (runPrefix)
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -156,6 +157,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.alphabet, err = sc.alphabet(); err != nil {
 		return nil, err
 	}
+	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), 16)
 	if len(sc.Needs) > 0 {
@@ -385,11 +387,13 @@ func preemptive(st Step, last int, enabled []Step) bool {
 //   - Steps moved before the MULTI run a few ticks (stepTick) earlier on
 //     the virtual clock, and nothing else moves: the transaction's client
 //     reads no clock inside it, so every pair of clock readings keeps its
-//     order. Every duration the catalog compares readings with (TTLs,
-//     "time" events, skews, sleeps) is a whole number of seconds, and a
-//     schedule's ticks add up to well under one: a comparison that a shift
-//     of a few ticks could turn has a margin of less than a second and an
-//     order the shift keeps, so none turns.
+//     order. When every duration readings are compared with (the TTL,
+//     "time" events, skews, sleeps) is a whole number of seconds and a
+//     run's ticks add up to less than one (ticksNegligible; otherwise the
+//     explorer branches everywhere), two readings differ by whole seconds
+//     plus less than a second of ticks: a comparison the shift could turn
+//     is one that the ticks decide, by the readings' order, which the
+//     shift keeps.
 //
 // So the verdict of every cell, and the length of its shortest
 // counterexample, are the plain enumeration's (TestReductionKeepsCounterexamples
@@ -412,7 +416,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			return def, ok
 		}
 		atomic := false
-		if tx := r.transactionLocked(); tx > 0 && !e.opts.NoReduction {
+		if tx := r.transactionLocked(); tx > 0 && e.atomic {
 			for _, st := range enabled {
 				if st.Client == tx {
 					def, atomic = st, true
@@ -461,6 +465,30 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		return nil, nil, 0, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
 	return h, children, skipped, nil
+}
+
+// ticksNegligible reports whether the condition of the reduction's last
+// point holds (runPrefix): every duration of the case is a whole number of
+// seconds, and a run's ticks, the liveness probe's included (400 steps at
+// most), add up to less than one.
+func (e *explorer) ticksNegligible() bool {
+	whole := func(d time.Duration) bool { return d%time.Second == 0 }
+	if !whole(e.spec.ttl) || time.Duration(e.spec.maxSteps+400)*stepTick >= time.Second {
+		return false
+	}
+	for _, f := range e.alphabet {
+		if !whole(f.Dur) {
+			return false
+		}
+	}
+	for _, p := range e.spec.programs {
+		for _, op := range p {
+			if !whole(op.Dur) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // transactionLocked returns the client whose next command is inside a
