@@ -365,7 +365,8 @@ func preemptive(st Step, last int, enabled []Step) bool {
 // runPrefix runs p, then the default schedule, and returns the prefixes
 // that branch off the default schedule within the bounds.
 //
-// Unless NoReduction is set, a run does not branch while a client is inside
+// Unless NoReduction is set (or ticksNegligible fails: e.atomic is then
+// false), a run does not branch while a client is inside
 // a transaction (after a MULTI that succeeded, up to its EXEC or DISCARD):
 // that client's next command runs. Every schedule that would branch there
 // is equivalent to one the explorer runs, of the same length or shorter,
