@@ -43,8 +43,10 @@ func (q *request) command() []string {
 }
 
 // owner is who will run once a request is granted: a connection (its
-// goroutine) or the client's program loop (for local actions).
-type owner struct{ active bool }
+// goroutine) or the client's program loop (for local actions). multi: the
+// connection is inside a transaction, between a MULTI that succeeded and
+// its EXEC or DISCARD (the explorer does not branch there: explore.go).
+type owner struct{ active, multi bool }
 
 type client struct {
 	id     int

@@ -64,7 +64,29 @@ type conn struct {
 	freeEval bool
 }
 
-func (k *conn) close() { k.r.idle(k.c, &k.own) }
+func (k *conn) close() {
+	k.r.mu.Lock()
+	k.own.multi = false
+	k.r.mu.Unlock()
+	k.r.idle(k.c, &k.own)
+}
+
+// transaction follows the connection's MULTI … EXEC state after call
+// (err: its answer's error): a MULTI that succeeded opens a transaction, an
+// EXEC or a DISCARD ends it, whatever they answer.
+func (k *conn) transaction(call wrapconn.Call, err error) {
+	if call.Pipeline() {
+		return
+	}
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	switch {
+	case strings.EqualFold(call.Cmd, "MULTI"):
+		k.own.multi = k.own.multi || err == nil
+	case strings.EqualFold(call.Cmd, "EXEC"), strings.EqualFold(call.Cmd, "DISCARD"):
+		k.own.multi = false
+	}
+}
 
 // do sends one command, or one pipeline, once the scheduler grants it. The
 // command runs whatever becomes of ctx after the grant: the step is taken.
@@ -112,6 +134,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	r.mu.Unlock()
 	if down {
 		err = fmt.Errorf("%w: n%d", errUnreachable, node)
+		k.transaction(call, err)
 		r.reply(q, nil, err, false)
 		return nil, err
 	}
@@ -127,6 +150,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if err != nil && isNoScript(err) && call.Cmd == "EVALSHA" {
 		k.freeEval = true
 	}
+	k.transaction(call, err)
 	r.reply(q, v, err, k.freeEval)
 	if watch != nil {
 		after, _ := r.probeKey(node)

@@ -43,6 +43,11 @@ type ExploreOptions struct {
 	// Workers run schedules in parallel, each on its own database of the
 	// nodes (default 1; at most 16; 1 when the scenario needs node faults).
 	Workers int
+	// DB is the first database the workers use (worker w uses DB+w).
+	DB int
+	// NoReduction lets runs branch inside transactions too (runPrefix):
+	// every schedule within the bounds runs, as in a plain enumeration.
+	NoReduction bool
 	// StopAtFirst ends the exploration at the first violation.
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
@@ -67,6 +72,15 @@ type ExploreResult struct {
 	Violations int
 	Elapsed    time.Duration
 	PerSecond  float64
+	// Skipped is how many alternatives the runs did not take because a
+	// client was inside a transaction (runPrefix): each is a subtree of
+	// schedules that the plain enumeration would run and that are
+	// equivalent to schedules run. Naive is the number of schedules the
+	// plain enumeration would run within the same bounds when it is known
+	// without running it: Schedules, when nothing was skipped and the
+	// exploration is complete; 0 otherwise.
+	Skipped int
+	Naive   int64
 	// Commands is the number of Redis commands the clients sent in all.
 	Commands int
 	// Complete: every schedule within the bounds ran.
@@ -97,6 +111,7 @@ type explorer struct {
 	stopped  bool
 	err      error
 	start    time.Time
+	atomic   bool // no branching inside transactions (runPrefix)
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -145,6 +160,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.alphabet, err = sc.alphabet(); err != nil {
 		return nil, err
 	}
+	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), 16)
 	if len(sc.Needs) > 0 {
@@ -169,7 +185,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		}()
 	}
 	for w := 0; w < workers; w++ {
-		sl := newSlot(nodes, w)
+		sl := newSlot(nodes, opts.DB+w)
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -187,6 +203,9 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	r.Elapsed = time.Since(e.start)
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
+	}
+	if r.Complete && !e.opts.Random && r.Skipped == 0 {
+		r.Naive = int64(r.Schedules)
 	}
 	r.Outcome = Safe
 	if r.Counterexample != nil {
@@ -259,12 +278,13 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 		spec.seed = e.opts.Seed
 		var h *History
 		var children []prefix
+		var skipped int
 		var err error
 		if e.opts.Random {
 			rng := rand.New(rand.NewPCG(e.opts.Seed, uint64(n)))
 			h, err = e.runRandom(ctx, spec, sl, rng)
 		} else {
-			h, children, err = e.runPrefix(ctx, spec, sl, p)
+			h, children, skipped, err = e.runPrefix(ctx, spec, sl, p)
 		}
 		e.mu.Lock()
 		e.busy--
@@ -277,6 +297,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			e.stopped = true
 		} else {
 			e.res.Schedules++
+			e.res.Skipped += skipped
 			e.res.Commands += h.Commands()
 			// Children are pushed in reverse so the first alternative
 			// runs first.
@@ -346,8 +367,45 @@ func preemptive(st Step, last int, enabled []Step) bool {
 
 // runPrefix runs p, then the default schedule, and returns the prefixes
 // that branch off the default schedule within the bounds.
-func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, error) {
+//
+// Unless NoReduction is set (or ticksNegligible fails: e.atomic is then
+// false), a run does not branch while a client is inside
+// a transaction (after a MULTI that succeeded, up to its EXEC or DISCARD):
+// that client's next command runs. Every schedule that would branch there
+// is equivalent to one the explorer runs, of the same length or shorter,
+// within the same bounds:
+//
+//   - The queued commands change nothing another client or the checkers
+//     can see: Redis answers QUEUED and applies them all at EXEC. A step of
+//     another client, or an event, taken inside the transaction has the
+//     effect it has when taken just before the MULTI, and the transaction
+//     then has the effect it had. Moving those steps before the MULTI
+//     keeps the schedule's length and its faults, and adds no preemption:
+//     the switch away from the transaction's client becomes a switch away
+//     from whoever ran before the MULTI, or none.
+//   - A fault that reaches the transaction's own connection (the client
+//     crashes or is cut off, its node goes down or fails over) fails the
+//     transaction, which then changed nothing: the same as the fault just
+//     before the MULTI, where the client's attempt fails at its first
+//     command, in as many steps or fewer.
+//   - Steps moved before the MULTI run a few ticks (stepTick) earlier on
+//     the virtual clock, and nothing else moves: the transaction's client
+//     reads no clock inside it, so every pair of clock readings keeps its
+//     order. When every duration readings are compared with (the TTL,
+//     "time" events, skews, sleeps) is a whole number of seconds and a
+//     run's ticks add up to less than one (ticksNegligible; otherwise the
+//     explorer branches everywhere), two readings differ by whole seconds
+//     plus less than a second of ticks: a comparison the shift could turn
+//     is one that the ticks decide, by the readings' order, which the
+//     shift keeps.
+//
+// So the verdict of every cell, and the length of its shortest
+// counterexample, are the plain enumeration's (TestReductionKeepsCounterexamples
+// checks it on every cell of the matrix). The alternatives not taken are
+// counted in skipped.
+func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, int, error) {
 	var children []prefix
+	skipped := 0
 	preem, faults := p.preem, p.faults
 	used := slices.Clone(p.used)
 	choose := func(r *run, enabled []Step) (Step, bool) {
@@ -361,6 +419,16 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		if !ok || len(enabled) == 0 {
 			return def, ok
 		}
+		atomic := false
+		if tx := r.transactionLocked(); tx > 0 && e.atomic {
+			for _, st := range enabled {
+				if st.Client == tx {
+					def, atomic = st, true
+					break
+				}
+			}
+		}
+		var alts []prefix
 		base := slices.Clone(r.steps)
 		for _, alt := range enabled {
 			if alt == def {
@@ -373,7 +441,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			if np > e.opts.MaxPreemptions {
 				continue
 			}
-			children = append(children, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
+			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
 		}
 		if faults < e.opts.MaxFaults {
 			for k, f := range e.alphabet {
@@ -382,8 +450,13 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 				}
 				u := slices.Clone(used)
 				u[k]++
-				children = append(children, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
+				alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
 			}
+		}
+		if atomic {
+			skipped += len(alts)
+		} else {
+			children = append(children, alts...)
 		}
 		if def.IsClient() && preemptive(def, r.last, enabled) {
 			preem++
@@ -393,9 +466,49 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	r := newRun(ctx, spec, sl)
 	h, err := r.execute(choose)
 	if err != nil {
-		return nil, nil, fmt.Errorf("schedule %q: %w", p.steps, err)
+		return nil, nil, 0, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
-	return h, children, nil
+	return h, children, skipped, nil
+}
+
+// ticksNegligible reports whether the condition of the reduction's last
+// point holds (runPrefix): every duration of the case is a whole number of
+// seconds, and a run's ticks, the liveness probe's included (400 steps at
+// most), add up to less than one.
+func (e *explorer) ticksNegligible() bool {
+	whole := func(d time.Duration) bool { return d%time.Second == 0 }
+	if !whole(e.spec.ttl) || time.Duration(e.spec.maxSteps+400)*stepTick >= time.Second {
+		return false
+	}
+	for _, f := range e.alphabet {
+		if !whole(f.Dur) {
+			return false
+		}
+	}
+	for _, p := range e.spec.programs {
+		for _, op := range p {
+			if !whole(op.Dur) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// transactionLocked returns the client whose next command is inside a
+// transaction (0: none).
+func (r *run) transactionLocked() int {
+	for _, c := range r.cls {
+		if c.done || c.crashed {
+			continue
+		}
+		for _, q := range c.pending {
+			if q.owner != nil && q.owner.multi {
+				return c.id
+			}
+		}
+	}
+	return 0
 }
 
 func alphabetCount(a []Step, f Step) int {

@@ -222,3 +222,40 @@ func TestRedlockRestart(t *testing.T) {
 		t.Fatalf("redlock restart: %v", h.Verdict)
 	}
 }
+
+// TestExploreRunsTransactionsWhole: on incr-expire-multi (MULTI, INCR,
+// PEXPIRE, EXEC), the explorer does not branch inside the transaction, so
+// it runs fewer schedules than the plain enumeration, and finds a
+// counterexample of the same length; without MULTI there is nothing to
+// skip.
+func TestExploreRunsTransactionsWhole(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	explore := func(strategy string, plain bool) *ExploreResult {
+		r, err := Explore(context.Background(), ExploreOptions{Case: mustCase(t, "pause-past-ttl", strategy),
+			Nodes: nodes, Workers: 2, NoReduction: plain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	red, plain := explore("incr-expire-multi", false), explore("incr-expire-multi", true)
+	if red.Skipped == 0 || red.Schedules >= plain.Schedules || red.Naive != 0 || plain.Naive != int64(plain.Schedules) {
+		t.Errorf("reduced: %d schedules, %d skipped, naive %d; plain: %d schedules", red.Schedules, red.Skipped, red.Naive, plain.Schedules)
+	}
+	if red.Outcome != Violated || plain.Outcome != Violated || red.Counterexample.Verdict.Step != plain.Counterexample.Verdict.Step {
+		t.Errorf("reduced %s %q, plain %s %q", red.Outcome, cut(red.Counterexample), plain.Outcome, cut(plain.Counterexample))
+	}
+	if r := explore("incr-expire-lua", false); r.Skipped != 0 || r.Naive != int64(r.Schedules) {
+		t.Errorf("incr-expire-lua: %d skipped, naive %d of %d schedules", r.Skipped, r.Naive, r.Schedules)
+	}
+	// Runs long enough for their ticks to add up to a second: the
+	// reduction's argument no longer holds, and it is off.
+	long, err := Explore(context.Background(), ExploreOptions{Case: mustCase(t, "pause-past-ttl", "incr-expire-multi"),
+		Nodes: nodes, Workers: 2, MaxSteps: 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if long.Skipped != 0 || long.Schedules != plain.Schedules {
+		t.Errorf("700 steps: %d skipped, %d schedules; want the plain %d", long.Skipped, long.Schedules, plain.Schedules)
+	}
+}

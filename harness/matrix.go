@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/locklab/locklab/strategies"
@@ -26,7 +27,18 @@ type MatrixOptions struct {
 	MaxSchedules   int
 	// Workers run each cell's schedules on that many databases at once.
 	Workers int
-	// Progress, when set, is called after every cell.
+	// NoReduction explores every schedule within the bounds, branching
+	// inside transactions too (ExploreOptions.NoReduction).
+	NoReduction bool
+	// Naive counts the schedules of the plain enumeration in every cell:
+	// where the reduction skipped some, by running it.
+	Naive bool
+	// Parallel is how many cells explore at once (default 1), each on
+	// Workers databases of its own; a cell that faults a node has the node
+	// to itself (place.go).
+	Parallel int
+	// Progress, when set, is called after every cell, from one cell at a
+	// time.
 	Progress func(Cell)
 }
 
@@ -43,6 +55,13 @@ type Cell struct {
 	// every one within the bound.
 	Schedules int  `json:"schedules"`
 	Complete  bool `json:"complete"`
+	// Naive is how many schedules a plain enumeration would have run
+	// within the same bounds (the scenario's own schedule included): the
+	// reduction ran Schedules of them. 0 when not counted (the reduction
+	// skipped some and MatrixOptions.Naive was off).
+	Naive int64 `json:"naive,omitempty"`
+	// Elapsed is the time the cell took.
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
 	// Counterexample is the failing run.
 	Counterexample *History `json:"-"`
 }
@@ -68,7 +87,8 @@ func (m *MatrixResult) Cell(strategy, scenario string) (Cell, bool) {
 // Matrix runs every strategy against every scenario it applies to: the
 // scenario's own schedule first, then a bounded exhaustive exploration. A
 // cell is SAFE within the bound, VIOLATED (with the shortest
-// counterexample found), DEADLOCK, STARVATION, or n/a.
+// counterexample found), DEADLOCK, STARVATION, or n/a. Parallel cells
+// explore at once (place.go).
 func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 	start := time.Now()
 	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios}
@@ -80,6 +100,7 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			m.Scenarios = append(m.Scenarios, s.Name)
 		}
 	}
+	var jobs []cellJob
 	for _, sc := range m.Scenarios {
 		if _, err := Lookup(sc); err != nil {
 			return nil, err
@@ -89,40 +110,104 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
 			}
-			c, err := matrixCell(ctx, o, cs)
-			if err != nil {
-				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
-			}
+			i := len(m.Cells)
+			c, ok := applicable(o, cs)
 			m.Cells = append(m.Cells, c)
+			if !ok {
+				if o.Progress != nil {
+					o.Progress(c)
+				}
+				continue
+			}
+			jobs = append(jobs, jobFor(i, cs, o.Nodes))
+		}
+	}
+	order(jobs)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := newPlacer(len(o.Nodes), o.Workers, o.Parallel)
+	var (
+		wg       sync.WaitGroup
+		firstErr error
+	)
+	p.mu.Lock()
+	for len(jobs) > 0 && firstErr == nil {
+		j, pl, ok := p.take(&jobs)
+		if !ok && p.running == 0 {
+			firstErr = fmt.Errorf("%s on %s: no nodes to run it on", jobs[0].cs.Strategy.Name, jobs[0].cs.Scenario.Name)
+			break
+		}
+		if !ok {
+			p.cond.Wait()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			c, err := exploreCell(ctx, o, j.cs, pl)
+			c.Elapsed = time.Since(began)
+			p.release(j, pl)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s on %s: %w", j.cs.Strategy.Name, j.cs.Scenario.Name, err)
+					cancel()
+				}
+				return
+			}
+			m.Cells[j.index] = c
 			if o.Progress != nil {
 				o.Progress(c)
 			}
-		}
+		}()
+	}
+	p.mu.Unlock()
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	m.Elapsed = time.Since(start)
 	return m, nil
 }
 
-func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
+// applicable returns cs's cell with ok=false when the scenario does not
+// apply to the strategy or the nodes cannot run it.
+func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
 	switch {
 	case !sc.AppliesTo(cs.Strategy):
 		c.Outcome, c.Message = NA, "not for this kind of strategy"
-		return c, nil
+		return c, false
 	case len(o.Nodes) < sc.nodes():
 		c.Outcome, c.Message = NA, fmt.Sprintf("needs %d nodes", sc.nodes())
-		return c, nil
+		return c, false
 	}
 	if why, err := sc.unsupported(o.Nodes); err != nil || why != "" {
+		if err != nil {
+			why = err.Error()
+		}
 		c.Outcome, c.Message = NA, why
-		return c, err
+		return c, false
 	}
 	if cs.Strategy.Replica {
 		if _, ok := o.Nodes[0].(replicaLink); !ok {
 			c.Outcome, c.Message = NA, "needs a replica to acknowledge (WAIT)"
-			return c, nil
+			return c, false
 		}
+	}
+	return c, true
+}
+
+// exploreCell runs cs's cell where pl places it.
+func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (Cell, error) {
+	sc := cs.Scenario
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
+	nodes := make([]Node, len(pl.nodes))
+	for i, n := range pl.nodes {
+		nodes[i] = o.Nodes[n]
 	}
 	record := func(h *History) {
 		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
@@ -130,12 +215,13 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 		c.Counterexample = h
 	}
 	if sc.Schedule != "" {
-		h, err := Run(ctx, RunOptions{Case: cs, Nodes: o.Nodes, NoRecord: true})
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: pl.db})
 		if err != nil {
 			return c, err
 		}
 		c.Schedules = 1
 		if h.Verdict.Failed() {
+			c.Naive = 1 // the plain enumeration stops there too
 			record(h)
 			return c, nil
 		}
@@ -144,13 +230,26 @@ func matrixCell(ctx context.Context, o MatrixOptions, cs Case) (Cell, error) {
 	if maxSched <= 0 {
 		maxSched = 3000
 	}
-	ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: o.Nodes,
-		MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched, Workers: o.Workers})
+	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
+		Workers: o.Workers, DB: pl.db, NoReduction: o.NoReduction}
+	ex, err := Explore(ctx, eo)
 	if err != nil {
 		return c, err
 	}
 	c.Schedules += ex.Schedules
 	c.Complete = ex.Complete
+	naive := ex.Naive
+	if naive == 0 && ex.Complete && o.Naive {
+		eo.MaxSchedules, eo.NoReduction = 1<<30, true
+		plain, err := Explore(ctx, eo)
+		if err != nil {
+			return c, err
+		}
+		naive = int64(plain.Schedules)
+	}
+	if naive > 0 {
+		c.Naive = int64(c.Schedules-ex.Schedules) + naive
+	}
 	if ex.Counterexample != nil {
 		record(ex.Counterexample)
 		return c, nil

@@ -78,6 +78,9 @@ counterexample found with its timeline.`,
 				if !res.Complete {
 					bound = "not every schedule within the bound (limit reached)"
 				}
+				if res.Skipped > 0 {
+					bound += fmt.Sprintf(" (%d branches inside transactions skipped as equivalent)", res.Skipped)
+				}
 				fmt.Fprintf(w, "%s on %s: %s after %d schedules in %v (%.0f/s), %s\n",
 					scenario, strategy, res.Outcome, res.Schedules, res.Elapsed.Round(time.Millisecond), res.PerSecond, bound)
 				if ce := res.Counterexample; ce != nil {
@@ -98,6 +101,7 @@ counterexample found with its timeline.`,
 	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2; -1 for none)")
 	f.IntVar(&o.MaxFaults, "faults", 0, "most fault events per schedule (default: the scenario's)")
 	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "stop after this many schedules (default 20000)")
+	f.BoolVar(&o.NoReduction, "no-reduction", false, "branch inside transactions too, as the plain enumeration does")
 	f.IntVar(&random, "random", 0, "sample this many schedules at random instead of enumerating")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for --random and for the clients' tokens")
 	f.IntVar(&o.Workers, "workers", 2, "schedules run at once, each on its own Redis database")

@@ -67,6 +67,8 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2)")
 	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "most schedules per cell (default 3000)")
 	f.IntVar(&o.Workers, "workers", 2, "schedules run at once per cell, each on its own database")
+	f.IntVar(&o.Parallel, "parallel", 4, "cells explored at once")
+	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")
 	f.IntVar(nodes, "nodes", 3, "Redis nodes to start (multi-node scenarios need 3)")
 }
 

@@ -86,6 +86,30 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 		}
 		fmt.Fprintf(&b, "  %s × %s: %s (%s)\n    %s\n", c.Strategy, c.Scenario, c.Outcome, c.Property, c.Schedule)
 	}
+	// The schedule counts, when the matrix has them (matrices recorded
+	// before the explorer counted the plain enumeration have none).
+	counted := slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 })
+	first = true
+	var run, naive int64
+	for _, c := range m.Cells {
+		if !counted || c.Outcome == harness.NA {
+			continue
+		}
+		if first {
+			b.WriteString("\nschedules run / the plain enumeration's (?: not counted; --naive counts them):\n")
+			first = false
+		}
+		n := "?"
+		if c.Naive > 0 {
+			n = fmt.Sprint(c.Naive)
+			naive += c.Naive
+		}
+		run += int64(c.Schedules)
+		fmt.Fprintf(&b, "  %-*s %-24s %7d / %s\n", nameW, c.Strategy, c.Scenario, c.Schedules, n)
+	}
+	if counted {
+		fmt.Fprintf(&b, "  total %d run; %d counted plain\n", run, naive)
+	}
 	fmt.Fprintf(&b, "\n%d cells in %v\n", len(m.Cells), m.Elapsed.Round(1e6))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -173,9 +197,13 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\nsafe: no violation in any schedule within the bound (at most %d preemptions, %d schedules per cell); "+
+	bound := "every schedule of every cell within it explored"
+	if partial {
+		bound = fmt.Sprintf("%d schedules per cell", schedules)
+	}
+	fmt.Fprintf(&b, "\nsafe: no violation in any schedule within the bound (at most %d preemptions, %s); "+
 		"VIOLATED: mutual exclusion, release safety or fencing broken; DEADLOCK: nobody can ever acquire again; "+
-		"STARVATION: a waiter never gets a free lock; ·: the scenario does not apply to the strategy.", preemptions, schedules)
+		"STARVATION: a waiter never gets a free lock; ·: the scenario does not apply to the strategy.", preemptions, bound)
 	if partial {
 		fmt.Fprintf(&b, " safe\\*: the %d-schedule limit was reached before the bound was explored in full.", schedules)
 	}
@@ -196,5 +224,49 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 		fmt.Fprintf(&b, "\n- `%s`\n%s", sc, strings.Join(lines, "\n"))
 	}
 	b.WriteString("\n")
+	countsMarkdown(&b, m, strats, scens)
 	return b.String()
+}
+
+// countsMarkdown writes, when m has them, the schedules each cell ran and
+// those the plain enumeration runs within the same bound.
+func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens []string) {
+	if !slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 }) {
+		return
+	}
+	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer does not branch between a client's MULTI " +
+		"and its EXEC, where any step is equivalent to one taken before the MULTI; the plain enumeration does.\n\n| scenario |")
+	for _, s := range strats {
+		fmt.Fprintf(b, " `%s` |", s)
+	}
+	b.WriteString("\n|---|")
+	for range strats {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	var run, naive int64
+	unknown := false
+	for _, sc := range scens {
+		fmt.Fprintf(b, "| `%s` |", sc)
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			switch {
+			case !ok || c.Outcome == harness.NA:
+				b.WriteString(" · |")
+			case c.Naive > 0:
+				fmt.Fprintf(b, " %d / %d |", c.Schedules, c.Naive)
+				run, naive = run+int64(c.Schedules), naive+c.Naive
+			default:
+				fmt.Fprintf(b, " %d / ? |", c.Schedules)
+				run += int64(c.Schedules)
+				unknown = true
+			}
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "\nIn all: %d schedules run, %d in the plain enumeration.", run, naive)
+	if unknown {
+		b.WriteString(" ?: not counted (`locklab matrix --naive` counts them).")
+	}
+	b.WriteString("\n")
 }

@@ -83,3 +83,21 @@ func TestMatrixGolden(t *testing.T) {
 	require.True(t, ok)
 	assert.Contains(t, buf.String(), fmt.Sprintf("%s × %s: VIOLATED", v.Strategy, v.Scenario))
 }
+
+// The counts of schedules show per cell, run and the plain enumeration's,
+// with "?" where the plain enumeration was not counted.
+func TestMatrixCounts(t *testing.T) {
+	m := &harness.MatrixResult{Strategies: []string{"set-nx-px", "incr-expire-multi"}, Scenarios: []string{"stale-recovery"},
+		Cells: []harness.Cell{
+			{Strategy: "set-nx-px", Scenario: "stale-recovery", Outcome: harness.Safe, Complete: true, Schedules: 257, Naive: 257},
+			{Strategy: "incr-expire-multi", Scenario: "stale-recovery", Outcome: harness.Safe, Complete: true, Schedules: 257},
+		}}
+	md := render.MatrixMarkdown(m, 2, 3000)
+	assert.Contains(t, md, "| `stale-recovery` | 257 / ? | 257 / 257 |")
+	assert.Contains(t, md, "In all: 514 schedules run, 257 in the plain enumeration. ?: not counted")
+	assert.Contains(t, md, "every schedule of every cell within it explored")
+	var buf bytes.Buffer
+	require.NoError(t, render.MatrixText(&buf, m))
+	assert.Regexp(t, `incr-expire-multi\s+stale-recovery\s+257 / \?`, buf.String())
+	assert.Regexp(t, `set-nx-px\s+stale-recovery\s+257 / 257`, buf.String())
+}

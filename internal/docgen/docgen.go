@@ -126,8 +126,9 @@ type Generator struct {
 	// Root is the repository root, for file directives.
 	Root string
 	// Workers run each matrix cell's schedules on that many databases at
-	// once (default 2).
-	Workers int
+	// once (default 2); Parallel cells explore at once (default 4).
+	Workers  int
+	Parallel int
 	// Keep, when set, names directives whose regions stay as they are:
 	// Rewrite neither runs nor changes them.
 	Keep func(Directive) bool
@@ -211,11 +212,17 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 	if w <= 0 {
 		w = 2
 	}
+	par := g.Parallel
+	if par <= 0 {
+		par = 4
+	}
 	m, err := harness.Matrix(ctx, harness.MatrixOptions{
 		Nodes:          g.Nodes,
 		MaxPreemptions: MatrixPreemptions,
 		MaxSchedules:   MatrixSchedules,
 		Workers:        w,
+		Parallel:       par,
+		Naive:          true,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,42 @@
+package harness
+
+import "testing"
+
+// The placer never lets a cell that faults a node share it, gives cells
+// sharing a node separate databases, and keeps to its parallelism.
+func TestPlacer(t *testing.T) {
+	p := newPlacer(2, 2, 3)
+	jobs := []cellJob{
+		{index: 0, choices: [][]int{{0}}, exclusive: true},
+		{index: 1, choices: [][]int{{1}}},
+		{index: 2, choices: [][]int{{0}}},
+		{index: 3, choices: [][]int{{1}}},
+		{index: 4, choices: [][]int{{1}}},
+	}
+	take := func() (cellJob, placement, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.take(&jobs)
+	}
+	j0, pl0, ok := take()
+	if !ok || j0.index != 0 {
+		t.Fatalf("first: %v %v, want the exclusive cell", j0.index, ok)
+	}
+	j1, pl1, _ := take()
+	if j1.index != 1 || pl1.nodes[0] != 1 || pl1.db != 0 {
+		t.Fatalf("second: cell %d at %+v, want cell 1 on node 1, db 0", j1.index, pl1)
+	}
+	// Cell 2 waits for node 0 and holds it; cell 3 shares node 1.
+	j3, pl3, _ := take()
+	if j3.index != 3 || pl3.db != 2 {
+		t.Fatalf("third: cell %d at %+v, want cell 3 on db 2", j3.index, pl3)
+	}
+	if _, _, ok := take(); ok {
+		t.Fatal("a fourth cell started beyond the parallelism of 3")
+	}
+	p.release(j0, pl0)
+	j2, pl2, ok := take()
+	if !ok || j2.index != 2 || pl2.nodes[0] != 0 {
+		t.Fatalf("after the exclusive cell: cell %d at %+v, want cell 2 on node 0", j2.index, pl2)
+	}
+}
