@@ -13,6 +13,13 @@ import (
 	"github.com/locklab/locklab/strategies"
 )
 
+// MatrixSchedules is the default most schedules a matrix cell may run: a
+// safety net above every catalog cell's whole bound (the largest,
+// stale-recovery on Redlock's three nodes, runs 3704), so that the matrix
+// states no verdict it did not establish; a cell that reached it would be
+// marked safe*.
+const MatrixSchedules = 5000
+
 // MatrixOptions bound the verdict matrix.
 type MatrixOptions struct {
 	// Nodes: at least 3 for the multi-node scenarios (they are n/a with
@@ -22,7 +29,7 @@ type MatrixOptions struct {
 	Strategies []string
 	Scenarios  []string
 	// MaxPreemptions and MaxSchedules bound each cell's exploration
-	// (defaults 2 and 3000).
+	// (defaults 2 and MatrixSchedules).
 	MaxPreemptions int
 	MaxSchedules   int
 	// Workers run each cell's schedules on that many databases at once.
@@ -228,7 +235,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (C
 	}
 	maxSched := o.MaxSchedules
 	if maxSched <= 0 {
-		maxSched = 3000
+		maxSched = MatrixSchedules
 	}
 	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
 		Workers: o.Workers, DB: pl.db, NoReduction: o.NoReduction}

@@ -65,7 +65,7 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	f.StringSliceVarP(&o.Strategies, "strategy", "s", nil, "restrict to these strategies")
 	f.StringSliceVarP(&o.Scenarios, "scenario", "x", nil, "restrict to these scenarios")
 	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2)")
-	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "most schedules per cell (default 3000)")
+	f.IntVar(&o.MaxSchedules, "max-schedules", 0, fmt.Sprintf("most schedules per cell (default %d)", harness.MatrixSchedules))
 	f.IntVar(&o.Workers, "workers", 2, "schedules run at once per cell, each on its own database")
 	f.IntVar(&o.Parallel, "parallel", 4, "cells explored at once")
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")

@@ -282,7 +282,7 @@ func bounds(m Meta) string {
 		return fmt.Sprint(v)
 	}
 	return fmt.Sprintf("at most %s preemptions and %s schedules per cell, %s workers",
-		def(m.MaxPreemptions, 2), def(m.MaxSchedules, 3000), def(m.Workers, 1))
+		def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1))
 }
 
 // cellID is the element id of a cell's details.

@@ -52,7 +52,7 @@ const (
 // written out so that the text can state them.
 const (
 	MatrixPreemptions = 2
-	MatrixSchedules   = 3000
+	MatrixSchedules   = harness.MatrixSchedules
 )
 
 // Directive is the parsed content of an opening marker.
