@@ -33,12 +33,12 @@ var errFull = errors.New("full")
 
 // manager holds the sessions.
 type manager struct {
-	start   StartServers
-	max     int
-	idle    time.Duration
-	seed    uint64
-	mu      sync.Mutex
-	byID    map[string]*session
+	start StartServers
+	max   int
+	idle  time.Duration
+	seed  uint64
+	mu    sync.Mutex
+	byID  map[string]*session
 	// closing counts the sessions taken out of byID whose servers are
 	// still being closed: they are open until then.
 	closing int
