@@ -77,15 +77,7 @@ func TestNeedsCheckedPerFaultedNode(t *testing.T) {
 // loses the lock. The run leaves the file off again.
 func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 	ctx := context.Background()
-	cl, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	var nodes []Node
-	for _, n := range cl.Nodes() {
-		nodes = append(nodes, n)
-	}
+	cl, nodes := processNodes(t, 3)
 	cs, err := Resolve("redlock-restart-fsync", "redlock")
 	if err != nil {
 		t.Fatal(err)
@@ -119,15 +111,7 @@ func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 // FLUSHDB fails on the node). The minority-down story is SAFE on Redlock.
 func TestRunEndsItsFaults(t *testing.T) {
 	ctx := context.Background()
-	cl, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	var nodes []Node
-	for _, n := range cl.Nodes() {
-		nodes = append(nodes, n)
-	}
+	cl, nodes := processNodes(t, 3)
 	cs, err := Resolve("redlock-minority-down", "redlock")
 	if err != nil {
 		t.Fatal(err)
@@ -146,4 +130,20 @@ func TestRunEndsItsFaults(t *testing.T) {
 			t.Errorf("%s after the runs: %v", n.Name(), err)
 		}
 	}
+}
+
+// processNodes starts n redis-server processes the test may fault (kill,
+// restart, partition) and closes them when it ends.
+func processNodes(t *testing.T, n int) (*node.Cluster, []Node) {
+	t.Helper()
+	cl, err := node.Start(context.Background(), node.Options{Backend: node.BackendProcess, N: n, Label: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	nodes := make([]Node, 0, n)
+	for _, nd := range cl.Nodes() {
+		nodes = append(nodes, nd)
+	}
+	return cl, nodes
 }
