@@ -22,7 +22,7 @@ import (
 // runs for the docs is then checked against the design's expectations: the
 // matrix runs once for both.
 func TestDocsUpToDate(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	nodes, stop, err := docgen.StartNodes(ctx)
 	require.NoError(t, err)
