@@ -199,13 +199,7 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 		locklabCycler("locklab set-nx-px, Notifier", notify, n),
 		{
 			name: "bsm/redislock (1ms linear)",
-			once: func(ctx context.Context, key string) error {
-				l, err := rl.Obtain(ctx, key, ttl, nil)
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			},
+			once: redislockOnce(rl),
 			wait: func(ctx context.Context, key string) (func(), error) {
 				l, err := rl.Obtain(ctx, key, ttl, &redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)})
 				if err != nil {
@@ -215,6 +209,18 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 			},
 		},
 		redsyncC,
+	}
+}
+
+// redislockOnce is one uncontended bsm/redislock cycle: Obtain with no
+// retry, then Release.
+func redislockOnce(rl *redislock.Client) func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) error {
+		l, err := rl.Obtain(ctx, key, ttl, nil)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
 	}
 }
 
@@ -239,13 +245,7 @@ func clientContenders(g *goredis.Client, rc rueidis.Client) []cycler {
 		locklabCycler("locklab set-nx-px via go-redis", viaGo, nil),
 		{
 			name: "bsm/redislock (go-redis)",
-			once: func(ctx context.Context, key string) error {
-				l, err := rl.Obtain(ctx, key, ttl, nil)
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			},
+			once: redislockOnce(rl),
 		},
 		locklabCycler("locklab set-nx-px via rueidis", viaRueidis, nil),
 		{
