@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/redistest"
 )
 
@@ -58,16 +57,12 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		t.Skip("explores the whole matrix twice")
 	}
 	ctx := context.Background()
-	cl, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
+	cl, nodes := processNodes(t, 3)
 	rep, err := cl.Replicated(ctx, cl.Nodes()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := []Node{rep, cl.Nodes()[1], cl.Nodes()[2]}
+	nodes[0] = rep
 	run := func(plain bool) *MatrixResult {
 		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
 			Workers: 2, Parallel: 4, NoReduction: plain})
