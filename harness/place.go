@@ -73,7 +73,7 @@ func jobFor(index int, cs Case, nodes []Node) cellJob {
 		return j
 	}
 	for i := len(nodes) - 1; i >= 1; i-- {
-		if supportsAll(nodes[i], cs.Scenario.Needs) {
+		if why, err := cs.Scenario.unsupported(nodes[i : i+1]); err == nil && why == "" {
 			j.choices = append(j.choices, []int{i})
 			if j.exclusive {
 				break // one node for those: the others stay shared
@@ -84,15 +84,6 @@ func jobFor(index int, cs Case, nodes []Node) cellJob {
 		j.choices = [][]int{{0}}
 	}
 	return j
-}
-
-func supportsAll(n Node, needs []node.Fault) bool {
-	for _, f := range needs {
-		if !node.Supports(n, f) {
-			return false
-		}
-	}
-	return true
 }
 
 // order puts the cells that fault nodes first, those on every node before
