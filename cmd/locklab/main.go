@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,9 @@ type globals struct {
 	backend string
 	image   string
 	addrs   []string
+	// cpuProfile: write a CPU profile of the command there (a hidden
+	// flag, to find where a run spends its time).
+	cpuProfile string
 }
 
 func newRoot() *cobra.Command {
@@ -51,11 +55,27 @@ process.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.backend, "backend", os.Getenv("LOCKLAB_BACKEND"), `where Redis servers come from: docker, process or addrs (default: docker if an engine answers, else process; env LOCKLAB_BACKEND)`)
 	pf.StringVar(&g.image, "image", os.Getenv("LOCKLAB_REDIS_IMAGE"), `Redis image for the docker backend (default redis:7, built locally when absent; env LOCKLAB_REDIS_IMAGE)`)
+	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	_ = pf.MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.startProfile() }
+	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 	pf.StringSliceVar(&g.addrs, "addr", nil, `a Redis server for the addrs backend: host:port, password@host:port, or a URL redis://[user:password@]host:port[/db] (rediss:// for TLS); repeat for several`)
 
 	root.AddCommand(newListCmd(), newBenchCmd(g), newRaceDemoCmd(g), newScenariosCmd(), newDemoCmd(g), newExploreCmd(g),
 		newMatrixCmd(g), newStressCmd(g), newReportCmd(g), newPlayCmd(g), newWorkerCmd())
 	return root
+}
+
+// startProfile starts the CPU profile --cpuprofile asks for.
+func (g *globals) startProfile() error {
+	if g.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(g.cpuProfile)
+	if err != nil {
+		return err
+	}
+	return pprof.StartCPUProfile(f)
 }
 
 func main() {
