@@ -185,7 +185,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		}()
 	}
 	for w := 0; w < workers; w++ {
-		sl := newSlot(nodes, opts.DB+w)
+		sl := newSlot(nodes, opts.DB+w, e.alphabet)
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()

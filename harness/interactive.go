@@ -202,7 +202,7 @@ func StartInteractive(ctx context.Context, o InteractiveOptions) (*Interactive, 
 	}
 	go func() {
 		defer close(p.done)
-		sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB)
+		sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB, prefix, alphabet)
 		defer sl.close()
 		r := newRun(rctx, spec, sl)
 		h, err := r.execute(choose)

@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,12 +72,34 @@ func flushDB(ctx context.Context, src locklab.ConnSource) error {
 type slot struct {
 	nodes []Node
 	db    int
-	mu    sync.Mutex
-	pools []*redis.Pool
+	// direct: dial the nodes' direct addresses (directNode), for runs
+	// that partition no node.
+	direct bool
+	mu     sync.Mutex
+	pools  []*redis.Pool
 }
 
-func newSlot(nodes []Node, db int) *slot {
-	s := &slot{nodes: nodes, db: db, pools: make([]*redis.Pool, len(nodes))}
+// directNode is a node with a second address that reaches the same server
+// past what a partition cuts (node.Node.DirectAddr): on the process
+// backend, the server itself rather than its loopback proxy, one hop less
+// for every command.
+type directNode interface {
+	DirectAddr() string
+}
+
+// newSlot makes the slot of database db on nodes. steps are the steps its
+// runs may take beyond the clients' own (a schedule, a fault alphabet):
+// when none of them partitions a node, the slot dials the nodes' direct
+// addresses. The other faults reach a client the same way on both (a
+// killed, paused or failed-over server is the same server), and a run
+// refuses the commands to a node it took down before they are sent.
+func newSlot(nodes []Node, db int, steps ...[]Step) *slot {
+	s := &slot{nodes: nodes, db: db, direct: true, pools: make([]*redis.Pool, len(nodes))}
+	for _, sts := range steps {
+		if slices.ContainsFunc(sts, func(st Step) bool { return st.Kind == StepPartition || st.Kind == StepHeal }) {
+			s.direct = false
+		}
+	}
 	for i := range nodes {
 		s.pools[i] = s.newPool(i)
 	}
@@ -84,7 +107,11 @@ func newSlot(nodes []Node, db int) *slot {
 }
 
 func (s *slot) newPool(i int) *redis.Pool {
-	return locklab.NewPool(s.nodes[i].Addr(), redis.DialDatabase(s.db))
+	addr := s.nodes[i].Addr()
+	if d, ok := s.nodes[i].(directNode); ok && s.direct {
+		addr = d.DirectAddr()
+	}
+	return locklab.NewPool(addr, redis.DialDatabase(s.db))
 }
 
 // pool returns the pool of node i (0-based).

@@ -52,7 +52,7 @@ func Run(ctx context.Context, o RunOptions) (*History, error) {
 	}
 	spec.seed = o.Seed
 	spec.record = !o.NoRecord
-	sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB)
+	sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB, sched)
 	defer sl.close()
 	r := newRun(ctx, spec, sl)
 	return r.execute(explicit(sched))

@@ -55,7 +55,7 @@ func (b *processBackend) start(ctx context.Context, _ int, name string, p persis
 		ln.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr)}, nil
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, nil
 }
 
 // startSentinel runs redis-server in Sentinel mode with the configuration
@@ -77,7 +77,7 @@ func (b *processBackend) startSentinel(ctx context.Context, _ int, name, conf st
 		ln.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr)}, nil
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, nil
 }
 
 // processServer is one redis-server process and its proxy.
@@ -86,10 +86,14 @@ type processServer struct {
 	srv    *redisproc.Server
 	px     *proxy
 	paused bool
+	// direct is the redis-server's own address: a restart keeps its port.
+	direct string
 }
 
 func (s *processServer) addr() string     { return s.px.addr() }
 func (s *processServer) peerAddr() string { return s.px.addr() }
+
+func (s *processServer) directAddr() string { return s.direct }
 
 func (s *processServer) pause(context.Context) error {
 	s.mu.Lock()

@@ -52,6 +52,9 @@ func (r *Replicated) Name() string { return r.name }
 // Addr is the current master's address.
 func (r *Replicated) Addr() string { return r.current().Addr() }
 
+// DirectAddr is the current master's direct address (Node.DirectAddr).
+func (r *Replicated) DirectAddr() string { return r.current().DirectAddr() }
+
 // Prepare makes master and replica hold the same empty data set with the
 // replica's link cut, as if it had been in sync until now and stopped
 // receiving: every write from here on is one it misses. The replica is
