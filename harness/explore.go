@@ -190,6 +190,18 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		go func(w int) {
 			defer wg.Done()
 			defer sl.close()
+			if spec.appendFsync != "" && workers == 1 {
+				off, err := sl.keepAppendOnly(ctx, spec.appendFsync)
+				if err != nil {
+					e.fail(err)
+					return
+				}
+				defer func() {
+					if err := off(); err != nil {
+						e.fail(err)
+					}
+				}()
+			}
 			e.work(ctx, sl, w)
 		}(w)
 	}
@@ -327,6 +339,17 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			return
 		}
 	}
+}
+
+// fail ends the exploration with err, unless it ended with an error before.
+func (e *explorer) fail(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.stopped = true
+	e.cond.Broadcast()
 }
 
 // shorter orders counterexamples: fewer steps up to the violation, then

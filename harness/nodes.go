@@ -75,8 +75,12 @@ type slot struct {
 	// direct: dial the nodes' direct addresses (directNode), for runs
 	// that partition no node.
 	direct bool
-	mu     sync.Mutex
-	pools  []*redis.Pool
+	// appendFsync is the fsync policy of the append-only file the slot's
+	// nodes write for as long as the slot lasts ("": none, or each run
+	// switches its own on and off).
+	appendFsync string
+	mu          sync.Mutex
+	pools       []*redis.Pool
 }
 
 // directNode is a node with a second address that reaches the same server
@@ -137,6 +141,41 @@ func (s *slot) close() {
 	for _, p := range s.pools {
 		p.Close()
 	}
+}
+
+// appendOnly switches the append-only file of every node of the slot that
+// can write one on (with the fsync policy fsync) or off.
+func (s *slot) appendOnly(ctx context.Context, on bool, fsync string) error {
+	for _, n := range s.nodes {
+		a, ok := n.(appendOnly)
+		if !ok {
+			continue
+		}
+		if err := a.SetAppendOnly(ctx, on, fsync); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepAppendOnly switches the append-only file of the slot's nodes on for
+// every run in it, until the returned function switches it off: a run then
+// leaves it on. Switching it on costs a rewrite of the file on every node
+// (a fork that the server notices on its next cron tick, up to 100ms), so
+// that an exploration pays it once, not on every schedule. A run's restart
+// that keeps the data then replays the earlier runs' commands too, their
+// FLUSHDB included: it finds the data the run left, as with a file of its
+// own. It is for slots whose nodes no other run uses meanwhile: the cells
+// that fault nodes have them to themselves.
+func (s *slot) keepAppendOnly(ctx context.Context, fsync string) (func() error, error) {
+	if err := s.appendOnly(ctx, true, fsync); err != nil {
+		return nil, err
+	}
+	s.appendFsync = fsync
+	return func() error {
+		s.appendFsync = ""
+		return s.appendOnly(context.WithoutCancel(ctx), false, fsync)
+	}, nil
 }
 
 // flush empties the slot's database on every node.

@@ -211,12 +211,12 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 			}
 		}
 	}
-	if r.spec.appendFsync != "" {
-		if err := r.appendOnly(r.ctx, true); err != nil {
+	if r.spec.appendFsync != "" && r.slot.appendFsync != r.spec.appendFsync {
+		if err := r.slot.appendOnly(r.ctx, true, r.spec.appendFsync); err != nil {
 			return nil, err
 		}
 		defer func() {
-			if err := r.appendOnly(context.WithoutCancel(r.ctx), false); err != nil && rerr == nil {
+			if err := r.slot.appendOnly(context.WithoutCancel(r.ctx), false, r.spec.appendFsync); err != nil && rerr == nil {
 				h, rerr = nil, err
 			}
 		}()
@@ -296,21 +296,6 @@ func (r *run) violatedSoFar() bool {
 		return CheckFencing(r.hist).Failed()
 	}
 	return false
-}
-
-// appendOnly switches the append-only file of every node of the run that
-// can write one on (with the scenario's fsync policy) or off.
-func (r *run) appendOnly(ctx context.Context, on bool) error {
-	for _, n := range r.slot.nodes {
-		a, ok := n.(appendOnly)
-		if !ok {
-			continue
-		}
-		if err := a.SetAppendOnly(ctx, on, r.spec.appendFsync); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // livenessProbe lets every client finish, lets the TTL pass with nobody
