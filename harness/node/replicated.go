@@ -112,7 +112,17 @@ func (r *Replicated) CatchUp(ctx context.Context) error {
 	if r.up {
 		return nil
 	}
-	if _, err := r.master.Do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+	// A full resync (the first after a failover: the new master cannot
+	// continue the old one's stream) goes through a file on disk. A
+	// diskless one streams the snapshot, then waits for the replica's
+	// first acknowledgement before it streams the commands that follow;
+	// the replica sends it as soon as it has loaded the snapshot, but the
+	// master takes it only once its cron has seen the snapshot's child
+	// end, and otherwise waits for the next one, a second later. The
+	// master deletes the file once sent (it has no persistence of its own
+	// to find it at a restart).
+	if _, err := r.master.Do(ctx, "CONFIG", "SET", "repl-diskless-sync", "no", "repl-diskless-sync-delay", "0",
+		"rdb-del-sync-files", "yes"); err != nil {
 		return err
 	}
 	host, port, _ := net.SplitHostPort(r.master.srv.peerAddr())
