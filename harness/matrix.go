@@ -7,9 +7,11 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -209,12 +211,25 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 }
 
 // exploreCell runs cs's cell where pl places it.
-func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (Cell, error) {
+func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
 	nodes := make([]Node, len(pl.nodes))
 	for i, n := range pl.nodes {
 		nodes[i] = o.Nodes[n]
+	}
+	if slices.Contains(sc.Needs, node.Failover) {
+		// Leave the replica in sync for the cells that share the node next
+		// (jobFor): the last run may have failed over, or cut it off.
+		defer func() {
+			for _, n := range nodes {
+				if rl, ok := n.(replicaLink); ok && ctx.Err() == nil {
+					if cerr := rl.CatchUp(ctx); cerr != nil && err == nil {
+						err = fmt.Errorf("catching the replica of %s up: %w", n.Name(), cerr)
+					}
+				}
+			}
+		}()
 	}
 	record := func(h *History) {
 		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message

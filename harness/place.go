@@ -53,15 +53,18 @@ func newPlacer(nodes, workers, parallel int) *placer {
 }
 
 // jobFor lists where cell cs can run among nodes. A cell that faults a
-// node, or resyncs its replica, has it to itself. A single-node cell may run on any node; one that
+// node has it to itself. A single-node cell may run on any node; one that
 // needs the first node (a replica to wait for, a failover) runs there; the
 // others keep off it while there are more nodes, those that fault their
 // node on the last one.
+//
+// A strategy that waits for a replica shares the node otherwise: its
+// replica catches up once and stays connected (conn.wait), and a failover
+// cell leaves it caught up (exploreCell), so that its runs resync nothing
+// (a fork and a transfer that would hold up the other cells' commands on
+// that node, and a multi-node client's quiet period might run out).
 func jobFor(index int, cs Case, nodes []Node) cellJob {
-	// A strategy that waits for a replica resyncs it now and then: a
-	// fork and a transfer that would hold up the other cells' commands on
-	// that node, and a multi-node client's quiet period may run out.
-	j := cellJob{index: index, cs: cs, exclusive: len(cs.Scenario.Needs) > 0 || cs.Strategy.Replica}
+	j := cellJob{index: index, cs: cs, exclusive: len(cs.Scenario.Needs) > 0}
 	k := len(cs.nodesFor(nodes))
 	first := cs.Strategy.Replica || slices.Contains(cs.Scenario.Needs, node.Failover)
 	if k > 1 || first || len(nodes) == 1 {

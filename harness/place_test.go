@@ -40,3 +40,22 @@ func TestPlacer(t *testing.T) {
 		t.Fatalf("after the exclusive cell: cell %d at %+v, want cell 2 on node 0", j2.index, pl2)
 	}
 }
+
+// A strategy that waits for a replica runs on the first node, where the
+// replica is, and has it to itself only when the scenario fails it over.
+func TestJobForReplicaStrategy(t *testing.T) {
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:2"}, AddrNode{"n3", "127.0.0.1:3"}}
+	for _, tc := range []struct {
+		scenario  string
+		exclusive bool
+	}{{"stale-recovery", false}, {"failover-loses-lock", true}} {
+		cs, err := Resolve(tc.scenario, "set-nx-px-wait")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := jobFor(0, cs, nodes)
+		if j.exclusive != tc.exclusive || len(j.choices) != 1 || len(j.choices[0]) != 1 || j.choices[0][0] != 0 {
+			t.Errorf("%s: exclusive=%v choices=%v, want exclusive=%v on node 0 only", tc.scenario, j.exclusive, j.choices, tc.exclusive)
+		}
+	}
+}
