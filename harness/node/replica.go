@@ -119,20 +119,31 @@ func (n *Node) Role(ctx context.Context) (string, error) {
 
 // waitSynced waits until replica n has the link to master up and has
 // applied everything master sent: a PUBLISH on master (replicated, but
-// touching no key) moves the replication offset, and n must reach it.
+// touching no key) moves the replication offset, and n must reach it. It
+// polls on one connection to each.
 func (n *Node) waitSynced(ctx context.Context, master *Node, timeout, poll time.Duration) error {
+	mc, err := master.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	rc, err := n.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
-		if _, err := master.do(ctx, "PUBLISH", "__locklab_sync", "1"); err != nil {
+		if _, err := redis.DoContext(mc, ctx, "PUBLISH", "__locklab_sync", "1"); err != nil {
 			return err
 		}
-		minfo, err := redis.String(master.do(ctx, "INFO", "replication"))
+		minfo, err := redis.String(redis.DoContext(mc, ctx, "INFO", "replication"))
 		if err != nil {
 			return err
 		}
 		want, _ := strconv.ParseInt(infoFields(minfo)["master_repl_offset"], 10, 64)
-		info, err := redis.String(n.do(ctx, "INFO", "replication"))
+		info, err := redis.String(redis.DoContext(rc, ctx, "INFO", "replication"))
 		if err != nil {
 			return err
 		}
