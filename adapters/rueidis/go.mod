@@ -1,6 +1,6 @@
 module github.com/locklab/locklab/adapters/rueidis
 
-go 1.26
+go 1.26.0
 
 replace github.com/locklab/locklab => ../..
 
@@ -13,5 +13,5 @@ require (
 
 require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
