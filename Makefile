@@ -60,12 +60,15 @@ docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real r
 play: deps build ## Serve locklab play on http://127.0.0.1:8080/ (process backend)
 	./$(BIN) play --backend process
 
-.PHONY: vet
-vet: ## go vet and a gofmt check (the adapter modules too)
-	$(GO) vet $(TAGS) $(PKGS)
-	@for d in $(ADAPTERS); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
+.PHONY: fmt
+fmt: ## Check that gofmt has nothing to change
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: fmt ## go vet and a gofmt check (the adapter modules too)
+	$(GO) vet $(TAGS) $(PKGS)
+	@for d in $(ADAPTERS); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
 
 .PHONY: lint
 lint: TAGS = $(BROWSER)
@@ -76,19 +79,27 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 # The docs test replays the whole verdict matrix in the full run (CI, make
 # test-long): that run goes without the race detector (the harness's own
 # tests run the same engine with it), alongside the other packages. With
-# -short it checks every region but the matrix, with the other packages. The
-# adapter modules' tests run alongside too.
+# -short it checks every region but the matrix, with the other packages.
 DOCGEN := ./internal/docgen
+# One go test covers locklab and the adapter modules through test.work, a
+# workspace of the three: a single build shares every package the modules
+# have in common and schedules compiling and testing together, where a go
+# command per module would compile the shared packages side by side. Its
+# test binaries mostly wait on Redis, so more of them run than there are
+# cores, beside the compiler. go test's own vet checks run; the full vet is
+# make lint's.
+WORK    := GOWORK=$(CURDIR)/test.work
+PAR     ?= $(if $(CI),,-p 4)
+ADAPTER_PKGS := $(addsuffix ...,$(ADAPTERS:%=./%))
 
 .PHONY: test
-test: redis vet ## vet, gofmt, then go test on every package and adapter module (real Redis, no mocks); quick unless CI is set
+test: redis fmt ## gofmt, then go test on every package and adapter module (real Redis, no mocks); quick unless CI is set
 	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/docgen$$'); \
 	docs=$$($(GO) list $(PKGS) | grep '/internal/docgen$$'); \
 	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
 	pids=; \
 	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
-	for d in $(ADAPTERS); do (cd $$d && $(GO) test $(RACE) $(SHORT) -count=1 -timeout 10m ./...) & pids="$$pids $$!"; done; \
-	$(GO) test $(RACE) $(TAGS) $(SHORT) -count=1 -timeout 30m $$pkgs; rc=$$?; \
+	$(WORK) $(GO) test $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $$pkgs $(ADAPTER_PKGS); rc=$$?; \
 	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: test-long
