@@ -57,8 +57,9 @@ const longTTL = time.Minute
 
 // Run runs the suite for the strategy registered as name. newConfig returns a
 // Config on live Redis servers (Pool, or Nodes for a multi-node strategy); it
-// is called once per sub-test. Keys are unique per sub-test, so servers can
-// be shared.
+// is called once per sub-test. The sub-tests run in parallel, so newConfig
+// may be called from several goroutines at once. Keys are unique per
+// sub-test, so servers can be shared.
 func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 	d, err := strategies.Info(name)
 	require.NoError(t, err)
@@ -66,17 +67,30 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 	s := &suite{name: name, props: p, options: d.Options, newConfig: newConfig}
 	s.timing(t, newConfig())
 
-	t.Run("AcquireRelease", s.acquireRelease)
-	t.Run("SecondAcquireRefusedWhileHeld", s.secondRefused)
-	t.Run("AcquireAfterTTL", s.acquireAfterTTL)
-	t.Run("ReleaseOfLeaseNotHeld", s.releaseNotHeld)
-	t.Run("ServerTTL", s.serverTTL)
-	t.Run("Fencing", s.fencing)
-	t.Run("Extend", s.extend)
-	t.Run("BadInput", s.badInput)
-	t.Run("ContextCancelled", s.ctxCancelled)
-	t.Run("Unreachable", s.unreachable)
-	t.Run("Race50", s.race50)
+	for _, sub := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"AcquireRelease", s.acquireRelease},
+		{"SecondAcquireRefusedWhileHeld", s.secondRefused},
+		{"AcquireAfterTTL", s.acquireAfterTTL},
+		{"ReleaseOfLeaseNotHeld", s.releaseNotHeld},
+		{"ServerTTL", s.serverTTL},
+		{"Fencing", s.fencing},
+		{"Extend", s.extend},
+		{"ExtendLapsed", s.extendLapsed},
+		{"BadInput", s.badInput},
+		{"ContextCancelled", s.ctxCancelled},
+		{"Unreachable", s.unreachable},
+		{"Race50", s.race50},
+	} {
+		// Sub-tests run in parallel: several wait out a TTL, and they
+		// share nothing but the servers.
+		t.Run(sub.name, func(t *testing.T) {
+			t.Parallel()
+			sub.test(t)
+		})
+	}
 }
 
 type suite struct {
@@ -306,12 +320,23 @@ func (s *suite) extend(t *testing.T) {
 	_, err = other.Acquire(ctx, k, longTTL)
 	require.ErrorIs(t, err, locklab.ErrNotAcquired, "extended lock must outlive its first TTL")
 	require.NoError(t, l.Release(ctx, longer))
+}
 
-	// Extending a lapsed lease fails and does not re-create the lock.
-	stale := s.expire(t, l, k+":lapsed")
-	_, err = ext.Extend(ctx, stale, longTTL)
+// extendLapsed: extending a lapsed lease fails and does not re-create the
+// lock.
+func (s *suite) extendLapsed(t *testing.T) {
+	ctx := context.Background()
+	l, _ := s.locker(t)
+	ext, ok := l.(locklab.Extender)
+	if !ok {
+		t.Skip("the strategy does not extend")
+	}
+	k := key(t)
+	stale := s.expire(t, l, k)
+	_, err := ext.Extend(ctx, stale, longTTL)
 	require.ErrorIs(t, err, locklab.ErrNotHeld)
-	again, err := other.Acquire(ctx, k+":lapsed", longTTL)
+	other, _ := s.locker(t)
+	again, err := other.Acquire(ctx, k, longTTL)
 	require.NoError(t, err, "a failed extend must not re-create the lock")
 	require.NoError(t, other.Release(ctx, again))
 }
