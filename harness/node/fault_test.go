@@ -11,6 +11,7 @@ import (
 )
 
 func TestFaultNames(t *testing.T) {
+	t.Parallel()
 	for _, f := range Faults() {
 		got, err := ParseFault(f.String())
 		if err != nil || got != f {
@@ -32,6 +33,7 @@ func TestFaultNames(t *testing.T) {
 }
 
 func TestFaultJSON(t *testing.T) {
+	t.Parallel()
 	b, err := json.Marshal([]Fault{RestartKeep, Failover})
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +59,7 @@ type onlyRestarts struct{ restarts int }
 func (o *onlyRestarts) Restart(context.Context, bool) error { o.restarts++; return nil }
 
 func TestSupports(t *testing.T) {
+	t.Parallel()
 	for _, f := range Faults() {
 		if !Supports((*Node)(nil), f) && f != Failover {
 			t.Errorf("*Node does not support %v", f)
@@ -84,6 +87,7 @@ func TestSupports(t *testing.T) {
 
 // Begin and End drive a real node through each fault a stress run injects.
 func TestBeginEnd(t *testing.T) {
+	t.Parallel()
 	n := start(t, Options{Backend: BackendProcess, N: 1}).Nodes()[0]
 	ctx := ctxT(t)
 	for _, f := range []Fault{Pause, Partition, Restart} {

@@ -198,6 +198,7 @@ func isTimeout(err error) bool {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		opts Options
@@ -244,6 +245,7 @@ func TestBackendFromEnv(t *testing.T) {
 }
 
 func TestAutoBackend(t *testing.T) {
+	t.Parallel()
 	c := start(t, Options{N: 1})
 	want := BackendProcess
 	if _, err := dockerClient(context.Background()); err == nil {
@@ -270,6 +272,7 @@ func TestNodeThatDoesNotComeUp(t *testing.T) {
 }
 
 func TestBasics(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		c := start(t, Options{Backend: be, N: 3})
 		if c.Backend() != be {
@@ -312,6 +315,7 @@ func TestBasics(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
 		ctx := ctxT(t)
@@ -341,6 +345,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestPartitionHeal(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
 		ctx := ctxT(t)
@@ -377,6 +382,7 @@ func TestPartitionHeal(t *testing.T) {
 }
 
 func TestKillRestart(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
 		ctx := ctxT(t)
@@ -411,6 +417,7 @@ func TestKillRestart(t *testing.T) {
 // the first command after the fault does not fail with the dead
 // connection's EOF.
 func TestPoolAfterRestart(t *testing.T) {
+	t.Parallel()
 	n := start(t, Options{Backend: BackendProcess, N: 1}).Nodes()[0]
 	ctx := ctxT(t)
 	c := n.Pool().Get()
@@ -432,6 +439,7 @@ func TestPoolAfterRestart(t *testing.T) {
 }
 
 func TestRestartWithPersistence(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1, AppendOnly: true, AppendFsync: "always"}).Nodes()[0]
 		ctx := ctxT(t)
@@ -463,6 +471,7 @@ func TestRestartWithPersistence(t *testing.T) {
 }
 
 func TestSetAppendOnlyPerNode(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		c := start(t, Options{Backend: be, N: 2})
 		n1, n2 := c.Nodes()[0], c.Nodes()[1]
@@ -489,6 +498,7 @@ func TestSetAppendOnlyPerNode(t *testing.T) {
 }
 
 func TestExpireAll(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		n := start(t, Options{Backend: be, N: 1}).Nodes()[0]
 		ctx := ctxT(t)
@@ -524,6 +534,7 @@ func TestExpireAll(t *testing.T) {
 }
 
 func TestFailoverLosesLastWrite(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		c := start(t, Options{Backend: be, N: 1})
 		m := c.Nodes()[0]
@@ -566,6 +577,7 @@ func TestFailoverLosesLastWrite(t *testing.T) {
 }
 
 func TestAddrsBackend(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	plain, err := redisproc.Start(redisproc.Options{})
 	if err != nil {
@@ -648,6 +660,7 @@ func TestAddrsBackend(t *testing.T) {
 // user and database to every connection of the node, and Node.URL gives
 // back what ParseAddr reads.
 func TestAddrsBackendURL(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	srv, err := redisproc.Start(redisproc.Options{})
 	if err != nil {
@@ -700,6 +713,7 @@ func TestAddrsBackendURL(t *testing.T) {
 }
 
 func TestCloseAfterFaults(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		ctx := ctxT(t)
 		c, err := Start(ctx, Options{Backend: be, N: 3, Label: t.Name()})

@@ -65,6 +65,7 @@ func startChild(t *testing.T, mode string) (*exec.Cmd, func() error) {
 }
 
 func TestStaleRemovedAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
@@ -96,6 +97,7 @@ func TestStaleRemovedAfterSIGKILL(t *testing.T) {
 }
 
 func TestSignalRemovesEverything(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())
@@ -131,6 +133,7 @@ func TestSignalRemovesEverything(t *testing.T) {
 }
 
 func TestPullNeverHangs(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
 	pool, _ := dockerClient(context.Background())

@@ -6,6 +6,7 @@ import "testing"
 // failover loses what the master took since, and the next Prepare brings
 // the pair back.
 func TestReplicatedFailoverLosesWrites(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		ctx := ctxT(t)
 		c := start(t, Options{Backend: be, N: 1})
@@ -53,6 +54,7 @@ func TestReplicatedFailoverLosesWrites(t *testing.T) {
 // The replica misses writes until CatchUp, which lets a WAIT on the master
 // count it; after Lag it misses them again.
 func TestReplicatedCatchUpForWait(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, be string) {
 		ctx := ctxT(t)
 		c := start(t, Options{Backend: be, N: 1})

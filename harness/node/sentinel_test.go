@@ -67,6 +67,7 @@ func everySentinelNames(g *SentinelGroup, m *Node) func(ctx context.Context) err
 }
 
 func TestSentinelOptionsInvalid(t *testing.T) {
+	t.Parallel()
 	for _, o := range []SentinelOptions{
 		{Quorum: 4},
 		{Replicas: -1},
@@ -92,6 +93,7 @@ func TestSentinelOptionsInvalid(t *testing.T) {
 // again, becomes a replica of the new one; pausing the new master makes
 // them fail over again; Close leaves nothing behind.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a real Sentinel failover takes seconds of Sentinel's own timing; make test-long runs it")
 	}
@@ -250,6 +252,7 @@ func TestSentinelFailover(t *testing.T) {
 
 // The cluster's Close (the path SIGINT takes) removes a group too.
 func TestSentinelClusterCloseRemovesGroup(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	c, err := Start(ctx, Options{Backend: BackendProcess, N: 1, Label: t.Name()})
 	if err != nil {
@@ -291,6 +294,7 @@ func TestSentinelClusterCloseRemovesGroup(t *testing.T) {
 // directories (process) or containers (docker) are gone when the program
 // has died of the signal.
 func TestSentinelSignalRemovesGroup(t *testing.T) {
+	t.Parallel()
 	if signal.Ignored(syscall.SIGINT) {
 		t.Skip("SIGINT is ignored in this process (a background job?) and the child would inherit that")
 	}
