@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -109,6 +110,10 @@ type addrServer struct {
 	timeout time.Duration
 }
 
+// waitPing pings the server until it answers PONG, for up to the start
+// timeout (3s at most). A server that answers with an error other than
+// LOADING (a wrong password, a user without PING) will not change its
+// answer: that error is returned at once.
 func (a *addrServer) waitPing(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, 3*time.Second))
 	defer cancel()
@@ -118,6 +123,9 @@ func (a *addrServer) waitPing(ctx context.Context) error {
 		last = a.ping(ctx)
 		if last == nil {
 			return nil
+		}
+		if re, ok := errors.AsType[redis.Error](last); ok && !strings.HasPrefix(string(re), "LOADING") {
+			return last
 		}
 		select {
 		case <-ctx.Done():
