@@ -89,14 +89,20 @@ func StartReplica(tb testing.TB, master *Server) *Server {
 		s.Pool.Close()
 		p.Stop()
 	})
+	// Synced on both sides: the replica has loaded the master's data, and
+	// the master counts it online, which it does only at the replica's
+	// first acknowledgement (up to a second later). A WAIT before that
+	// counts no replica.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, _ := redis.String(s.Do(tb, "INFO", "replication"), nil)
-		if strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+		minfo, _ := redis.String(master.Do(tb, "INFO", "replication"), nil)
+		if strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") &&
+			strings.Contains(minfo, "port="+strconv.Itoa(p.Port)+",state=online") {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("replica %s of %s did not sync within 10s:\n%s", p.Addr, master.Addr, info)
+			tb.Fatalf("replica %s of %s did not sync within 10s:\n%s\nthe master says:\n%s", p.Addr, master.Addr, info, minfo)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
