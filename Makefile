@@ -85,11 +85,13 @@ DOCGEN := ./internal/docgen
 # workspace of the three: a single build shares every package the modules
 # have in common and schedules compiling and testing together, where a go
 # command per module would compile the shared packages side by side. Its
-# test binaries mostly wait on Redis, so more of them run than there are
-# cores, beside the compiler. go test's own vet checks run; the full vet is
-# make lint's.
+# test binaries mostly wait on Redis (servers starting, TTLs running out),
+# so more of them, and more parallel tests in each, run than there are
+# cores, beside the compiler. The adapter modules come first: their suites
+# wait out TTLs longest, so they start early. go test's own vet checks run;
+# the full vet is make lint's.
 WORK    := GOWORK=$(CURDIR)/test.work
-PAR     ?= $(if $(CI),,-p 4)
+PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 ADAPTER_PKGS := $(addsuffix ...,$(ADAPTERS:%=./%))
 
 .PHONY: test
@@ -99,7 +101,7 @@ test: redis fmt ## gofmt, then go test on every package and adapter module (real
 	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
 	pids=; \
 	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
-	$(WORK) $(GO) test $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $$pkgs $(ADAPTER_PKGS); rc=$$?; \
+	$(WORK) $(GO) test $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_PKGS) $$pkgs; rc=$$?; \
 	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: test-long
