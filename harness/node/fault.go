@@ -126,7 +126,14 @@ func (f *Fault) UnmarshalText(b []byte) error {
 // Supports reports whether n can both begin and end fault f. (A node may
 // implement only one of the two: a Restarter without Killer can end a
 // Restart, which is all a schedule's restart(nN) asks.)
+//
+// A node that also has a CanFault(Fault) bool method is asked as well: a
+// Node of the addrs backend has every fault's methods, but the servers are
+// not the harness's to pause, kill or cut off.
 func Supports(n any, f Fault) bool {
+	if c, ok := n.(interface{ CanFault(Fault) bool }); ok && !c.CanFault(f) {
+		return false
+	}
 	return step(n, f, false) != nil && step(n, f, true) != nil
 }
 

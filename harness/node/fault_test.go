@@ -61,7 +61,7 @@ func (o *onlyRestarts) Restart(context.Context, bool) error { o.restarts++; retu
 func TestSupports(t *testing.T) {
 	t.Parallel()
 	for _, f := range Faults() {
-		if !Supports((*Node)(nil), f) && f != Failover {
+		if !Supports(&Node{}, f) && f != Failover {
 			t.Errorf("*Node does not support %v", f)
 		}
 		if !Supports((*Replicated)(nil), f) {

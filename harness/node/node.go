@@ -203,6 +203,14 @@ func (n *Node) Restart(ctx context.Context, keepData bool) error {
 	return n.fault(ctx, "restart", func(ctx context.Context) error { return n.srv.restart(ctx, keepData) })
 }
 
+// CanFault reports whether the node's backend carries out the faults a
+// Node has methods for (a failover needs a Replicated): the process and
+// docker backends do, the addrs backend does not.
+func (n *Node) CanFault(Fault) bool {
+	_, given := n.srv.(*addrServer)
+	return !given
+}
+
 // Partition cuts the node off from the clients and from the other nodes:
 // open connections and new ones get no answer (they time out) until Heal.
 // Docker disconnects the container from the cluster's network; the process

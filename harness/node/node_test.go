@@ -602,6 +602,11 @@ func TestAddrsBackend(t *testing.T) {
 		t.Fatalf("backend %s, %d nodes", c.Backend(), len(c.Nodes()))
 	}
 	t.Log(c.Describe())
+	for _, f := range Faults() {
+		if Supports(c.Nodes()[0], f) {
+			t.Errorf("a node of the addrs backend supports %v", f)
+		}
+	}
 	n1, n2 := c.Nodes()[0], c.Nodes()[1]
 	if n2.Password() != "s3cr@t" || n2.Addr() != secret.Addr {
 		t.Errorf("n2: addr %s password %q", n2.Addr(), n2.Password())
