@@ -17,19 +17,25 @@ import (
 // that has one.
 const All = 1000 * 24 * time.Hour
 
-// advanceScript shortens the TTL of each of KEYS by ARGV[1] milliseconds,
-// deleting those whose TTL is at most that; it returns how many it deleted.
-var advanceScript = redis.NewScript(-1, `
+// advanceLua is a script that shortens the TTL of each key that list (a Lua
+// expression) yields by ARGV[1] milliseconds, deleting those whose TTL is
+// at most that; it returns how many it deleted.
+func advanceLua(list string) string {
+	return `
 local d = tonumber(ARGV[1])
 local n = 0
-for _, k in ipairs(KEYS) do
+for _, k in ipairs(` + list + `) do
   local t = redis.call('PTTL', k)
   if t >= 0 then
     if t <= d then redis.call('DEL', k); n = n + 1
     else redis.call('PEXPIRE', k, t - d) end
   end
 end
-return n`)
+return n`
+}
+
+// advanceScript is advanceLua over KEYS.
+var advanceScript = redis.NewScript(-1, advanceLua("KEYS"))
 
 // Advance moves the clock of c's current database forward by d and returns
 // the number of keys that expired.
@@ -65,20 +71,10 @@ func Advance(ctx context.Context, c redis.Conn, d time.Duration) (int, error) {
 	}
 }
 
-// advanceAllScript is advanceScript over every key of the database: it
+// advanceAllScript is advanceLua over every key of the database: it
 // lists them itself (KEYS, which a script may call on every Redis version,
 // writes after it included).
-var advanceAllScript = redis.NewScript(0, `
-local d = tonumber(ARGV[1])
-local n = 0
-for _, k in ipairs(redis.call('KEYS', '*')) do
-  local t = redis.call('PTTL', k)
-  if t >= 0 then
-    if t <= d then redis.call('DEL', k); n = n + 1
-    else redis.call('PEXPIRE', k, t - d) end
-  end
-end
-return n`)
+var advanceAllScript = redis.NewScript(0, advanceLua("redis.call('KEYS', '*')"))
 
 // AdvanceFew is Advance in one round trip, for a database that holds a few
 // keys only: the script lists them (KEYS) and blocks the server while it
