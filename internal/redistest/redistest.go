@@ -71,8 +71,8 @@ func (s *Server) ACLUser(tb testing.TB, name, password string) string {
 }
 
 // StartReplica starts a redis-server replicating master (--replicaof) and
-// waits until its link is up and it has the master's data; it stops when
-// the test ends.
+// waits until its link is up, it has the master's data and it acknowledges
+// writes to WAIT; it stops when the test ends.
 func StartReplica(tb testing.TB, master *Server) *Server {
 	tb.Helper()
 	host, port, err := net.SplitHostPort(master.Addr)
@@ -105,6 +105,27 @@ func StartReplica(tb testing.TB, master *Server) *Server {
 			tb.Fatalf("replica %s of %s did not sync within 10s:\n%s\nthe master says:\n%s", p.Addr, master.Addr, info, minfo)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// And the acknowledgement path works end to end: a write on the master
+	// is acknowledged to a WAIT, three times running, before the tests'
+	// own WAITs with their short timeouts.
+	c := master.Pool.Get()
+	defer c.Close()
+	for acked := 0; acked < 3; {
+		if _, err := c.Do("SET", "locklab:redistest:replica", acked); err != nil {
+			tb.Fatalf("write on %s: %v", master.Addr, err)
+		}
+		if n, _ := redis.Int(c.Do("WAIT", 1, 100)); n >= 1 {
+			acked++
+		} else {
+			acked = 0
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("replica %s of %s did not acknowledge a WAIT within 10s", p.Addr, master.Addr)
+		}
+	}
+	if _, err := c.Do("DEL", "locklab:redistest:replica"); err != nil {
+		tb.Fatalf("DEL on %s: %v", master.Addr, err)
 	}
 	return s
 }
