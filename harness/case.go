@@ -1,16 +1,16 @@
-package harness
+// A Case is what every run and exploration of the harness works on: a
+// scenario and the strategy it runs on, resolved from their names once, at
+// the edge (the CLI, Matrix, docgen, play's levels), into the scenario, the
+// strategy's description and its registered factory, so that nothing below
+// looks a name up again.
 
-// A Case is what every run, exploration and rendering of the harness works
-// on: a scenario and the strategy it runs on, resolved from their names once,
-// at the edge (the CLI, Matrix, docgen), so that nothing below looks a name
-// up again.
+package harness
 
 import (
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
@@ -24,20 +24,26 @@ type Case struct {
 	Factory  Factory
 }
 
-// Resolve looks up the scenario and the registered strategy by name. The
-// case's scenario is the one as it runs on the strategy (Scenario.On).
+// Resolve looks up the scenario and the registered strategy by name: the
+// edge's one lookup of each (Scenario.Resolve where the scenario is in hand).
 func Resolve(scenario, strategy string) (Case, error) {
 	sc, err := Lookup(scenario)
 	if err != nil {
 		return Case{}, err
 	}
-	d, err := strategies.Info(strategy)
+	return sc.Resolve(strategy)
+}
+
+// Resolve looks up the registered strategy by name and returns the case of
+// s on it: s as it runs on the strategy (Scenario.On), the strategy's
+// description, and its registered factory, which builds each client's
+// Locker without looking the name up again.
+func (s *Scenario) Resolve(strategy string) (Case, error) {
+	d, f, err := strategies.Lookup(strategy)
 	if err != nil {
 		return Case{}, err
 	}
-	name := d.Name
-	f := func(cfg locklab.Config) (locklab.Locker, error) { return strategies.New(name, cfg) }
-	return Case{Scenario: sc.On(d), Strategy: d, Factory: f}, nil
+	return Case{Scenario: s.On(d), Strategy: d, Factory: f}, nil
 }
 
 // Custom is a case for a Locker that is not registered: f builds it, name
@@ -73,11 +79,15 @@ func (c Case) spec() runSpec {
 	}
 }
 
+// Nodes is how many nodes a run of the case uses: the scenario's count,
+// or one for a single-node strategy.
+func (c Case) Nodes() int {
+	if !c.Strategy.Properties.MultiNode {
+		return 1
+	}
+	return c.Scenario.nodes()
+}
+
 // nodesFor are the nodes a run of the case uses: the scenario's count, or
 // only the first for a single-node strategy.
-func (c Case) nodesFor(nodes []Node) []Node {
-	if !c.Strategy.Properties.MultiNode {
-		return nodes[:1]
-	}
-	return nodes[:c.Scenario.nodes()]
-}
+func (c Case) nodesFor(nodes []Node) []Node { return nodes[:c.Nodes()] }

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/strategies"
 )
 
 // RunOptions describe one run of a scenario on a strategy.
@@ -84,8 +84,9 @@ const stepTick = time.Millisecond
 // wall clock.
 var Epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Factory builds the Locker under test from a Config the harness wraps.
-type Factory func(cfg locklab.Config) (locklab.Locker, error)
+// Factory builds the Locker under test from a Config the harness wraps:
+// the registry's own factory type, so a resolved strategy's is used as is.
+type Factory = strategies.Factory
 
 var (
 	errCrashed     = errors.New("client crashed")

@@ -147,7 +147,7 @@ func MustRegister(d Description, f Factory) {
 	}
 }
 
-// ErrUnknown is wrapped by the error New and Info return for a name that is
+// ErrUnknown is wrapped by the error New, Lookup and Info return for a name that is
 // not registered.
 var ErrUnknown = errors.New("unknown strategy")
 
@@ -159,30 +159,40 @@ func unknown(name string) error {
 // the strategy does not read (DriftFactor, NodeTimeout, Notify, Watchdog) is
 // refused with locklab.ErrInvalid naming the strategies that read it.
 func New(name string, cfg locklab.Config) (locklab.Locker, error) {
+	_, f, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return f(cfg)
+}
+
+// Lookup resolves name once: the strategy's description, and a factory
+// that builds it as New would (the same refusal of Config fields it does
+// not read, the same errors) without looking the name up again. Code that
+// builds many Lockers of one strategy, as the harness does for each client
+// of each run, resolves the name with Lookup and keeps the factory.
+func Lookup(name string) (Description, Factory, error) {
+	d, err := Info(name)
+	if err != nil {
+		return Description{}, nil, err
+	}
 	mu.RLock()
-	e, ok := registry[name]
-	var refused error
-	if ok {
+	build := registry[name].factory
+	mu.RUnlock()
+	f := func(cfg locklab.Config) (locklab.Locker, error) {
 		for _, opt := range setOptions(cfg) {
-			if !slices.Contains(e.desc.Options, opt) {
-				refused = locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
+			if !slices.Contains(d.Options, opt) {
+				return nil, locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
 					name, opt, strings.Join(readers(opt), ", "))
-				break
 			}
 		}
+		l, err := build(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", name, err)
+		}
+		return l, nil
 	}
-	mu.RUnlock()
-	if !ok {
-		return nil, unknown(name)
-	}
-	if refused != nil {
-		return nil, refused
-	}
-	l, err := e.factory(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("strategy %s: %w", name, err)
-	}
-	return l, nil
+	return d, f, nil
 }
 
 // Names returns the registered names, sorted.

@@ -46,24 +46,29 @@ scenarios" lists the scenarios.`,
 			if len(strats) == 0 {
 				strats = applicable(sc)
 			}
+			cases := make([]harness.Case, 0, len(strats))
+			for _, s := range strats {
+				cs, err := sc.Resolve(s)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
+				}
+				cases = append(cases, cs)
+			}
 			info := io.Discard
 			if !asJSON {
 				info = cmd.OutOrStdout()
 			}
-			c, nodes, err := g.cluster(ctx, info, nodesFor(sc, strats))
+			c, nodes, err := g.cluster(ctx, info, nodesFor(sc, cases))
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			nodes = withReplica(ctx, c, nodes, []string{sc.Name}, strats)
+			nodes = withReplica(ctx, c, nodes, needsReplica(cases...))
 			w := cmd.OutOrStdout()
 			violated := false
 			var results []*harness.Result
-			for _, s := range strats {
-				cs, err := harness.Resolve(sc.Name, s)
-				if err != nil {
-					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
-				}
+			for _, cs := range cases {
+				s := cs.Strategy.Name
 				res, err := demo(ctx, cs, sched, nodes)
 				if err != nil {
 					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
@@ -117,13 +122,11 @@ func demo(ctx context.Context, c harness.Case, sched string, nodes []harness.Nod
 }
 
 // nodesFor is how many nodes the scenario needs on the most demanding of
-// strats (a story told for one node runs on three for Redlock).
-func nodesFor(sc *harness.Scenario, strats []string) int {
+// its cases (a story told for one node runs on three for Redlock).
+func nodesFor(sc *harness.Scenario, cases []harness.Case) int {
 	n := sc.NodesNeeded()
-	for _, s := range strats {
-		if d, err := strategies.Info(s); err == nil {
-			n = max(n, sc.NodesFor(d))
-		}
+	for _, cs := range cases {
+		n = max(n, cs.Nodes())
 	}
 	return n
 }

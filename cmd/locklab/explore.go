@@ -12,7 +12,6 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
-	"github.com/locklab/locklab/strategies"
 )
 
 func newExploreCmd(g *globals) *cobra.Command {
@@ -40,9 +39,6 @@ counterexample found with its timeline.`,
 			if strategy == "" || scenario == "" {
 				return errors.New("explore needs --strategy and --scenario (see locklab list, locklab scenarios)")
 			}
-			if _, err := strategies.Info(strategy); err != nil {
-				return err
-			}
 			cs, err := harness.Resolve(scenario, strategy)
 			if err != nil {
 				return err
@@ -62,7 +58,7 @@ counterexample found with its timeline.`,
 				return err
 			}
 			defer c.Close()
-			o.Nodes = withReplica(ctx, c, nodes, []string{sc.Name}, []string{cs.Strategy.Name})
+			o.Nodes = withReplica(ctx, c, nodes, needsReplica(cs))
 			o.Progress = progressLine(errw)
 			res, err := harness.Explore(ctx, o)
 			if err != nil {

@@ -93,7 +93,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	if len(scs) == 0 {
 		scs = scenarioNames()
 	}
-	o.Nodes = withReplica(ctx, c, ns, scs, o.Strategies)
+	o.Nodes = withReplica(ctx, c, ns, namesNeedReplica(scs, o.Strategies))
 	began := time.Now()
 	o.Progress = func(cell harness.Cell) {
 		fmt.Fprintf(errw, "\r\033[K%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)

@@ -42,24 +42,9 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 	return c, out, nil
 }
 
-// withReplica gives the first node an asynchronous replica, for the
-// scenarios that fail over and the strategies that wait for a replica
-// (strategies empty: all registered), where the backend can start one.
-func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, scenarios, strats []string) []harness.Node {
-	need := false
-	for _, name := range scenarios {
-		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, node.Failover) {
-			need = true
-		}
-	}
-	if len(strats) == 0 {
-		strats = strategies.Names()
-	}
-	for _, name := range strats {
-		if d, err := strategies.Info(name); err == nil && d.Replica {
-			need = true
-		}
-	}
+// withReplica gives the first node an asynchronous replica when need is
+// set (needsReplica), where the backend can start one.
+func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, need bool) []harness.Node {
 	if !need || c.Backend() == node.BackendAddrs {
 		return nodes
 	}
@@ -68,6 +53,37 @@ func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, sce
 		return nodes // the failover scenarios are then n/a
 	}
 	return append([]harness.Node{r}, nodes[1:]...)
+}
+
+// needsReplica reports whether a case fails over or waits for a replica.
+func needsReplica(cases ...harness.Case) bool {
+	for _, cs := range cases {
+		if slices.Contains(cs.Scenario.Needs, node.Failover) || cs.Strategy.Replica {
+			return true
+		}
+	}
+	return false
+}
+
+// namesNeedReplica is needsReplica for the matrix, which resolves its
+// names itself: whether a scenario fails over or a strategy (empty: all
+// registered) waits for a replica. Names it does not know are the
+// matrix's to refuse.
+func namesNeedReplica(scenarios, strats []string) bool {
+	for _, name := range scenarios {
+		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, node.Failover) {
+			return true
+		}
+	}
+	if len(strats) == 0 {
+		strats = strategies.Names()
+	}
+	for _, name := range strats {
+		if d, err := strategies.Info(name); err == nil && d.Replica {
+			return true
+		}
+	}
+	return false
 }
 
 func scenarioNames() []string {

@@ -49,7 +49,7 @@ func raceDemo(ctx context.Context, w io.Writer, nodes []harness.Node) error {
 	fmt.Fprintf(w, "The C1/C2 race of the SETNX page (%s)\n\n", sc.Source)
 	fmt.Fprintf(w, "%s\n\nSchedule: %s\n\n", wrapText(sc.Story, 78, ""), sc.Schedule)
 	for _, strat := range []string{"setnx-del", "setnx-getset"} {
-		c, err := harness.Resolve(sc.Name, strat)
+		c, err := sc.Resolve(strat)
 		if err != nil {
 			return err
 		}
