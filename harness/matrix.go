@@ -73,14 +73,39 @@ type Cell struct {
 	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
 	// Counterexample is the failing run.
 	Counterexample *History `json:"-"`
+	// cs is the case the cell ran, which Record replays.
+	cs *Case
 }
 
 // MatrixResult is every strategy against every scenario.
 type MatrixResult struct {
-	Strategies []string      `json:"strategies"`
-	Scenarios  []string      `json:"scenarios"`
-	Cells      []Cell        `json:"cells"`
-	Elapsed    time.Duration `json:"elapsed_ns"`
+	Strategies []string `json:"strategies"`
+	Scenarios  []string `json:"scenarios"`
+	// About describes each of Scenarios, in the same order: what a
+	// rendering of the matrix shows beside its cells.
+	About   []ScenarioAbout `json:"about,omitempty"`
+	Cells   []Cell          `json:"cells"`
+	Elapsed time.Duration   `json:"elapsed_ns"`
+}
+
+// ScenarioAbout is what a matrix shows of a scenario: its catalog entry's
+// title, story, source and the property it checks.
+type ScenarioAbout struct {
+	Name     string   `json:"name"`
+	Title    string   `json:"title"`
+	Story    string   `json:"story"`
+	Source   string   `json:"source"`
+	Property Property `json:"property"`
+}
+
+// Scenario returns what m says about the scenario name.
+func (m *MatrixResult) Scenario(name string) (ScenarioAbout, bool) {
+	for _, a := range m.About {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return ScenarioAbout{}, false
 }
 
 // Cell returns the cell of strategy and scenario.
@@ -110,14 +135,16 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		}
 	}
 	var jobs []cellJob
-	for _, sc := range m.Scenarios {
-		if _, err := Lookup(sc); err != nil {
+	for _, name := range m.Scenarios {
+		sc, err := Lookup(name)
+		if err != nil {
 			return nil, err
 		}
+		m.About = append(m.About, ScenarioAbout{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source, Property: sc.Property})
 		for _, st := range m.Strategies {
-			cs, err := Resolve(sc, st)
+			cs, err := sc.Resolve(st)
 			if err != nil {
-				return nil, fmt.Errorf("%s on %s: %w", st, sc, err)
+				return nil, fmt.Errorf("%s on %s: %w", st, name, err)
 			}
 			i := len(m.Cells)
 			c, ok := applicable(o, cs)
@@ -185,7 +212,7 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 // apply to the strategy or the nodes cannot run it.
 func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	sc := cs.Scenario
-	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
 	switch {
 	case !sc.AppliesTo(cs.Strategy):
 		c.Outcome, c.Message = NA, "not for this kind of strategy"
@@ -213,7 +240,7 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 // exploreCell runs cs's cell where pl places it.
 func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_ Cell, err error) {
 	sc := cs.Scenario
-	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property}
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
 	nodes := make([]Node, len(pl.nodes))
 	for i, n := range pl.nodes {
 		nodes[i] = o.Nodes[n]
@@ -292,12 +319,12 @@ func cut(h *History) string {
 	return s[:h.Verdict.Step].String()
 }
 
-// Record replays the counterexample of every failing cell of m on nodes
-// with the lock key read on every node after every step, so that the
-// timelines show the key's value, as "locklab demo" does. The matrix's
-// exploration does not record it, to run fast. A replay replaces the
-// counterexample only when it reaches the same verdict; it returns how
-// many were replaced.
+// Record replays the counterexample of every failing cell of m, a matrix
+// Matrix ran, on nodes with the lock key read on every node after every
+// step, so that the timelines show the key's value, as "locklab demo"
+// does. The matrix's exploration does not record it, to run fast. A replay
+// replaces the counterexample only when it reaches the same verdict; it
+// returns how many were replaced.
 func Record(ctx context.Context, m *MatrixResult, nodes []Node) (int, error) {
 	n := 0
 	for i := range m.Cells {
@@ -306,11 +333,10 @@ func Record(ctx context.Context, m *MatrixResult, nodes []Node) (int, error) {
 		if ce == nil || !(Verdict{Outcome: c.Outcome}).Failed() {
 			continue
 		}
-		cs, err := Resolve(c.Scenario, c.Strategy)
-		if err != nil {
-			continue
+		if c.cs == nil {
+			continue // not a cell Matrix ran (one read back from JSON, say)
 		}
-		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, Schedule: ce.Schedule})
+		h, err := Run(ctx, RunOptions{Case: *c.cs, Nodes: nodes, Schedule: ce.Schedule})
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, ctx.Err()

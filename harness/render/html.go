@@ -124,7 +124,7 @@ type cellView struct {
 
 type detail struct {
 	cellView
-	Sc         *harness.Scenario
+	Sc         *harness.ScenarioAbout
 	Property   string
 	Message    string
 	Summary    string
@@ -171,7 +171,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	count := map[harness.Outcome]int{}
 	for i, sc := range m.Scenarios {
 		h := scenarioHead{Name: sc, Num: i + 1}
-		if s, err := harness.Lookup(sc); err == nil {
+		if s, ok := m.Scenario(sc); ok {
 			h.Title = s.Title
 		}
 		p.Scenarios = append(p.Scenarios, h)
@@ -202,7 +202,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 				p.Failures++
 			}
 			r.Cells = append(r.Cells, v)
-			d, err := newDetail(v, c)
+			d, err := newDetail(m, v, c)
 			if err != nil {
 				return err
 			}
@@ -233,10 +233,10 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	return err
 }
 
-func newDetail(v cellView, c harness.Cell) (detail, error) {
+func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, error) {
 	d := detail{cellView: v, Property: string(c.Property), Message: c.Message, Schedule: c.Schedule}
-	if s, err := harness.Lookup(c.Scenario); err == nil {
-		d.Sc = s
+	if s, ok := m.Scenario(c.Scenario); ok {
+		d.Sc = &s
 		if d.Property == "" {
 			d.Property = string(s.Property)
 		}

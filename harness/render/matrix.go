@@ -65,7 +65,7 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	b.WriteString("\nscenarios:\n")
 	for i, sc := range m.Scenarios {
 		title := ""
-		if s, err := harness.Lookup(sc); err == nil {
+		if s, ok := m.Scenario(sc); ok {
 			title = " — " + s.Title
 		}
 		fmt.Fprintf(&b, "  %2d %s%s\n", i+1, sc, title)
@@ -182,7 +182,7 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 	partial := false
 	for _, sc := range scens {
 		prop := ""
-		if s, err := harness.Lookup(sc); err == nil {
+		if s, ok := m.Scenario(sc); ok {
 			prop = string(s.Property)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s |", sc, prop)
