@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/locklab/locklab/harness"
 )
 
 func (s *Server) levels(w http.ResponseWriter, r *http.Request) {
-	ls := s.all()
+	ls := slices.Clone(s.all)
 	for i := range ls {
 		ls[i] = s.withDocs(ls[i])
 	}
@@ -26,9 +27,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Level == "" {
-		q.Level = s.all()[0].ID
+		q.Level = s.all[0].ID
 	}
-	l, ok := find(s.all(), q.Level)
+	l, ok := find(s.all, q.Level)
 	if !ok {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("unknown level %q", q.Level))
 		return
@@ -116,7 +117,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		l := sess.level
 		if q.Level != "" {
 			var ok bool
-			if l, ok = find(s.all(), q.Level); !ok {
+			if l, ok = find(s.all, q.Level); !ok {
 				fail(w, http.StatusBadRequest, fmt.Sprintf("unknown level %q", q.Level))
 				return
 			}

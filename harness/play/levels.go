@@ -1,9 +1,14 @@
+// The levels: the built-in challenges, each a scenario of the catalog on
+// one strategy with a goal, and a custom level of any scenario on any
+// strategy it applies to.
+
 package play
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
@@ -70,8 +75,11 @@ var levelDefs = []Level{
 		Goal:  "n1 has an asynchronous replica. Make C1 and C2 both hold set-nx-px by failing over at the right moment."},
 }
 
-// Levels returns the challenges, each with its scenario's story and needs.
-func Levels() []Level {
+// Levels returns the challenges, each with its scenario's story and needs:
+// resolved once, the first time they are asked for.
+func Levels() []Level { return slices.Clone(builtin()) }
+
+var builtin = sync.OnceValue(func() []Level {
 	out := make([]Level, 0, len(levelDefs))
 	for _, l := range levelDefs {
 		cs, err := harness.Resolve(l.Scenario, l.Strategy)
@@ -81,7 +89,7 @@ func Levels() []Level {
 		out = append(out, l.of(cs))
 	}
 	return out
-}
+})
 
 // of is the level on its resolved case, with the scenario's story and needs.
 func (l Level) of(cs harness.Case) Level {

@@ -20,6 +20,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -59,6 +60,9 @@ type Server struct {
 	m    *manager
 	mux  *http.ServeMux
 
+	// all is every level the server offers: Options.Extra, then Levels.
+	all []Level
+
 	hintMu sync.Mutex
 	hints  map[string]*hint
 	// ctx ends with Close: it bounds the explorations behind hints.
@@ -84,7 +88,8 @@ func New(o Options) (*Server, error) {
 	if o.HintSchedules <= 0 {
 		o.HintSchedules = 3000
 	}
-	s := &Server{opts: o, m: newManager(o.Start, o.MaxSessions, o.Idle), hints: map[string]*hint{}}
+	s := &Server{opts: o, m: newManager(o.Start, o.MaxSessions, o.Idle), hints: map[string]*hint{},
+		all: append(slices.Clone(o.Extra), Levels()...)}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -113,7 +118,7 @@ func New(o Options) (*Server, error) {
 		if !o.WarmHints {
 			return
 		}
-		for _, l := range s.all() {
+		for _, l := range s.all {
 			if _, err := s.counterexample(ctx, l); err != nil && ctx.Err() == nil {
 				s.logf("exploring level %s for hints: %v", l.ID, err)
 			}
@@ -137,9 +142,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // all lists the levels: the extra ones, then the built-in ones.
-func (s *Server) all() []Level {
-	return append(append([]Level(nil), s.opts.Extra...), Levels()...)
-}
 
 // Sessions is how many sessions are open: a session closed for being idle
 // counts until its servers are closed.
