@@ -107,22 +107,20 @@ counterexample found with its timeline.`,
 	return cmd
 }
 
-// progressLine prints a progress line on w about once a second while an
-// exploration runs long, and clears it at the end.
+// progressLine shows a progress status on w (a terminal) about once a
+// second while an exploration runs, and clears it when it is done.
 func progressLine(w io.Writer) func(harness.ExploreProgress) {
 	last := time.Now()
-	shown := false
+	st := newStatus(w)
 	return func(p harness.ExploreProgress) {
 		if p.Done {
-			if shown {
-				fmt.Fprint(w, "\r\033[K")
-			}
+			st.clear()
 			return
 		}
 		if time.Since(last) < time.Second {
 			return
 		}
-		last, shown = time.Now(), true
-		fmt.Fprintf(w, "\r\033[Kexploring: %d schedules, %d violating, %.0f/s, %v", p.Schedules, p.Violations, p.PerSecond, p.Elapsed.Round(time.Second))
+		last = time.Now()
+		st.set("exploring: %d schedules, %d violating, %.0f/s, %v", p.Schedules, p.Violations, p.PerSecond, p.Elapsed.Round(time.Second))
 	}
 }

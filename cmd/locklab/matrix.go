@@ -95,11 +95,12 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	}
 	o.Nodes = withReplica(ctx, c, ns, namesNeedReplica(scs, o.Strategies))
 	began := time.Now()
+	st := newStatus(errw)
 	o.Progress = func(cell harness.Cell) {
-		fmt.Fprintf(errw, "\r\033[K%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)
+		st.set("%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)
 	}
 	m, err := harness.Matrix(ctx, *o)
-	fmt.Fprint(errw, "\r\033[K")
+	st.clear()
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -126,11 +126,12 @@ is removed when the run ends, Ctrl-C included.`,
 				}
 				o.WorkerCommand = []string{exe, "worker"}
 			}
+			st := newStatus(errw)
 			o.Progress = func(p stress.Progress) {
-				fmt.Fprintf(errw, "\r\033[K%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
+				st.set("%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
 			}
 			rep, err := stress.Run(ctx, o)
-			fmt.Fprint(errw, "\r\033[K")
+			st.clear()
 			if err != nil {
 				return err
 			}
