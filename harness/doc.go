@@ -15,7 +15,9 @@
 //	nodes.go      the Redis servers and the database a run uses on each
 //	history.go    the record of a run; check.go the checkers on it
 //	explore.go    many schedules of a case, keeping the shortest counterexample
+//	prefix.go     the explorer's depth-first walk, and its reduction
 //	demo.go       one case shown step by step; matrix.go the verdict matrix
+//	place.go      placing the matrix's cells on the nodes, several at once
 //	interactive.go  a run whose steps a person picks, checked after each
 //
 // Rendering a history or a matrix (text timeline, Mermaid, Markdown, HTML)

@@ -122,7 +122,10 @@ type runSpec struct {
 	appendFsync string
 }
 
-// chooser picks the next step among the enabled client steps (it may also
+// run is one execution of a runSpec in a slot: its clients, the steps taken
+// and the virtual clock, the nodes it has taken down or faulted, and the
+// history it records. execute drives it one chosen step at a time; mu
+// guards its state.
 type run struct {
 	spec  runSpec
 	slot  *slot

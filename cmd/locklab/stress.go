@@ -48,10 +48,12 @@ partition); it needs the docker or process backend.
 --node-faults failover runs the lock on a Redis Sentinel group instead of
 plain nodes: a master, two asynchronous replicas and three Sentinels
 (down-after 1s), which the clients reach through a Sentinel-aware pool.
-Every --fault-every the master is frozen (SIGSTOP or docker pause) for at
-least --fault-for and until the Sentinels have promoted a replica; then it
-is thawed and answers as a master, to the clients that still reach it,
-until the Sentinels demote it (about 8s). Each failover takes some 10s:
+Every --fault-every the master is cut off from its replicas and the
+Sentinels (its default user is turned off; the clients log in as a user of
+their own and still reach it) for at least --fault-for and until the
+Sentinels have promoted a replica; then it is reconnected and answers as a
+master, to the clients that still reach it, until the Sentinels demote it
+(about 10s later). Each failover takes over 10s:
 give --duration room for a few. It takes a single-node strategy, alone
 among the node faults, and the docker or process backend. The whole group
 is removed when the run ends, Ctrl-C included.`,

@@ -1,3 +1,6 @@
+// Cleanup on a signal: the open clusters of this process are closed when
+// SIGINT or SIGTERM arrives, then the signal is delivered again.
+
 package node
 
 import (

@@ -69,12 +69,15 @@
 // every fault, and the group itself implements Pauser, Killer, Restarter
 // and FailingOver on the master the Sentinels name) and a replica is
 // elected; the old master, back, is made a replica of the new one by the
-// Sentinels some 10-20s later. On the process backend every node announces
-// its proxy's address to its master, so Sentinel reaches replicas, and
-// names masters, at the addresses clients dial. The group's Close, like the
-// cluster's (SIGINT and SIGTERM included), removes its Sentinels and data
-// nodes; directories and containers of a killed run are removed on the next
-// start like the others.
+// Sentinels about 10s later, then resyncs from it. That delay is no setting
+// of the group's but Sentinel's own timing: it reconfigures a node back as
+// a master at the first INFO reply more than 8s after the one that showed
+// it so, and asks a replica for INFO every 10s. On the process backend
+// every node announces its proxy's address to its master, so Sentinel
+// reaches replicas, and names masters, at the addresses clients dial. The
+// group's Close, like the cluster's (SIGINT and SIGTERM included), removes
+// its Sentinels and data nodes; directories and containers of a killed run
+// are removed on the next start like the others.
 //
 // Every node has a redigo Pool (a locklab.ConnSource) and Dial.
 package node

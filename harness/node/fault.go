@@ -12,8 +12,10 @@ import (
 	"github.com/locklab/locklab"
 )
 
-// The faults a node may support, one interface each. *Node and *Replicated
-// implement them all; a node given only by address implements none.
+// The faults a node may support, one interface each. *Replicated implements
+// them all; *Node all but FailingOver (a failover needs a replica), though on
+// the addrs backend its faults fail with ErrUnsupported; *SentinelGroup all
+// but Partitioner.
 type (
 	// Pauser freezes a node until Resume: connections stay open and get
 	// no answer.

@@ -1,3 +1,6 @@
+// The docker backend's image: the one asked for when present or pullable,
+// else one built FROM scratch from the host's redis-server.
+
 package node
 
 import (

@@ -1,3 +1,6 @@
+// The process backend: redis-server processes on loopback ports, each behind
+// a proxy, paused and resumed with signals, killed and restarted.
+
 package node
 
 import (

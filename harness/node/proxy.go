@@ -1,3 +1,6 @@
+// The loopback TCP proxy in front of a process-backend server: cutting it
+// is how a partition is made, healing it closes what it held meanwhile.
+
 package node
 
 import (

@@ -1,3 +1,6 @@
+// The servers a session plays on: its own node.Cluster, with a replica of
+// n1 when its level fails over, kept while the next level fits it.
+
 package play
 
 import (

@@ -1,3 +1,6 @@
+// Sessions: each participant's level, servers and interactive run, and the
+// manager that creates them, caps their number and closes the idle ones.
+
 package play
 
 import (

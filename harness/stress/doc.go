@@ -62,11 +62,15 @@
 // With Options.Sentinels the lock lives on the master of a Redis Sentinel
 // group (a master, its asynchronous replicas and the Sentinels watching
 // them), found through a locklab.SentinelPool, and the node fault
-// node.Failover freezes that master (SIGSTOP, docker pause) while clients
-// hold and take the lock on it. The Sentinels promote a replica; the old
-// master is then thawed and, until the Sentinels demote it to a replica
-// (some 8s later), still answers as a master whoever reaches it: the
-// clients whose requests waited for it, and those that have not yet asked
-// the Sentinels again. For that while two masters grant the lock, each to
-// its own clients, and the register counts what that does.
+// node.Failover cuts that master off from its replicas and the Sentinels
+// by turning its default user off, while the clients, which authenticate
+// as a user of their own, keep holding and taking the lock on it. The
+// Sentinels, which deem it down after 1s (down-after-milliseconds),
+// promote a replica; once they have and FaultFor has passed, the old
+// master is reconnected, and the Sentinels demote it to a replica about
+// 10s later (Sentinel's own timing, not a setting: see package node).
+// Until then it still answers as a master whoever reaches it: the clients
+// that have not yet asked the Sentinels again. For that while two masters
+// grant the lock, each to its own clients, and the register counts what
+// that does.
 package stress

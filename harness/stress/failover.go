@@ -19,9 +19,11 @@ import (
 
 // Bounds of the stages of a failover fault that depend on the Sentinels:
 // the promotion of a replica after the master was cut off, and the
-// demotion of the old master after it was reconnected. The Sentinels take about 2s and 8s
-// (they wait 4 publish periods before reconfiguring an instance that
-// reports the wrong role); the bounds leave room for a loaded machine.
+// demotion of the old master after it was reconnected. The Sentinels take
+// about 2s and 10s (they reconfigure an instance that reports the wrong
+// role at the first INFO reply more than 4 publish periods, 8s, after the
+// one that showed it, and ask it for INFO every 10s); the bounds leave room
+// for a loaded machine.
 const (
 	promoteWithin = 30 * time.Second
 	demoteWithin  = 40 * time.Second

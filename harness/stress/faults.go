@@ -1,3 +1,7 @@
+// Node faults: the kinds a run injects, their names on the command line,
+// and the loop that pauses, restarts or partitions a node, then heals it (a
+// Sentinel failover is failover.go's).
+
 package stress
 
 import (

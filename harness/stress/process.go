@@ -1,3 +1,7 @@
+// Process mode, the parent's side: a worker process per client slot, whose
+// register accesses it answers, which it pauses with SIGSTOP, and which it
+// crashes with SIGKILL and replaces.
+
 package stress
 
 import (

@@ -1,3 +1,6 @@
+// The worker of process mode: the hidden "locklab worker" command, one
+// client in its own process, and the JSON lines it trades with the parent.
+
 package stress
 
 import (
