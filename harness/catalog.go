@@ -292,7 +292,7 @@ var catalog = []*Scenario{
 func progs(texts ...string) []Program {
 	out := make([]Program, len(texts))
 	for i, t := range texts {
-		out[i] = MustParseProgram(t)
+		out[i] = mustParseProgram(t)
 	}
 	return out
 }

@@ -66,9 +66,9 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("%s (%s): %s", v.Outcome, v.Property, v.Message)
 }
 
-// CheckMutualExclusion fails at the first step after which two clients are
+// checkMutualExclusion fails at the first step after which two clients are
 // inside the critical section at once.
-func CheckMutualExclusion(h *History) Verdict {
+func checkMutualExclusion(h *History) Verdict {
 	for _, e := range h.Events {
 		if len(e.Holders) >= 2 {
 			return Verdict{Outcome: Violated, Property: MutualExclusion, Step: e.Step,
@@ -78,9 +78,9 @@ func CheckMutualExclusion(h *History) Verdict {
 	return Verdict{Outcome: Safe, Property: MutualExclusion}
 }
 
-// CheckRelease fails when a release removed the lock of another client that
+// checkRelease fails when a release removed the lock of another client that
 // was inside its critical section.
-func CheckRelease(h *History) Verdict {
+func checkRelease(h *History) Verdict {
 	if len(h.WrongRelease) == 0 {
 		return Verdict{Outcome: Safe, Property: ReleaseSafety}
 	}
@@ -101,7 +101,7 @@ type releaseProbe struct {
 
 // checkReleaseStep is the wrongful-release check of one step of h: when
 // the command of event removed or replaced the victim's token while the
-// victim held the lock, it records a WrongRelease, which CheckRelease then
+// victim held the lock, it records a WrongRelease, which checkRelease then
 // reports, and notes it in the event.
 func checkReleaseStep(h *History, event int, p releaseProbe) bool {
 	bs, _ := redis.String(p.before, nil)
@@ -115,10 +115,10 @@ func checkReleaseStep(h *History, event int, p releaseProbe) bool {
 	return true
 }
 
-// CheckFencing fails when the resource accepted a write carrying a smaller
+// checkFencing fails when the resource accepted a write carrying a smaller
 // fence than one it had accepted, or accepted a write from a holder whose
 // successor had already written.
-func CheckFencing(h *History) Verdict {
+func checkFencing(h *History) Verdict {
 	var max int64
 	for _, w := range h.Writes {
 		if !w.Accepted {
@@ -137,9 +137,9 @@ func CheckFencing(h *History) Verdict {
 	return Verdict{Outcome: Safe, Property: Fencing}
 }
 
-// CheckDeadlock fails when the liveness probe, run after every client
+// checkDeadlock fails when the liveness probe, run after every client
 // finished and the TTL passed, could not acquire.
-func CheckDeadlock(h *History) Verdict {
+func checkDeadlock(h *History) Verdict {
 	if h.Probe != nil && !*h.Probe {
 		return Verdict{Outcome: Deadlock, Property: NoDeadlock, Step: len(h.Events),
 			Message: "after every holder was gone and the TTL passed, a new client could not acquire"}
@@ -147,10 +147,10 @@ func CheckDeadlock(h *History) Verdict {
 	return Verdict{Outcome: Safe, Property: NoDeadlock}
 }
 
-// CheckStarvation fails when client waiter never acquired although the lock
+// checkStarvation fails when client waiter never acquired although the lock
 // was free for the taking once the holders were gone (the liveness probe
 // acquired it after a quiet TTL).
-func CheckStarvation(h *History, waiter int) Verdict {
+func checkStarvation(h *History, waiter int) Verdict {
 	for _, c := range h.Clients {
 		if c.ID != waiter {
 			continue
@@ -163,22 +163,22 @@ func CheckStarvation(h *History, waiter int) Verdict {
 	return Verdict{Outcome: Safe, Property: NoStarvation}
 }
 
-// Check runs the checker of p on h.
-func Check(h *History, p Property, waiter int) Verdict {
+// checkProperty runs the checker of p on h.
+func checkProperty(h *History, p Property, waiter int) Verdict {
 	switch p {
 	case MutualExclusion:
-		return CheckMutualExclusion(h)
+		return checkMutualExclusion(h)
 	case ReleaseSafety:
-		return CheckRelease(h)
+		return checkRelease(h)
 	case Fencing:
-		return CheckFencing(h)
+		return checkFencing(h)
 	case NoDeadlock:
-		return CheckDeadlock(h)
+		return checkDeadlock(h)
 	case NoStarvation:
-		if v := CheckDeadlock(h); v.Failed() {
+		if v := checkDeadlock(h); v.Failed() {
 			return v
 		}
-		return CheckStarvation(h, waiter)
+		return checkStarvation(h, waiter)
 	}
 	return Verdict{Outcome: Error, Property: p, Message: "unknown property"}
 }

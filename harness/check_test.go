@@ -41,7 +41,7 @@ func TestCheckersOnRecordedHistories(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		v := Check(h, sc.Property, sc.Waiter)
+		v := checkProperty(h, sc.Property, sc.Waiter)
 		if v != h.Verdict {
 			t.Errorf("%s: checked again %v, recorded %v", name, v, h.Verdict)
 		}
@@ -80,19 +80,19 @@ func TestCheckersCatchBrokenHistories(t *testing.T) {
 	}
 	h := clone()
 	h.Events[3].Holders = []int{1, 2}
-	if v := CheckMutualExclusion(h); v.Outcome != Violated || v.Step != h.Events[3].Step {
+	if v := checkMutualExclusion(h); v.Outcome != Violated || v.Step != h.Events[3].Step {
 		t.Errorf("two holders: %v", v)
 	}
 	h = clone()
 	h.Writes = append(h.Writes, Write{Client: 1, Step: 9, Fence: 0, Accepted: true, Stale: true})
-	if v := CheckFencing(h); v.Outcome != Violated {
+	if v := checkFencing(h); v.Outcome != Violated {
 		t.Errorf("stale write accepted: %v", v)
 	}
 	h = clone()
 	if !checkReleaseStep(h, 2, releaseProbe{client: 1, victim: 2, node: 1, token: "t2", victimHolds: true, before: []byte("t2")}) {
 		t.Fatal("a release that deleted the holder's key was not caught")
 	}
-	if v := CheckRelease(h); v.Outcome != Violated || v.Step != h.Events[2].Step {
+	if v := checkRelease(h); v.Outcome != Violated || v.Step != h.Events[2].Step {
 		t.Errorf("wrongful release: %v", v)
 	}
 	if checkReleaseStep(clone(), 2, releaseProbe{client: 1, victim: 2, token: "t2", victimHolds: true, before: []byte("t2"), after: []byte("t2")}) {
@@ -101,7 +101,7 @@ func TestCheckersCatchBrokenHistories(t *testing.T) {
 	h = clone()
 	no := false
 	h.Probe = &no
-	if v := CheckDeadlock(h); v.Outcome != Deadlock {
+	if v := checkDeadlock(h); v.Outcome != Deadlock {
 		t.Errorf("probe refused: %v", v)
 	}
 }

@@ -53,7 +53,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
-	p := MustParseProgram("acquire*3 write sleep(20s) release crash")
+	p := mustParseProgram("acquire*3 write sleep(20s) release crash")
 	if p.String() != "acquire*3 write sleep(20s) release crash" {
 		t.Fatal(p.String())
 	}

@@ -261,7 +261,7 @@ func (p *Interactive) State() InteractiveState {
 // run returns an error wrapping ErrBadStep and changes nothing; after the
 // run has ended, ErrRunOver.
 func (p *Interactive) Step(ctx context.Context, text string) (InteractiveState, error) {
-	st, err := ParseStep(text)
+	st, err := parseStep(text)
 	if err != nil {
 		return p.State(), fmt.Errorf("%w: %v", ErrBadStep, err)
 	}
@@ -377,7 +377,7 @@ func snapshotLocked(r *run, enabled []Step, alphabet []Step, maxFaults int) Inte
 // liveVerdicts runs the safety checkers on h and marks the step of each
 // violation.
 func liveVerdicts(h *History) []Verdict {
-	vs := []Verdict{CheckMutualExclusion(h), CheckRelease(h), CheckFencing(h)}
+	vs := []Verdict{checkMutualExclusion(h), checkRelease(h), checkFencing(h)}
 	for _, v := range vs {
 		markViolation(h, v)
 	}

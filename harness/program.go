@@ -68,7 +68,7 @@ func (p Program) MarshalText() ([]byte, error) { return []byte(p.String()), nil 
 
 // UnmarshalText reads p from the text form.
 func (p *Program) UnmarshalText(b []byte) error {
-	q, err := ParseProgram(string(b))
+	q, err := parseProgram(string(b))
 	if err != nil {
 		return err
 	}
@@ -76,9 +76,9 @@ func (p *Program) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParseProgram reads the text form: ops separated by white space; acquire*k
+// parseProgram reads the text form: ops separated by white space; acquire*k
 // allows k attempts; sleep(d) takes a Go duration.
-func ParseProgram(text string) (Program, error) {
+func parseProgram(text string) (Program, error) {
 	var p Program
 	for _, tok := range strings.Fields(text) {
 		switch {
@@ -105,9 +105,9 @@ func ParseProgram(text string) (Program, error) {
 	return p, nil
 }
 
-// MustParseProgram is ParseProgram that panics on error, for literals.
-func MustParseProgram(text string) Program {
-	p, err := ParseProgram(text)
+// mustParseProgram is parseProgram that panics on error, for literals.
+func mustParseProgram(text string) Program {
+	p, err := parseProgram(text)
 	if err != nil {
 		panic(err)
 	}

@@ -293,11 +293,11 @@ func (r *run) violatedSoFar() bool {
 	defer r.mu.Unlock()
 	switch r.spec.property {
 	case MutualExclusion:
-		return CheckMutualExclusion(r.hist).Failed()
+		return checkMutualExclusion(r.hist).Failed()
 	case ReleaseSafety:
 		return len(r.hist.WrongRelease) > 0
 	case Fencing:
-		return CheckFencing(r.hist).Failed()
+		return checkFencing(r.hist).Failed()
 	}
 	return false
 }
@@ -356,7 +356,7 @@ func (r *run) finish() {
 		c.info.Crashed = c.crashed
 		r.hist.Clients = append(r.hist.Clients, c.info)
 	}
-	v := Check(r.hist, r.spec.property, r.spec.waiter)
+	v := checkProperty(r.hist, r.spec.property, r.spec.waiter)
 	r.hist.Verdict = v
 	markViolation(r.hist, v)
 }

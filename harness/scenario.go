@@ -147,7 +147,7 @@ func (s *Scenario) nodeFaults() ([]Step, error) {
 func (s *Scenario) alphabet() ([]Step, error) {
 	out := make([]Step, 0, len(s.Faults))
 	for _, f := range s.Faults {
-		st, err := ParseStep(f)
+		st, err := parseStep(f)
 		if err != nil {
 			return nil, err
 		}

@@ -136,7 +136,7 @@ func ParseSchedule(text string) (Schedule, error) {
 			line = line[:i]
 		}
 		for _, tok := range splitTokens(line) {
-			st, err := ParseStep(tok)
+			st, err := parseStep(tok)
 			if err != nil {
 				return nil, err
 			}
@@ -194,8 +194,8 @@ func parseSigned(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// ParseStep reads one step in the text form.
-func ParseStep(tok string) (Step, error) {
+// parseStep reads one step in the text form.
+func parseStep(tok string) (Step, error) {
 	tok = strings.TrimSpace(tok)
 	bad := func(err error) (Step, error) { return Step{}, fmt.Errorf("step %q: %w", tok, err) }
 	if tok == "time" {
