@@ -47,7 +47,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 			off := time.Duration(rng.Int64N(int64(2*r.o.Skew))) - r.o.Skew
 			cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(off) })
 		}
-		l, err := strategies.New(r.o.Strategy, cfg)
+		l, err := r.o.factory(cfg)
 		if err != nil {
 			r.errs.Add(1)
 			return

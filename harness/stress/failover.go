@@ -14,7 +14,6 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/strategies"
 )
 
 // Bounds of the stages of a failover fault that depend on the Sentinels:
@@ -53,11 +52,7 @@ func (o *Options) checkSentinels() error {
 			return locklab.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, node.Failover)
 		}
 	}
-	desc, err := strategies.Info(o.Strategy)
-	if err != nil {
-		return err
-	}
-	if desc.Properties.MultiNode {
+	if o.desc.Properties.MultiNode {
 		return locklab.Invalid("strategy %s needs several independent masters; a Sentinel group has one: "+
 			"use a single-node strategy such as set-nx-px", o.Strategy)
 	}

@@ -88,10 +88,15 @@ type Options struct {
 	// clients (each worker process, or the goroutines together) find its
 	// master through a locklab.SentinelPool, and Nodes, Addrs and
 	// FaultNodes stay empty. Its node fault is node.Failover, which
-	// freezes the master until the Sentinels promote a replica (see
+	// cuts the master off until the Sentinels promote a replica (see
 	// "Sentinel failover" in the package documentation). A Sentinel group
 	// has one master: multi-node strategies are refused.
 	Sentinels *node.SentinelGroup
+
+	// desc and factory are Strategy resolved, once, by defaults: every
+	// client's Locker is built by factory.
+	desc    strategies.Description
+	factory strategies.Factory
 }
 
 func (o *Options) defaults() error {
@@ -136,6 +141,10 @@ func (o *Options) defaults() error {
 			return locklab.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
 		}
 	}
+	var err error
+	if o.desc, o.factory, err = strategies.Lookup(o.Strategy); err != nil {
+		return err
+	}
 	if err := o.checkSentinels(); err != nil {
 		return err
 	}
@@ -145,6 +154,5 @@ func (o *Options) defaults() error {
 	if o.PauseProb > 1 || o.CrashProb > 1 {
 		return locklab.Invalid("probabilities must be at most 1")
 	}
-	_, err := strategies.Info(o.Strategy)
-	return err
+	return nil
 }

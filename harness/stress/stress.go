@@ -35,7 +35,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer sp.Close()
 		o.Nodes = []locklab.ConnSource{sp}
 	}
-	desc, _ := strategies.Info(o.Strategy)
+	desc := o.desc
 	if err := flush(ctx, o.Nodes); err != nil {
 		return nil, err
 	}

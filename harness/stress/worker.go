@@ -108,7 +108,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	if len(addrs) == 0 && len(sentinels) == 0 {
 		return errors.New("worker: no --addr and no --sentinel")
 	}
-	desc, err := strategies.Info(strategy)
+	desc, factory, err := strategies.Lookup(strategy)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	if skew != 0 {
 		cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(skew) })
 	}
-	l, err := strategies.New(strategy, cfg)
+	l, err := factory(cfg)
 	if err != nil {
 		return err
 	}
