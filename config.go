@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,8 +53,8 @@ type Config struct {
 	// serialized, so a non-concurrent source such as *math/rand.Rand is fine.
 	Rand io.Reader
 	// DriftFactor is the clock drift allowance of Redlock as a fraction of
-	// the TTL. Default 0.01. Only redlock reads it: strategies.New refuses
-	// it for the others (strategies.Description.Options).
+	// the TTL. Default 0.01. Only redlock reads it: the others refuse it
+	// (OnlyOptions; strategies.New names the strategies that read it).
 	DriftFactor float64
 	// NodeTimeout bounds each node's answer in a multi-node acquire. Default:
 	// a fiftieth of the TTL, at least 2ms and at most 50ms. Only redlock
@@ -72,6 +73,46 @@ type Config struct {
 	// Retry is the retry policy a strategy uses where the algorithm itself
 	// retries (Redlock) and the default for Wait callers that want one.
 	Retry RetryPolicy
+}
+
+// The Config fields that only some strategies read, by name.
+const (
+	OptDriftFactor = "DriftFactor"
+	OptNodeTimeout = "NodeTimeout"
+	OptNotify      = "Notify"
+	OptWatchdog    = "Watchdog"
+)
+
+// Options lists the fields of c that only some strategies read and c sets
+// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog).
+func (c Config) Options() []string {
+	var out []string
+	if c.DriftFactor != 0 {
+		out = append(out, OptDriftFactor)
+	}
+	if c.NodeTimeout != 0 {
+		out = append(out, OptNodeTimeout)
+	}
+	if c.Notify {
+		out = append(out, OptNotify)
+	}
+	if c.Watchdog {
+		out = append(out, OptWatchdog)
+	}
+	return out
+}
+
+// OnlyOptions refuses, with ErrInvalid, a Config that sets a field only
+// some strategies read (Options) that the strategy named strategy does not
+// read: reads lists those it does. Every strategy's constructor calls it,
+// so that an option is never ignored without a word.
+func (c Config) OnlyOptions(strategy string, reads ...string) error {
+	for _, opt := range c.Options() {
+		if !slices.Contains(reads, opt) {
+			return Invalid("strategy %s does not read Config.%s", strategy, opt)
+		}
+	}
+	return nil
 }
 
 // ClockOrDefault returns c.Clock, or SystemClock when it is nil.

@@ -67,31 +67,13 @@ type Description struct {
 	Replica bool `json:"replica,omitempty"`
 }
 
-// The Config fields that only some strategies read.
+// The Config fields that only some strategies read (locklab.Config.Options).
 const (
-	OptDriftFactor = "DriftFactor"
-	OptNodeTimeout = "NodeTimeout"
-	OptNotify      = "Notify"
-	OptWatchdog    = "Watchdog"
+	OptDriftFactor = locklab.OptDriftFactor
+	OptNodeTimeout = locklab.OptNodeTimeout
+	OptNotify      = locklab.OptNotify
+	OptWatchdog    = locklab.OptWatchdog
 )
-
-// setOptions lists the strategy-specific fields cfg sets.
-func setOptions(cfg locklab.Config) []string {
-	var out []string
-	if cfg.DriftFactor != 0 {
-		out = append(out, OptDriftFactor)
-	}
-	if cfg.NodeTimeout != 0 {
-		out = append(out, OptNodeTimeout)
-	}
-	if cfg.Notify {
-		out = append(out, OptNotify)
-	}
-	if cfg.Watchdog {
-		out = append(out, OptWatchdog)
-	}
-	return out
-}
 
 // readers lists the registered strategies that read option opt. The caller
 // holds mu.
@@ -180,7 +162,7 @@ func Lookup(name string) (Description, Factory, error) {
 	build := registry[name].factory
 	mu.RUnlock()
 	f := func(cfg locklab.Config) (locklab.Locker, error) {
-		for _, opt := range setOptions(cfg) {
+		for _, opt := range cfg.Options() {
 			if !slices.Contains(d.Options, opt) {
 				return nil, locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
 					name, opt, strings.Join(readers(opt), ", "))

@@ -1,6 +1,8 @@
 package strategies_test
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +12,11 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/redistest"
 	"github.com/locklab/locklab/strategies"
+	"github.com/locklab/locklab/strategies/incr_expire"
+	"github.com/locklab/locklab/strategies/redlock"
+	"github.com/locklab/locklab/strategies/reentrant"
+	"github.com/locklab/locklab/strategies/setnx_getset"
+	"github.com/locklab/locklab/strategies/setnxex"
 	"github.com/locklab/locklab/strategies/strategytest"
 )
 
@@ -62,4 +69,51 @@ func TestOptionsScopedToStrategies(t *testing.T) {
 	assert.NoError(t, err, "set-nx-px reads Notify")
 	_, err = strategies.New("redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, DriftFactor: 0.1, NodeTimeout: time.Second})
 	assert.NoError(t, err, "redlock reads DriftFactor and NodeTimeout")
+}
+
+// TestConstructorsRefuseOptionsTheyDoNotRead: a strategy built with its own
+// package's constructor, not through the registry, refuses a Config field
+// it does not read too, and accepts those its description says it reads.
+func TestConstructorsRefuseOptionsTheyDoNotRead(t *testing.T) {
+	pool := locklab.NewPool("127.0.0.1:1") // never dialled
+	defer pool.Close()
+	constructors := map[string]func(locklab.Config) (any, error){
+		"setnx-del":         func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXDel(c) },
+		"setnx-getset":      func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXGetSet(c) },
+		"incr-expire":       func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpire(c) },
+		"incr-expire-lua":   func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireLua(c) },
+		"incr-expire-multi": func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireMulti(c) },
+		"setnx-expire":      func(c locklab.Config) (any, error) { return setnxex.NewSetNXExpire(c) },
+		"set-nx-px-del":     func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXDel(c) },
+		"set-nx-px-getdel":  func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXGetDel(c) },
+		"set-nx-px":         func(c locklab.Config) (any, error) { return setnxex.NewSetNXPX(c) },
+		"set-nx-px-wait":    func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXWait(c) },
+		"hash-reentrant":    func(c locklab.Config) (any, error) { return reentrant.New(c) },
+		"redlock":           func(c locklab.Config) (any, error) { return redlock.New(c) },
+	}
+	require.ElementsMatch(t, strategies.Names(), slices.Collect(maps.Keys(constructors)), "a constructor for every registered strategy")
+	set := map[string]func(*locklab.Config){
+		strategies.OptDriftFactor: func(c *locklab.Config) { c.DriftFactor = 0.1 },
+		strategies.OptNodeTimeout: func(c *locklab.Config) { c.NodeTimeout = time.Second },
+		strategies.OptNotify:      func(c *locklab.Config) { c.Notify = true },
+		strategies.OptWatchdog:    func(c *locklab.Config) { c.Watchdog = true },
+	}
+	for name, build := range constructors {
+		d, err := strategies.Info(name)
+		require.NoError(t, err)
+		for opt, apply := range set {
+			cfg := locklab.Config{Pool: pool}
+			if d.Properties.MultiNode {
+				cfg = locklab.Config{Nodes: []locklab.ConnSource{pool}}
+			}
+			apply(&cfg)
+			_, err := build(cfg)
+			if slices.Contains(d.Options, opt) {
+				assert.NoError(t, err, "%s reads Config.%s", name, opt)
+				continue
+			}
+			require.ErrorIs(t, err, locklab.ErrInvalid, "%s with Config.%s", name, opt)
+			assert.Contains(t, err.Error(), "strategy "+name+" does not read Config."+opt)
+		}
+	}
 }

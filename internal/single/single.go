@@ -21,8 +21,13 @@ type Base struct {
 	Tokens *locklab.TokenSource
 }
 
-// New checks cfg for a single-node strategy and applies the defaults.
-func New(cfg locklab.Config) (Base, error) {
+// New checks cfg for the single-node strategy name, which reads the
+// strategy-specific fields reads (locklab.Config.OnlyOptions), and applies
+// the defaults.
+func New(cfg locklab.Config, name string, reads ...string) (Base, error) {
+	if err := cfg.OnlyOptions(name, reads...); err != nil {
+		return Base{}, err
+	}
 	if rcmd.IsNil(cfg.Pool) {
 		return Base{}, locklab.Invalid("Config.Pool is nil (%T): a single-node strategy needs a connection source such as a *redis.Pool", cfg.Pool)
 	}
@@ -109,10 +114,10 @@ func Lease(key, token string, fence int64, start time.Time, ttl time.Duration) l
 	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(ttl)}
 }
 
-// Build checks cfg and wraps the resulting Base in a strategy; it returns a
-// nil strategy with the error when cfg is bad.
-func Build[T any](cfg locklab.Config, wrap func(Base) *T) (*T, error) {
-	b, err := New(cfg)
+// Build checks cfg (as New) and wraps the resulting Base in a strategy; it
+// returns a nil strategy with the error when cfg is bad.
+func Build[T any](cfg locklab.Config, name string, wrap func(Base) *T, reads ...string) (*T, error) {
+	b, err := New(cfg, name, reads...)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ type IncrExpire struct{ single.Base }
 
 // NewIncrExpire builds an IncrExpire from cfg.
 func NewIncrExpire(cfg locklab.Config) (*IncrExpire, error) {
-	return single.Build(cfg, func(b single.Base) *IncrExpire { return &IncrExpire{b} })
+	return single.Build(cfg, "incr-expire", func(b single.Base) *IncrExpire { return &IncrExpire{b} })
 }
 
 // Acquire sends INCR and, when it returned 1, PEXPIRE. As in the original,
@@ -88,7 +88,7 @@ type IncrExpireLua struct{ single.Base }
 
 // NewIncrExpireLua builds an IncrExpireLua from cfg.
 func NewIncrExpireLua(cfg locklab.Config) (*IncrExpireLua, error) {
-	return single.Build(cfg, func(b single.Base) *IncrExpireLua { return &IncrExpireLua{b} })
+	return single.Build(cfg, "incr-expire-lua", func(b single.Base) *IncrExpireLua { return &IncrExpireLua{b} })
 }
 
 // Acquire runs the script: one command.
@@ -118,7 +118,7 @@ type IncrExpireMulti struct{ single.Base }
 
 // NewIncrExpireMulti builds an IncrExpireMulti from cfg.
 func NewIncrExpireMulti(cfg locklab.Config) (*IncrExpireMulti, error) {
-	return single.Build(cfg, func(b single.Base) *IncrExpireMulti { return &IncrExpireMulti{b} })
+	return single.Build(cfg, "incr-expire-multi", func(b single.Base) *IncrExpireMulti { return &IncrExpireMulti{b} })
 }
 
 // Acquire sends MULTI, INCR, PEXPIRE and EXEC, and reads INCR's result from

@@ -73,6 +73,9 @@ var (
 // cfg.Pool is ignored. Bad configuration is an error wrapping
 // locklab.ErrInvalid.
 func New(cfg locklab.Config) (*Redlock, error) {
+	if err := cfg.OnlyOptions("redlock", locklab.OptDriftFactor, locklab.OptNodeTimeout); err != nil {
+		return nil, err
+	}
 	n := len(cfg.Nodes)
 	if n == 0 {
 		return nil, locklab.Invalid("redlock: Config.Nodes is empty: give the independent Redis masters (3 or 5 is usual)")

@@ -78,7 +78,7 @@ var _ locklab.Extender = (*HashReentrant)(nil)
 // cfg.Watchdog. Its release always publishes, so Config.Notify is accepted
 // and changes nothing.
 func New(cfg locklab.Config) (*HashReentrant, error) {
-	b, err := single.New(cfg)
+	b, err := single.New(cfg, "hash-reentrant", locklab.OptNotify, locklab.OptWatchdog)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,7 @@ type SetNXDel struct{ timestampLock }
 
 // NewSetNXDel builds a SetNXDel from cfg.
 func NewSetNXDel(cfg locklab.Config) (*SetNXDel, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXDel { return &SetNXDel{timestampLock{b}} })
+	return single.Build(cfg, "setnx-del", func(b single.Base) *SetNXDel { return &SetNXDel{timestampLock{b}} })
 }
 
 // Acquire runs SETNX; on failure GET; on a stale stamp DEL and SETNX.
@@ -156,7 +156,7 @@ type SetNXGetSet struct{ timestampLock }
 
 // NewSetNXGetSet builds a SetNXGetSet from cfg.
 func NewSetNXGetSet(cfg locklab.Config) (*SetNXGetSet, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXGetSet { return &SetNXGetSet{timestampLock{b}} })
+	return single.Build(cfg, "setnx-getset", func(b single.Base) *SetNXGetSet { return &SetNXGetSet{timestampLock{b}} })
 }
 
 // Acquire runs SETNX; on failure GET; on a stale stamp GETSET.

@@ -48,7 +48,7 @@ type SetNXExpire struct{ single.Base }
 
 // NewSetNXExpire builds a SetNXExpire from cfg.Pool, cfg.Clock and cfg.Rand.
 func NewSetNXExpire(cfg locklab.Config) (*SetNXExpire, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXExpire { return &SetNXExpire{b} })
+	return single.Build(cfg, "setnx-expire", func(b single.Base) *SetNXExpire { return &SetNXExpire{b} })
 }
 
 // Acquire sends SETNX, and on success PEXPIRE. Like the code it comes from,
@@ -110,7 +110,7 @@ type SetNXPXDel struct{ single.Base }
 
 // NewSetNXPXDel builds a SetNXPXDel from cfg.
 func NewSetNXPXDel(cfg locklab.Config) (*SetNXPXDel, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXPXDel { return &SetNXPXDel{b} })
+	return single.Build(cfg, "set-nx-px-del", func(b single.Base) *SetNXPXDel { return &SetNXPXDel{b} })
 }
 
 // Acquire sends SET key token NX PX ttl.
@@ -131,7 +131,7 @@ type SetNXPXGetDel struct{ single.Base }
 
 // NewSetNXPXGetDel builds a SetNXPXGetDel from cfg.
 func NewSetNXPXGetDel(cfg locklab.Config) (*SetNXPXGetDel, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXPXGetDel { return &SetNXPXGetDel{b} })
+	return single.Build(cfg, "set-nx-px-getdel", func(b single.Base) *SetNXPXGetDel { return &SetNXPXGetDel{b} })
 }
 
 // Acquire sends SET key token NX PX ttl.
@@ -202,7 +202,7 @@ var (
 
 // NewSetNXPX builds a SetNXPX from cfg.
 func NewSetNXPX(cfg locklab.Config) (*SetNXPX, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXPX { return &SetNXPX{Base: b, notify: cfg.Notify} })
+	return single.Build(cfg, "set-nx-px", func(b single.Base) *SetNXPX { return &SetNXPX{Base: b, notify: cfg.Notify} }, locklab.OptNotify)
 }
 
 // checkKey refuses FenceHash as a lock key: the lock would overwrite the
@@ -352,7 +352,7 @@ type SetNXPXWait struct {
 // NewSetNXPXWait builds a SetNXPXWait from cfg. The server cfg.Pool reaches
 // must be a master with at least one replica, or every acquire fails.
 func NewSetNXPXWait(cfg locklab.Config) (*SetNXPXWait, error) {
-	return single.Build(cfg, func(b single.Base) *SetNXPXWait { return &SetNXPXWait{Base: b} })
+	return single.Build(cfg, "set-nx-px-wait", func(b single.Base) *SetNXPXWait { return &SetNXPXWait{Base: b} })
 }
 
 // WaitTimeout is how long an acquire of a ttl lock waits for a replica's
