@@ -1,4 +1,5 @@
-// The status line: progress shown on a terminal, rewritten in place.
+// The status line: progress shown on a terminal, rewritten in place, and
+// now and then as a line of its own elsewhere.
 
 package main
 
@@ -6,15 +7,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
-// status writes a one-line progress status to a terminal, each update
-// replacing the last. Where the output is not a terminal (a file, a pipe,
-// a CI log) it writes nothing, so that only the results are kept there.
+// plainEvery is how often a status goes to output that is not a terminal.
+const plainEvery = 10 * time.Second
+
+// status writes a one-line progress status. On a terminal each update
+// replaces the last, and clear removes it. Elsewhere (a file, a pipe, a CI
+// log) an update is a line of its own, the first at once and then at most
+// one every plainEvery, so that a log shows a long run going on without
+// being filled with it.
 type status struct {
 	w     io.Writer
 	tty   bool
 	shown bool
+	last  time.Time // when the last plain line was written
 }
 
 func newStatus(w io.Writer) *status {
@@ -29,14 +37,18 @@ func newStatus(w io.Writer) *status {
 
 // set replaces the status with the formatted text.
 func (s *status) set(format string, args ...any) {
-	if !s.tty {
+	if s.tty {
+		s.shown = true
+		fmt.Fprintf(s.w, "\r\033[K"+format, args...)
 		return
 	}
-	s.shown = true
-	fmt.Fprintf(s.w, "\r\033[K"+format, args...)
+	if now := time.Now(); s.last.IsZero() || now.Sub(s.last) >= plainEvery {
+		s.last = now
+		fmt.Fprintf(s.w, format+"\n", args...)
+	}
 }
 
-// clear removes the status, if one is shown.
+// clear removes the status from a terminal, if one is shown.
 func (s *status) clear() {
 	if s.shown {
 		fmt.Fprint(s.w, "\r\033[K")
