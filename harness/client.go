@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/fanout"
 )
 
 type request struct {
@@ -73,8 +74,11 @@ type client struct {
 	changed   time.Time
 	// burst has bit i-1 set for every node i sent a command since the
 	// client was last idle (nothing pending, nothing running): once every
-	// node has had its command, a fan-out has nothing more to send.
+	// node has had its command, a fan-out has nothing more to send. fan is
+	// how many nodes the burst's round said it sends to (internal/fanout;
+	// 0: it did not say): once that many have had theirs, neither.
 	burst uint64
+	fan   int
 	info  ClientInfo
 	local owner
 }
@@ -167,10 +171,11 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 	}
 	c.merge = -1
 	if len(c.pending) == 0 && c.active == 0 {
-		c.burst = 0
+		c.burst, c.fan = 0, 0
 	}
 	if node > 0 {
 		c.burst |= 1 << (node - 1)
+		c.fan = max(c.fan, fanout.Of(ctx))
 	}
 	c.pending = append(c.pending, q)
 	c.changed = time.Now()

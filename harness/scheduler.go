@@ -6,6 +6,7 @@ package harness
 
 import (
 	"errors"
+	"math/bits"
 	"slices"
 	"sort"
 	"time"
@@ -17,7 +18,10 @@ type chooser func(r *run, enabled []Step) (Step, bool)
 
 // settledLocked reports whether every client has reached its next step or
 // its end; wait is how long to wait for a quiet period when that is what
-// is missing.
+// is missing. A multi-node client is settled once its round's commands are
+// all in: a command on every node, or as many as the round said it sends
+// (internal/fanout); a round that said nothing is taken to be complete
+// after a quiet period without a new command.
 func (r *run) settledLocked(now time.Time) (bool, time.Duration) {
 	var wait time.Duration
 	ok := true
@@ -34,6 +38,14 @@ func (r *run) settledLocked(now time.Time) (bool, time.Duration) {
 		}
 		if len(c.pending) >= len(r.slot.nodes) || c.burst == 1<<len(r.slot.nodes)-1 ||
 			slices.ContainsFunc(c.pending, func(q *request) bool { return q.node == 0 }) {
+			continue
+		}
+		if c.fan > 0 {
+			// The round said how many commands it sends: wait for them
+			// all, however long a goroutine is held back.
+			if bits.OnesCount64(c.burst) < c.fan {
+				ok = false
+			}
 			continue
 		}
 		if d := r.spec.quiet - now.Sub(c.changed); d > 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/locklab/locklab/internal/fanout"
 )
 
 // TestGrantLate: in a multi-node run, a command that a fan-out goroutine
@@ -107,5 +109,59 @@ func TestSettledAfterFanOut(t *testing.T) {
 	r.mu.Unlock()
 	if !ok || wait != 0 {
 		t.Fatalf("every node had its command: settled %v, wait %v", ok, wait)
+	}
+}
+
+// TestSettledWaitsForAnnouncedFanOut: a round that says how many nodes it
+// sends to (internal/fanout) is waited for until that many commands are
+// in, however long past the quiet period, and no longer: a round to two of
+// three nodes is complete with two.
+func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}, AddrNode{"n3", "127.0.0.1:1"}}
+	for _, tc := range []struct {
+		name  string
+		quiet time.Duration
+		round []int
+	}{
+		{"every node, a goroutine held back past the quiet period", time.Nanosecond, []int{2, 3, 1}},
+		{"two of three nodes, a quiet period never over", time.Hour, []int{3, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl := newSlot(nodes, 0)
+			defer sl.close()
+			r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: tc.quiet}, sl)
+			c := &client{id: 1, lastEvent: -1, merge: -1}
+			r.cls = []*client{c}
+			ctx := fanout.With(context.Background(), len(tc.round))
+			for i, node := range tc.round {
+				go r.submit(ctx, c, &c.local, node, "GET", []any{"k"}, "")
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					r.mu.Lock()
+					n := len(c.pending)
+					r.mu.Unlock()
+					if n == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d commands pending, want %d", n, i+1)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				time.Sleep(2 * time.Millisecond) // past a nanosecond's quiet
+				r.mu.Lock()
+				ok, wait := r.settledLocked(time.Now())
+				r.mu.Unlock()
+				if last := i == len(tc.round)-1; ok != last || wait != 0 {
+					t.Fatalf("after %d of %d commands: settled %v, wait %v; want settled %v, no quiet wait", i+1, len(tc.round), ok, wait, last)
+				}
+			}
+			r.mu.Lock()
+			for _, q := range c.pending {
+				close(q.done)
+			}
+			c.pending = nil
+			r.mu.Unlock()
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/locklab/locklab/internal/fanout"
 	"github.com/locklab/locklab/internal/rcmd"
 )
 
@@ -82,12 +83,20 @@ func (rd *round) reset(o op, key, token string, ms int64) {
 // send, in parallel, and waits for every answer or failure; ctx bounds each
 // node. Replies of nodes not sent to are marked skipped.
 func (rd *round) run(ctx context.Context, all bool) {
-	rd.ctx = ctx
-	first := -1
+	n := 0
 	for i := range rd.send {
 		if all {
 			rd.send[i] = true
 		}
+		if rd.send[i] {
+			n++
+		}
+	}
+	// Each command says how many the round sends (a scheduler that takes
+	// them one at a time, as the harness does, waits for them all).
+	rd.ctx = fanout.With(ctx, n)
+	first := -1
+	for i := range rd.send {
 		if !rd.send[i] {
 			rd.replies[i] = reply{}
 			continue
