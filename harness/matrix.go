@@ -17,7 +17,7 @@ import (
 
 // MatrixSchedules is the default most schedules a matrix cell may run: a
 // safety net above every catalog cell's whole bound (the largest,
-// stale-recovery on Redlock's three nodes, runs 3704), so that the matrix
+// stale-recovery on Redlock's three nodes, runs 3705), so that the matrix
 // states no verdict it did not establish; a cell that reached it would be
 // marked safe*.
 const MatrixSchedules = 5000

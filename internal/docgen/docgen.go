@@ -22,9 +22,10 @@
 // When neither exists the shortest counterexample the explorer finds is
 // used; the documentation pins those schedules in the marker instead, so
 // that generation replays a fixed schedule. Everything generated is
-// deterministic: tokens come from seeded sources, clocks are virtual, and
-// nothing that varies between runs (elapsed times, ports, schedule counts)
-// is written.
+// deterministic: tokens come from seeded sources, clocks are virtual, the
+// explorer walks the same tree every time (so the matrix's schedule counts
+// are written too), and nothing that varies between runs (elapsed times,
+// ports) is written.
 package docgen
 
 import (
