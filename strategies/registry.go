@@ -164,8 +164,11 @@ func Lookup(name string) (Description, Factory, error) {
 	f := func(cfg locklab.Config) (locklab.Locker, error) {
 		for _, opt := range cfg.Options() {
 			if !slices.Contains(d.Options, opt) {
+				mu.RLock()
+				rs := readers(opt)
+				mu.RUnlock()
 				return nil, locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
-					name, opt, strings.Join(readers(opt), ", "))
+					name, opt, strings.Join(rs, ", "))
 			}
 		}
 		l, err := build(cfg)
