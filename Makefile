@@ -2,9 +2,10 @@
 # runs every test against real Redis servers; both install redis-server first
 # when it is missing (and nothing else). `make deps` also downloads the modules
 # and installs staticcheck. On a developer's machine `make test` is the quick
-# run: -short, no race detector, no browser tests. Where CI is set it is the
-# full run (`make test-long` forces it): every test, with -race, and the
-# browser tests.
+# run: -short, no race detector, no browser tests, not the adapter modules
+# (`make test-adapters` runs them). Where CI is set it is the full run (`make
+# test-long` forces it): every test, with -race, the browser tests and the
+# adapter modules.
 
 GO      ?= go
 PKGS    ?= ./...
@@ -34,7 +35,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: redis ## Install redis-server if missing, download Go modules, install staticcheck
+deps: servers ## Install the servers if missing, download Go modules, install staticcheck
 	@$(GO) mod download
 	@for d in $(ADAPTERS) bench/; do (cd $$d && $(GO) mod download) || exit 1; done
 	@$(GO) install $(STATICCHECK_PKG)
@@ -42,6 +43,11 @@ deps: redis ## Install redis-server if missing, download Go modules, install sta
 .PHONY: redis
 redis: ## Install redis-server (Debian's package) when it is missing; nothing when it is there
 	@./scripts/ensure-redis.sh
+
+.PHONY: servers
+servers: redis ## Install the servers the tests run (redis-server, PostgreSQL, etcd) when missing
+	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-etcd.sh
 
 .PHONY: build
 build: ## Build the locklab CLI into bin/
@@ -52,8 +58,9 @@ race-demo: redis build ## Reproduce the C1/C2 double acquire of the SETNX page o
 	./$(BIN) race-demo
 
 .PHONY: docs
-docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real runs (process backend), and docs/play.png
-	$(GO) run ./internal/docgen/cmd/docgen
+docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real runs (process backend), locklab check's copy of the verdicts, and docs/play.png
+	$(GO) run ./internal/tooling/docgen/cmd/docgen
+	$(GO) generate ./deploy
 	LOCKLAB_PLAY_SCREENSHOT=$(CURDIR)/docs/play.png $(GO) test $(BROWSER) -count=1 -run '^TestPlayInBrowser$$' ./harness/play/
 
 .PHONY: play
@@ -72,15 +79,16 @@ vet: fmt ## go vet and a gofmt check (the adapter modules too)
 
 .PHONY: lint
 lint: TAGS = $(BROWSER)
-lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter modules too)
+lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter modules too), and every module tidy
 	$(STATICCHECK) $(BROWSER) $(PKGS)
 	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
+	@for d in . $(ADAPTERS) bench/; do (cd $$d && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod or go.sum of $$d is not tidy: run go mod tidy there"; exit 1; }; done
 
 # The docs test replays the whole verdict matrix in the full run (CI, make
 # test-long): that run goes without the race detector (the harness's own
 # tests run the same engine with it), alongside the other packages. With
 # -short it checks every region but the matrix, with the other packages.
-DOCGEN := ./internal/docgen
+DOCGEN := ./internal/tooling/docgen
 # One go test covers locklab and the adapter modules through test.work, a
 # workspace of the three: a single build shares every package the modules
 # have in common and schedules compiling and testing together, where a go
@@ -93,24 +101,32 @@ DOCGEN := ./internal/docgen
 WORK    := GOWORK=$(CURDIR)/test.work
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 ADAPTER_PKGS := $(addsuffix ...,$(ADAPTERS:%=./%))
+# The adapter modules' tests are the full run's (and make test-adapters'):
+# go-redis and rueidis are each one package of generated commands that takes
+# longer to compile, on a cold build cache, than the quick run's tests.
+ADAPTER_TESTS ?= $(if $(CI),$(ADAPTER_PKGS),)
 
 .PHONY: test
-test: redis fmt ## gofmt, then go test on every package and adapter module (real Redis, no mocks); quick unless CI is set
-	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/docgen$$'); \
-	docs=$$($(GO) list $(PKGS) | grep '/internal/docgen$$'); \
+test: servers fmt ## gofmt, then go test on every package (real servers, no mocks); quick unless CI is set, which adds the adapter modules
+	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/tooling/docgen$$'); \
+	docs=$$($(GO) list $(PKGS) | grep '/internal/tooling/docgen$$'); \
 	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
 	pids=; \
 	if [ -n "$$docs" ]; then $(GO) test $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
-	$(WORK) $(GO) test $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_PKGS) $$pkgs; rc=$$?; \
+	$(WORK) $(GO) test $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_TESTS) $$pkgs; rc=$$?; \
 	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
+.PHONY: test-adapters
+test-adapters: servers ## go test on the go-redis and rueidis adapter modules alone (quick unless CI is set)
+	@$(WORK) $(GO) test $(RACE) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_PKGS)
+
 .PHONY: test-long
-test-long: ## make test in full, as CI runs it: the long runs, -race, the browser tests
-	@$(MAKE) --no-print-directory test SHORT= RACE=-race TAGS="$(BROWSER)"
+test-long: ## make test in full, as CI runs it: the long runs, -race, the browser tests, the adapter modules
+	@$(MAKE) --no-print-directory test SHORT= RACE=-race TAGS="$(BROWSER)" ADAPTER_TESTS="$(ADAPTER_PKGS)"
 
 .PHONY: bench
 bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)
-	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./harness/
+	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./internal/tooling/stores ./harness/
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem .
 	cd bench && $(GO) run .
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // ConnSource hands out connections to one Redis server. A redigo *redis.Pool
@@ -64,15 +65,29 @@ type Config struct {
 	// release on ReleaseChannelPrefix + key, for a Notifier's waiters;
 	// hash-reentrant always does and accepts it; the others refuse it.
 	Notify bool
-	// Watchdog makes strategies that support it (hash-reentrant) keep each
-	// lock alive while its holder runs, as Redisson's watch dog does: the
-	// first Acquire of a key starts a Watchdog that extends it every TTL/3
-	// until the last Release, the strategy's Close, or the loss of the
-	// lock. The others refuse it.
+	// Watchdog makes strategies that support it (set-nx-px, hash-reentrant,
+	// etcd-lease) keep each lock alive while its holder runs, as Redisson's
+	// watch dog does: the first Acquire of a key starts a Watchdog that
+	// extends it every TTL/3 until the last Release, the strategy's Close,
+	// or the loss of the lock. The others refuse it.
 	Watchdog bool
+	// NoWatchdog turns off the watchdog of a strategy that runs one by
+	// default (hash-reentrant, as Redisson's lock does when no lease time
+	// is given): each lock then simply expires at its TTL, Redisson's
+	// lock(leaseTime). The others refuse it; so does a strategy given
+	// both Watchdog and NoWatchdog.
+	NoWatchdog bool
 	// Retry is the retry policy a strategy uses where the algorithm itself
 	// retries (Redlock) and the default for Wait callers that want one.
 	Retry RetryPolicy
+	// Store is the client of a store other than Redis, for the strategies
+	// of the families that lock there: a *clientv3.Client for etcd, a
+	// *pgxpool.Pool for PostgreSQL. Its type is the family's own, so that
+	// this package imports no client but redigo; each family's constructor
+	// says which type it takes and refuses another. It is an option
+	// (OptStore) that only those families read: Redis strategies refuse
+	// a Config that sets it.
+	Store any
 }
 
 // The Config fields that only some strategies read, by name.
@@ -81,10 +96,13 @@ const (
 	OptNodeTimeout = "NodeTimeout"
 	OptNotify      = "Notify"
 	OptWatchdog    = "Watchdog"
+	OptNoWatchdog  = "NoWatchdog"
+	OptStore       = "Store"
 )
 
 // Options lists the fields of c that only some strategies read and c sets
-// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog).
+// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog, OptNoWatchdog,
+// OptStore).
 func (c Config) Options() []string {
 	var out []string
 	if c.DriftFactor != 0 {
@@ -99,6 +117,12 @@ func (c Config) Options() []string {
 	if c.Watchdog {
 		out = append(out, OptWatchdog)
 	}
+	if c.NoWatchdog {
+		out = append(out, OptNoWatchdog)
+	}
+	if c.Store != nil {
+		out = append(out, OptStore)
+	}
 	return out
 }
 
@@ -109,7 +133,7 @@ func (c Config) Options() []string {
 func (c Config) OnlyOptions(strategy string, reads ...string) error {
 	for _, opt := range c.Options() {
 		if !slices.Contains(reads, opt) {
-			return Invalid("strategy %s does not read Config.%s", strategy, opt)
+			return lockerr.Invalid("strategy %s does not read Config.%s", strategy, opt)
 		}
 	}
 	return nil

@@ -37,4 +37,8 @@
 // by another client, and ErrInvalid marks bad input. A context that is done,
 // before the call or during it, gives ErrUnavailable with the context error
 // kept in the chain, so errors.Is(err, context.Canceled) works as well.
+//
+// To write a lock of your own, build it with package lockkit (the argument
+// checks and the errors above) and register it with strategies.Register: it
+// then runs in the harness, the matrix and the conformance suite.
 package locklab

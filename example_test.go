@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -84,7 +84,7 @@ func ExampleWait() {
 	// With the lock held and a short deadline, Wait gives up; the error
 	// says both why it stopped and why the last attempt failed.
 	held, _ := lock.Acquire(context.Background(), "report", time.Minute)
-	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	short, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel2()
 	_, err = locklab.Wait(short, lock, "report", time.Second, locklab.RetryPolicy{})
 	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.Is(err, locklab.ErrNotAcquired))
@@ -125,26 +125,32 @@ func ExampleLease_fencing() {
 }
 
 // Extend pushes a held lease's expiry forward, and reports a lost lock
-// instead of re-creating it.
-func ExampleExtender() {
+// instead of re-creating it. A lock with no safe extend refuses.
+func ExampleExtend() {
 	pool := locklab.NewPool(addr)
 	defer pool.Close()
 	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
-	ext := lock.(locklab.Extender)
 	ctx := context.Background()
 
-	lease, _ := lock.Acquire(ctx, "job", 100*time.Millisecond)
-	lease, err := ext.Extend(ctx, lease, time.Minute)
+	lease, _ := lock.Acquire(ctx, "job", time.Second)
+	lease, err := locklab.Extend(ctx, lock, lease, time.Minute)
 	fmt.Println("extended:", err == nil)
 	lock.Release(ctx, lease)
 
 	lost, _ := lock.Acquire(ctx, "job", 30*time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
-	_, err = ext.Extend(ctx, lost, time.Minute)
+	_, err = locklab.Extend(ctx, lock, lost, time.Minute)
 	fmt.Println("lost:", errors.Is(err, locklab.ErrNotHeld))
+
+	blind, _ := strategies.New("set-nx-px-del", locklab.Config{Pool: pool})
+	other, _ := blind.Acquire(ctx, "job", time.Second)
+	_, err = locklab.Extend(ctx, blind, other, time.Minute)
+	fmt.Println("set-nx-px-del:", errors.Is(err, locklab.ErrInvalid))
+	blind.Release(ctx, other)
 	// Output:
 	// extended: true
 	// lost: true
+	// set-nx-px-del: true
 }
 
 // A watchdog extends a lease while the holder works, and tells the holder
@@ -155,8 +161,10 @@ func ExampleWatch() {
 	lock, _ := strategies.New("set-nx-px", locklab.Config{Pool: pool})
 	ctx := context.Background()
 
-	lease, _ := lock.Acquire(ctx, "batch", 300*time.Millisecond)
-	w, err := locklab.Watch(ctx, lock.(locklab.Extender), lease, 300*time.Millisecond, 50*time.Millisecond)
+	// Work that outlasts the TTL: 4 steps of 400ms on a 1s lease, which
+	// the watchdog extends every 200ms.
+	lease, _ := lock.Acquire(ctx, "batch", time.Second)
+	w, err := locklab.Watch(ctx, lock, lease, time.Second, 200*time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
@@ -165,7 +173,7 @@ func ExampleWatch() {
 		case <-w.Lost():
 			fmt.Println("lost the lock:", w.Err())
 			return
-		case <-time.After(100 * time.Millisecond): // one step of work
+		case <-time.After(400 * time.Millisecond): // one step of work
 		}
 	}
 	fmt.Println("work done, still holding:", w.Err() == nil)

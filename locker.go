@@ -3,8 +3,9 @@ package locklab
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // Locker is a lock algorithm on Redis.
@@ -33,6 +34,55 @@ type Locker interface {
 // re-creates a lock that has lapsed.
 type Extender interface {
 	Extend(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+}
+
+// Extend pushes a held lease's expiry to ttl from now, through l's Extend
+// when l is an Extender (strategies.Info tells which strategies are:
+// Properties.Extend). On a Locker that cannot extend it fails with
+// ErrInvalid and changes nothing.
+//
+// Extend is a function and not a method of Locker because most locks here
+// have no safe extend: a TTL pushed without checking the owner would
+// lengthen a successor's lock. Locker keeps the two operations every lock
+// has, and a strategy of your own needs no Extend that only fails; the
+// function looks for the method as io.Copy looks for WriterTo.
+func Extend(ctx context.Context, l Locker, lease Lease, ttl time.Duration) (Lease, error) {
+	ext, err := extender(l)
+	if err != nil {
+		return Lease{}, err
+	}
+	return ext.Extend(ctx, lease, ttl)
+}
+
+// LeaseClock is implemented by Lockers that read Lease.Until from a Clock of
+// their own (Config.Clock): Watch judges a lease's expiry on that clock, so
+// that a Clock skewed from the system's shifts no deadline. Every strategy
+// here implements it; a Locker that does not is taken to read the system
+// clock.
+type LeaseClock interface {
+	LeaseClock() Clock
+}
+
+// leaseClock is the Clock l's leases are read from.
+func leaseClock(l Locker) Clock {
+	if lc, ok := l.(LeaseClock); ok {
+		if c := lc.LeaseClock(); c != nil {
+			return c
+		}
+	}
+	return SystemClock
+}
+
+// extender is l as an Extender, or ErrInvalid.
+func extender(l Locker) (Extender, error) {
+	if l == nil {
+		return nil, lockerr.Invalid("nil Locker")
+	}
+	ext, ok := l.(Extender)
+	if !ok {
+		return nil, lockerr.Invalid("%T cannot extend a lease: it has no owner-checked extend (strategies.Info: Properties.Extend is false)", l)
+	}
+	return ext, nil
 }
 
 // Handoffer is implemented by strategies that can pass a held lock straight
@@ -71,66 +121,10 @@ var (
 	ErrNotAcquired = errors.New("locklab: lock held by someone else")
 	// ErrUnavailable: Redis could not be reached, timed out, or failed the
 	// command.
-	ErrUnavailable = errors.New("locklab: redis unreachable or failed")
+	ErrUnavailable = lockerr.ErrUnavailable
 	// ErrNotHeld: at release or extend the lock was gone or belonged to
 	// another client.
 	ErrNotHeld = errors.New("locklab: lock no longer held")
 	// ErrInvalid: bad input, such as an empty key or a non-positive TTL.
-	ErrInvalid = errors.New("locklab: invalid argument")
+	ErrInvalid = lockerr.ErrInvalid
 )
-
-// Unavailable wraps err, a failure talking to Redis, so that
-// errors.Is(result, ErrUnavailable) holds while err (for example a context
-// error) stays visible to errors.Is and errors.As. It returns nil for nil.
-func Unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
-}
-
-// Invalid returns an error wrapping ErrInvalid with the given explanation.
-func Invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
-}
-
-// CheckAcquire validates the arguments of an Acquire: the context must not be
-// done (else ErrUnavailable wrapping ctx.Err()), the key must not be empty
-// and the TTL must be at least 1ms (else ErrInvalid). Strategies call it
-// before sending anything to Redis.
-func CheckAcquire(ctx context.Context, key string, ttl time.Duration) error {
-	if ctx == nil {
-		return Invalid("nil context")
-	}
-	if key == "" {
-		return Invalid("empty key")
-	}
-	if err := checkTTL(ttl); err != nil {
-		return err
-	}
-	return Unavailable(ctx.Err())
-}
-
-// checkTTL refuses a TTL that is not positive or shorter than 1ms, the
-// resolution of PX.
-func checkTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return Invalid("ttl must be positive, got %v", ttl)
-	}
-	if ttl < time.Millisecond {
-		return Invalid("ttl must be at least 1ms, got %v", ttl)
-	}
-	return nil
-}
-
-// CheckLease validates the lease given to Release or Extend, with the same
-// errors as CheckAcquire.
-func CheckLease(ctx context.Context, lease Lease) error {
-	if ctx == nil {
-		return Invalid("nil context")
-	}
-	if lease.Key == "" {
-		return Invalid("lease has an empty key (zero Lease?)")
-	}
-	return Unavailable(ctx.Err())
-}

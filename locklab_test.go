@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -46,7 +47,7 @@ func TestWaitRetriesOnlyRefusals(t *testing.T) {
 	assert.Equal(t, "k", lease.Key)
 	assert.EqualValues(t, 3, l.calls.Load())
 
-	down := locklab.Unavailable(errors.New("connection refused"))
+	down := lockkit.Unavailable(errors.New("connection refused"))
 	l = &scripted{errs: []error{locklab.ErrNotAcquired, down}}
 	_, err = locklab.Wait(ctx, l, "k", time.Second, fast)
 	require.ErrorIs(t, err, locklab.ErrUnavailable, "an unreachable Redis is not retried")
@@ -112,16 +113,16 @@ func TestTokensReplayFromSeed(t *testing.T) {
 }
 
 func TestErrorsKeepTheirCause(t *testing.T) {
-	err := locklab.Unavailable(context.DeadlineExceeded)
+	err := lockkit.Unavailable(context.DeadlineExceeded)
 	assert.ErrorIs(t, err, locklab.ErrUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Same(t, err, locklab.Unavailable(err), "wrapping twice adds nothing")
-	assert.NoError(t, locklab.Unavailable(nil))
+	assert.Same(t, err, lockkit.Unavailable(err), "wrapping twice adds nothing")
+	assert.NoError(t, lockkit.Unavailable(nil))
 
-	assert.ErrorIs(t, locklab.CheckAcquire(context.Background(), "", time.Second), locklab.ErrInvalid)
-	assert.ErrorIs(t, locklab.CheckAcquire(context.Background(), "k", -1), locklab.ErrInvalid)
-	assert.NoError(t, locklab.CheckAcquire(context.Background(), "k", time.Second))
-	assert.ErrorIs(t, locklab.CheckLease(context.Background(), locklab.Lease{}), locklab.ErrInvalid)
+	assert.ErrorIs(t, lockkit.CheckAcquire(context.Background(), "", time.Second), locklab.ErrInvalid)
+	assert.ErrorIs(t, lockkit.CheckAcquire(context.Background(), "k", -1), locklab.ErrInvalid)
+	assert.NoError(t, lockkit.CheckAcquire(context.Background(), "k", time.Second))
+	assert.ErrorIs(t, lockkit.CheckLease(context.Background(), locklab.Lease{}), locklab.ErrInvalid)
 }
 
 // A NaN in the policy made every delay zero: Wait hammered a held lock

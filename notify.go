@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // ReleaseChannelPrefix starts the name of the channel on which strategies
@@ -119,7 +120,7 @@ func (n *Notifier) listen() {
 	for failures := 0; ; {
 		c, err := n.connect()
 		n.mu.Lock()
-		n.err = Unavailable(err)
+		n.err = lockerr.Unavailable(err)
 		n.mu.Unlock()
 		if first {
 			close(n.ready)
@@ -131,7 +132,7 @@ func (n *Notifier) listen() {
 			failures = 0
 			err = n.serve(c)
 			n.mu.Lock()
-			n.err = Unavailable(err)
+			n.err = lockerr.Unavailable(err)
 			n.mu.Unlock()
 			n.wakeAll() // they poll until the subscription is back
 		} else {
@@ -353,8 +354,9 @@ func (n *Notifier) dequeue(key string, w *waiter) {
 // (see Release), the holder's TTL runs out, or p's Max delay passes. When
 // other callers in this process already wait for key, Wait queues behind
 // them without a first attempt: waiters are served in order. It returns like
-// locklab.Wait: at once on errors other than ErrNotAcquired, with ctx.Err()
-// and the last refusal when ctx ends. Without a subscription (Redis
+// locklab.Wait: at once on an error Wait does not retry (IsRetryable is
+// false: anything but a refusal or a failure marked lockkit.Retryable), with
+// ctx.Err() and the last refusal when ctx ends. Without a subscription (Redis
 // unreachable, or the subscription dropped and not yet back) it polls like
 // locklab.Wait, and goes back to notifications as soon as the subscription
 // is back. After Close it is locklab.Wait.

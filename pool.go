@@ -3,6 +3,7 @@ package locklab
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // Defaults of PoolOptions (and NewPool).
@@ -60,16 +62,16 @@ type PoolOptions struct {
 // withDefaults checks o and fills in the defaults.
 func (o PoolOptions) withDefaults() (PoolOptions, error) {
 	if o.Addr == "" {
-		return o, Invalid("PoolOptions.Addr is empty")
+		return o, lockerr.Invalid("PoolOptions.Addr is empty")
 	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
-		return o, Invalid("PoolOptions.Addr %q: want host:port: %v", o.Addr, err)
+		return o, lockerr.Invalid("PoolOptions.Addr %q: want host:port: %v", o.Addr, err)
 	}
 	if o.Username != "" && o.Password == "" {
-		return o, Invalid("PoolOptions.Username %q without a Password", o.Username)
+		return o, lockerr.Invalid("PoolOptions.Username %q without a Password", o.Username)
 	}
 	if o.DB < 0 {
-		return o, Invalid("PoolOptions.DB must not be negative, got %d", o.DB)
+		return o, lockerr.Invalid("PoolOptions.DB must not be negative, got %d", o.DB)
 	}
 	for _, d := range []struct {
 		name string
@@ -82,14 +84,14 @@ func (o PoolOptions) withDefaults() (PoolOptions, error) {
 		{"IdleTimeout", &o.IdleTimeout, DefaultIdleTimeout},
 	} {
 		if *d.v < 0 {
-			return o, Invalid("PoolOptions.%s must not be negative, got %v", d.name, *d.v)
+			return o, lockerr.Invalid("PoolOptions.%s must not be negative, got %v", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if o.MaxIdle < 0 || o.MaxActive < 0 {
-		return o, Invalid("PoolOptions.MaxIdle and MaxActive must not be negative, got %d and %d", o.MaxIdle, o.MaxActive)
+		return o, lockerr.Invalid("PoolOptions.MaxIdle and MaxActive must not be negative, got %d and %d", o.MaxIdle, o.MaxActive)
 	}
 	if o.MaxIdle == 0 {
 		o.MaxIdle = DefaultMaxIdle
@@ -172,17 +174,22 @@ func ParseURL(raw string) (PoolOptions, error) {
 	var o PoolOptions
 	u, err := url.Parse(raw)
 	if err != nil {
-		return o, Invalid("redis URL %q: %v", redactURL(raw), err)
+		// url.Error repeats the URL, password and all: keep only why.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return o, lockerr.Invalid("redis URL %q: %v", redactURL(raw), err)
 	}
 	switch u.Scheme {
 	case "redis":
 	case "rediss":
 		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	default:
-		return o, Invalid("redis URL %q: scheme must be redis or rediss, got %q", redactURL(raw), u.Scheme)
+		return o, lockerr.Invalid("redis URL %q: scheme must be redis or rediss, got %q", redactURL(raw), u.Scheme)
 	}
 	if u.Opaque != "" || u.Fragment != "" {
-		return o, Invalid("redis URL %q: want redis://[user:password@]host[:port][/db]", redactURL(raw))
+		return o, lockerr.Invalid("redis URL %q: want redis://[user:password@]host[:port][/db]", redactURL(raw))
 	}
 	host, port := u.Hostname(), u.Port()
 	if host == "" {
@@ -192,7 +199,7 @@ func ParseURL(raw string) (PoolOptions, error) {
 		port = "6379"
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return o, Invalid("redis URL %q: port %q is not a number in 1..65535", redactURL(raw), port)
+		return o, lockerr.Invalid("redis URL %q: port %q is not a number in 1..65535", redactURL(raw), port)
 	}
 	o.Addr = net.JoinHostPort(host, port)
 	if u.User != nil {
@@ -205,7 +212,7 @@ func ParseURL(raw string) (PoolOptions, error) {
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
 		if err != nil || n < 0 {
-			return o, Invalid("redis URL %q: database %q is not a number", redactURL(raw), db)
+			return o, lockerr.Invalid("redis URL %q: database %q is not a number", redactURL(raw), db)
 		}
 		o.DB = n
 	}
@@ -226,10 +233,10 @@ func ParseURL(raw string) (PoolOptions, error) {
 		case "max_active":
 			o.MaxActive, perr = strconv.Atoi(v)
 		default:
-			return o, Invalid("redis URL %q: unknown option %q (dial_timeout, read_timeout, write_timeout, idle_timeout, max_idle, max_active)", redactURL(raw), k)
+			return o, lockerr.Invalid("redis URL %q: unknown option %q (dial_timeout, read_timeout, write_timeout, idle_timeout, max_idle, max_active)", redactURL(raw), k)
 		}
 		if perr != nil {
-			return o, Invalid("redis URL %q: option %s=%q: %v", redactURL(raw), k, v, perr)
+			return o, lockerr.Invalid("redis URL %q: option %s=%q: %v", redactURL(raw), k, v, perr)
 		}
 	}
 	if _, err := o.withDefaults(); err != nil {

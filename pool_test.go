@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -202,4 +202,21 @@ func TestPoolOptionsTLS(t *testing.T) {
 	began = time.Now()
 	err = acquireOn(ctx, wrongName, "tls:lock")
 	failsAtOnce(t, began, err, "redis.example")
+}
+
+// No error of ParseURL shows the password it was given.
+func TestParseURLErrorsHidePassword(t *testing.T) {
+	for _, raw := range []string{
+		"redis://:s3cret@127.0.0.1:notaport",
+		"redis://alice:s3cret@127.0.0.1:6379/abc",
+		"redis://:s3cret@127.0.0.1:6379/0?dial_timeout=zz",
+		"redis://:s3cret@127.0.0.1:6379/0?nosuch=1",
+		"http://:s3cret@127.0.0.1:6379",
+		"redis://:s3cret@[::1",
+		"redis://:s3cret@127.0.0.1:6379/0?max_idle=x",
+	} {
+		_, err := locklab.ParseURL(raw)
+		require.ErrorIs(t, err, locklab.ErrInvalid, raw)
+		assert.NotContains(t, err.Error(), "s3cret", raw)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // DefaultSentinelRefresh is how often a SentinelPool asks again which server
@@ -34,7 +35,11 @@ type SentinelOptions struct {
 	// be empty. The Sentinels are dialled with its timeouts and TLS.
 	Master PoolOptions
 	// Refresh is how often the master is asked for again, besides after
-	// any failure to reach it. Default DefaultSentinelRefresh (1s).
+	// any failure to reach it. Default DefaultSentinelRefresh (1s). The
+	// questions keep to a fixed grid, one every Refresh from the first:
+	// pools started at different moments keep asking at different moments,
+	// even after a stall (a loaded machine, a slow Sentinel) has held them
+	// all past their turn.
 	Refresh time.Duration
 }
 
@@ -53,8 +58,13 @@ type SentinelPool struct {
 	sentinels []string
 	addr      string
 	pool      *redis.Pool
-	checked   time.Time
-	closed    bool
+	// checked is when the Sentinels last answered (or failed to); due is
+	// when they are asked again, the first point after checked on the
+	// grid phase + k*Refresh; phase is when the first question began.
+	checked time.Time
+	due     time.Time
+	phase   time.Time
+	closed  bool
 	// resolving serializes the Sentinel queries.
 	resolving sync.Mutex
 }
@@ -68,24 +78,24 @@ var errNotMaster = errors.New("not the master")
 // give ErrInvalid.
 func NewSentinelPool(o SentinelOptions) (*SentinelPool, error) {
 	if o.MasterName == "" {
-		return nil, Invalid("SentinelOptions.MasterName is empty")
+		return nil, lockerr.Invalid("SentinelOptions.MasterName is empty")
 	}
 	if len(o.Sentinels) == 0 {
-		return nil, Invalid("SentinelOptions.Sentinels is empty")
+		return nil, lockerr.Invalid("SentinelOptions.Sentinels is empty")
 	}
 	for _, a := range o.Sentinels {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, Invalid("Sentinel address %q: want host:port: %v", a, err)
+			return nil, lockerr.Invalid("Sentinel address %q: want host:port: %v", a, err)
 		}
 	}
 	if o.Master.Addr != "" {
-		return nil, Invalid("SentinelOptions.Master.Addr must be empty: the Sentinels tell it")
+		return nil, lockerr.Invalid("SentinelOptions.Master.Addr must be empty: the Sentinels tell it")
 	}
 	if o.SentinelUsername != "" && o.SentinelPassword == "" {
-		return nil, Invalid("SentinelOptions.SentinelUsername %q without a SentinelPassword", o.SentinelUsername)
+		return nil, lockerr.Invalid("SentinelOptions.SentinelUsername %q without a SentinelPassword", o.SentinelUsername)
 	}
 	if o.Refresh < 0 {
-		return nil, Invalid("SentinelOptions.Refresh must not be negative, got %v", o.Refresh)
+		return nil, lockerr.Invalid("SentinelOptions.Refresh must not be negative, got %v", o.Refresh)
 	}
 	if o.Refresh == 0 {
 		o.Refresh = DefaultSentinelRefresh
@@ -125,8 +135,16 @@ func (p *SentinelPool) GetContext(ctx context.Context) (redis.Conn, error) {
 // stale makes the next GetContext ask the Sentinels again.
 func (p *SentinelPool) stale() {
 	p.mu.Lock()
-	p.checked = time.Time{}
+	p.due = time.Time{}
 	p.mu.Unlock()
+}
+
+// asked records that the Sentinels were asked at now and sets the next
+// question's time on the pool's grid. The caller holds p.mu.
+func (p *SentinelPool) asked(now time.Time) {
+	p.checked = now
+	r := p.opts.Refresh
+	p.due = p.phase.Add((now.Sub(p.phase)/r + 1) * r)
 }
 
 // sentinelConn is a connection to the master that notices when the server
@@ -204,7 +222,10 @@ func (p *SentinelPool) current(ctx context.Context, force bool) (*redis.Pool, er
 		p.mu.Unlock()
 		return nil, errors.New("locklab: SentinelPool closed")
 	}
-	pool, fresh := p.pool, time.Since(p.checked) < p.opts.Refresh
+	if p.phase.IsZero() {
+		p.phase = began
+	}
+	pool, fresh := p.pool, began.Before(p.due)
 	p.mu.Unlock()
 	if pool != nil && fresh && !force {
 		return pool, nil
@@ -225,7 +246,7 @@ func (p *SentinelPool) current(ctx context.Context, force bool) (*redis.Pool, er
 			// Keep the last answer while the Sentinels are away, and
 			// ask them again at the next Refresh.
 			p.mu.Lock()
-			p.checked = time.Now()
+			p.asked(time.Now())
 			p.mu.Unlock()
 			return pool, nil
 		}
@@ -236,7 +257,7 @@ func (p *SentinelPool) current(ctx context.Context, force bool) (*redis.Pool, er
 	if p.closed {
 		return nil, errors.New("locklab: SentinelPool closed")
 	}
-	p.checked = time.Now()
+	p.asked(time.Now())
 	if addr != p.addr || p.pool == nil {
 		if p.pool != nil {
 			p.pool.Close()
@@ -302,7 +323,7 @@ func (p *SentinelPool) askMaster(ctx context.Context) (string, error) {
 		}
 		return addr, nil
 	}
-	return "", Unavailable(fmt.Errorf("no Sentinel told the master %q: %s", p.opts.MasterName, strings.Join(errs, "; ")))
+	return "", lockerr.Unavailable(fmt.Errorf("no Sentinel told the master %q: %s", p.opts.MasterName, strings.Join(errs, "; ")))
 }
 
 func (p *SentinelPool) askOne(ctx context.Context, sentinel string) (string, error) {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // RetryPolicy says how Wait spaces its attempts: exponential backoff from
@@ -29,15 +31,15 @@ type RetryPolicy struct {
 func (p RetryPolicy) Validate() error {
 	switch {
 	case math.IsNaN(p.Multiplier):
-		return Invalid("retry policy: Multiplier is NaN")
+		return lockerr.Invalid("retry policy: Multiplier is NaN")
 	case math.IsNaN(p.Jitter):
-		return Invalid("retry policy: Jitter is NaN")
+		return lockerr.Invalid("retry policy: Jitter is NaN")
 	case p.Initial < 0:
-		return Invalid("retry policy: negative Initial %v", p.Initial)
+		return lockerr.Invalid("retry policy: negative Initial %v", p.Initial)
 	case p.Max < 0:
-		return Invalid("retry policy: negative Max %v", p.Max)
+		return lockerr.Invalid("retry policy: negative Max %v", p.Max)
 	case p.Attempts < 0:
-		return Invalid("retry policy: negative Attempts %d", p.Attempts)
+		return lockerr.Invalid("retry policy: negative Attempts %d", p.Attempts)
 	}
 	return nil
 }
@@ -74,15 +76,50 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 	return time.Duration(d)
 }
 
-// Wait acquires key with l, retrying after ErrNotAcquired according to p
-// until it succeeds, the attempts run out, or ctx is done. Any other error
-// (Redis unreachable, bad input, a policy Validate refuses) is returned at
-// once. When ctx ends the wait,
-// the error wraps both ctx.Err() and the last ErrNotAcquired, so errors.Is
-// works for either. When a refusal says when the holder's lock expires (a
+// Wait acquires key with l, retrying according to p after each attempt that
+// was refused (ErrNotAcquired) or that failed with an error marked
+// lockkit.Retryable, until it succeeds, the attempts run out, or ctx is done. A
+// strategy marks the failures its algorithm says to try again: Redlock marks
+// every round that failed without being refused, such as one where too few
+// nodes answered in time (see the redlock package). Any other error (Redis unreachable on a
+// single-node strategy, bad input, a policy Validate refuses) is returned at
+// once.
+//
+// When ctx ends the wait, the error wraps ctx.Err() and the outcome of the
+// last attempt: errors.Is finds ErrNotAcquired when the lock was held by
+// someone else, ErrUnavailable when the last attempt failed otherwise. An
+// attempt that ctx cut short is not an outcome: the one before it is
+// reported, if there was one. When the attempts run out, the error wraps
+// the last attempt's. When a refusal says when the holder's lock expires (a
 // *HeldError), Wait sleeps no longer than that.
 func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
 	return waitLoop(ctx, l, key, ttl, p, &poller{p: p})
+}
+
+// RetryableError marks a failed attempt that is worth another one after a
+// delay although it was not refused: Wait and Notifier.Wait retry it as they
+// retry ErrNotAcquired. Err keeps its own sentinel
+// (ErrUnavailable for a failed round); errors.Is and errors.As see through
+// the mark, and its text is Err's.
+type RetryableError struct {
+	Err error
+}
+
+// Error returns Err's text.
+func (e *RetryableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether Wait retries after err: a refusal
+// (ErrNotAcquired) or a failure marked lockkit.Retryable. Bad input (ErrInvalid) is
+// never retried, whatever marks it.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, ErrInvalid) {
+		return false
+	}
+	var re *RetryableError
+	return errors.Is(err, ErrNotAcquired) || errors.As(err, &re)
 }
 
 // pauser is how a wait loop spends the time between two attempts.
@@ -101,9 +138,9 @@ type pauser interface {
 // waitLoop is the retry loop of Wait and Notifier.Wait.
 func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy, pz pauser) (Lease, error) {
 	if l == nil {
-		return Lease{}, Invalid("nil Locker")
+		return Lease{}, lockerr.Invalid("nil Locker")
 	}
-	if err := CheckAcquire(ctx, key, ttl); err != nil {
+	if err := lockerr.CheckAcquire(ctx, key, ttl); err != nil {
 		return Lease{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -111,15 +148,17 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 	}
 	acquired := false
 	defer func() { pz.done(acquired) }()
-	var refusal error // the last ErrNotAcquired
+	var last error // the outcome of the last attempt that ctx did not cut short
 	stopped := func(cause, err error) error {
-		if refusal == nil {
-			refusal = err
+		switch {
+		case errors.Is(err, ErrNotAcquired):
+			last = err // refused, whatever ended ctx meanwhile
+		case last == nil && err != nil:
+			last = err
+		case last == nil:
+			last = ErrNotAcquired // no attempt yet: queued behind other waiters
 		}
-		if refusal == nil {
-			refusal = ErrNotAcquired
-		}
-		return fmt.Errorf("locklab: stopped waiting for %q: %w (last refusal: %w)", key, cause, refusal)
+		return fmt.Errorf("locklab: stopped waiting for %q: %w (last attempt: %w)", key, cause, last)
 	}
 	if pz.start(key) {
 		handed, ok := pz.pause(ctx, 0, nil)
@@ -140,16 +179,16 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 		if cause := ctxEnded(ctx); cause != nil {
 			return Lease{}, stopped(cause, err)
 		}
-		if !errors.Is(err, ErrNotAcquired) {
+		if !IsRetryable(err) {
 			return Lease{}, err
 		}
-		refusal = err
+		last = err
 		if p.Attempts > 0 && n >= p.Attempts {
 			return Lease{}, fmt.Errorf("locklab: gave up on %q after %d attempts: %w", key, n, err)
 		}
 		handed, ok := pz.pause(ctx, n, err)
 		if !ok {
-			return Lease{}, stopped(ctx.Err(), err)
+			return Lease{}, stopped(ctx.Err(), nil)
 		}
 		if handed != nil {
 			acquired = true

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/locklab/locklab/internal/lockerr"
 )
 
 // Watchdog keeps a lease alive while its holder works, as Redisson's watch
@@ -19,6 +21,7 @@ import (
 // a TTL that was too short.
 type Watchdog struct {
 	ext   Extender
+	clock Clock
 	ttl   time.Duration
 	every time.Duration
 
@@ -36,26 +39,29 @@ type Watchdog struct {
 // (every <= 0: ttl/3). The ttl has the same minimum as Acquire's (1ms). It
 // ends when Stop is called, when ctx ends, or when the lock is lost: an
 // extend answers ErrNotHeld, or the lease runs out before an extend gets
-// through. Each extend is bounded by the lease's own expiry (Lease.Until),
+// through. Each extend is bounded by the lease's own expiry (Lease.Until,
+// judged on the Locker's LeaseClock, so a skewed Config.Clock shifts nothing),
 // so Lost fires no later than the expiry plus one interval, whatever the
 // server does (paused, partitioned) and whatever the pool's timeouts.
-func Watch(ctx context.Context, ext Extender, lease Lease, ttl, every time.Duration) (*Watchdog, error) {
-	if ext == nil {
-		return nil, Invalid("nil Extender")
-	}
-	if err := CheckLease(ctx, lease); err != nil {
+// A Locker that cannot extend (see Extend) is refused with ErrInvalid.
+func Watch(ctx context.Context, l Locker, lease Lease, ttl, every time.Duration) (*Watchdog, error) {
+	ext, err := extender(l)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTTL(ttl); err != nil {
+	if err := lockerr.CheckLeaseKey(ctx, lease.Key); err != nil {
+		return nil, err
+	}
+	if err := lockerr.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
 	if every <= 0 {
 		every = ttl / 3
 	}
 	if every >= ttl {
-		return nil, Invalid("watchdog interval %v must be shorter than the ttl %v", every, ttl)
+		return nil, lockerr.Invalid("watchdog interval %v must be shorter than the ttl %v", every, ttl)
 	}
-	w := &Watchdog{ext: ext, ttl: ttl, every: every, lease: lease,
+	w := &Watchdog{ext: ext, clock: leaseClock(l), ttl: ttl, every: every, lease: lease,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run(ctx)
 	return w, nil
@@ -77,13 +83,14 @@ func (w *Watchdog) run(ctx context.Context) {
 		w.mu.Lock()
 		cur := w.lease
 		w.mu.Unlock()
-		if lastErr != nil && !time.Now().Before(cur.Until) {
+		left := cur.Until.Sub(w.clock.Now())
+		if lastErr != nil && left <= 0 {
 			w.fail(fmt.Errorf("%w: the lease ran out while extends failed: %w", ErrNotHeld, lastErr))
 			return
 		}
 		// An extend that ends after the lease's expiry is of no use: the
 		// lock may belong to someone else by then.
-		ectx, cancel := context.WithDeadline(ctx, cur.Until)
+		ectx, cancel := context.WithTimeout(ctx, left)
 		next, err := w.ext.Extend(ectx, cur, w.ttl)
 		cancel()
 		switch {
@@ -99,7 +106,7 @@ func (w *Watchdog) run(ctx context.Context) {
 			return
 		case ctx.Err() != nil:
 			return
-		case !time.Now().Before(cur.Until):
+		case !w.clock.Now().Before(cur.Until):
 			w.fail(fmt.Errorf("%w: the lease ran out while extends failed: %w", ErrNotHeld, err))
 			return
 		}
@@ -107,7 +114,7 @@ func (w *Watchdog) run(ctx context.Context) {
 		// lease is still valid, and the loss is told at its expiry at
 		// the latest.
 		lastErr = err
-		t.Reset(min(w.every, time.Until(cur.Until)))
+		t.Reset(min(w.every, cur.Until.Sub(w.clock.Now())))
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/locklab/locklab"
 	adgoredis "github.com/locklab/locklab/adapters/goredis"
 	adrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/benchutil"
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/benchutil"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 

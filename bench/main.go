@@ -33,9 +33,9 @@ import (
 	"github.com/locklab/locklab"
 	adgoredis "github.com/locklab/locklab/adapters/goredis"
 	adrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/benchutil"
-	"github.com/locklab/locklab/internal/counting"
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/benchutil"
+	"github.com/locklab/locklab/internal/tooling/counting"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 // BenchmarkExplore explores stale-recovery on set-nx-px (3 clients, one

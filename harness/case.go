@@ -62,6 +62,9 @@ func (c Case) check(nodes []Node) error {
 	if c.Scenario == nil || c.Factory == nil {
 		return fmt.Errorf("harness: incomplete case (resolve it with Resolve or Custom)")
 	}
+	if want, have := storeOf(c.Strategy.Family), nodeStore(nodes); want != have {
+		return fmt.Errorf("strategy %s locks on %s, and the run's nodes are %s servers", c.Strategy.Name, storeName(want), storeName(have))
+	}
 	if len(nodes) < c.Scenario.nodes() {
 		return fmt.Errorf("scenario %s needs %d node(s), got %d", c.Scenario.Name, c.Scenario.nodes(), len(nodes))
 	}
@@ -76,6 +79,7 @@ func (c Case) spec() runSpec {
 		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
 		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
+		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),
 	}
 }
 

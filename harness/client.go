@@ -69,6 +69,10 @@ type client struct {
 	lease     locklab.Lease
 	seq       int
 	inRelease bool
+	// ending: c crashed in its program and the store has not yet seen it
+	// (store.crashed): no step runs until it has, as none could run
+	// between the crash and the death of its sessions.
+	ending    bool
 	lastEvent int
 	merge     int // event the next command joins (-1: none)
 	changed   time.Time
@@ -101,19 +105,12 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 	c.lastEvent = -1
 	c.merge = -1
 	cfg := locklab.Config{
-		Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) }),
-		Rand:  seeded(r.spec.seed, c.id),
-		Retry: locklab.RetryPolicy{Attempts: 1},
+		Clock:      locklab.ClockFunc(func() time.Time { return r.clock(c) }),
+		Rand:       seeded(r.spec.seed, c.id),
+		Retry:      locklab.RetryPolicy{Attempts: 1},
+		NoWatchdog: r.spec.noWatchdog,
 	}
-	if r.spec.multi {
-		// A node answers when the scheduler says so: no timeout of its own.
-		cfg.NodeTimeout = time.Hour
-		for i := range r.slot.nodes {
-			cfg.Nodes = append(cfg.Nodes, r.source(c, i+1))
-		}
-	} else {
-		cfg.Pool = r.source(c, 1)
-	}
+	r.slot.store.connect(r, c, &cfg)
 	l, err := r.spec.factory(cfg)
 	if err != nil {
 		return nil, err
@@ -347,6 +344,11 @@ func (r *run) loop(c *client) {
 			r.mu.Lock()
 			r.crashLocked(c)
 			r.noteLocked(c, "crashed")
+			c.ending = true
+			r.mu.Unlock()
+			r.slot.store.crashed(c)
+			r.mu.Lock()
+			c.ending = false
 			r.mu.Unlock()
 			return
 		}

@@ -1,7 +1,7 @@
-// The connection wrapper: the ConnSource and redis.Conn a strategy sees,
-// wrapconn's connections with the scheduler's hook. Every command waits for
-// the scheduler's grant, then runs on a real connection to the node, and
-// its reply is written into the step's event.
+// The Redis store's connection wrapper: the redis.Conn a strategy gets from
+// redisStore.source, wrapconn's connections with the scheduler's hook. Every
+// command waits for the scheduler's grant, then runs on a real connection
+// to the node, and its reply is written into the step's event.
 
 package harness
 
@@ -14,40 +14,8 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/wrapconn"
+	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
-
-// source is the ConnSource client c sees for node (1-based): its
-// connections refuse to open once c has crashed, and send each command
-// through conn.do.
-func (r *run) source(c *client, node int) locklab.ConnSource {
-	return &wrapconn.Source{
-		Src: slotSource{r: r, node: node},
-		Open: func(context.Context) (wrapconn.Hooks, error) {
-			r.mu.Lock()
-			crashed := c.crashed
-			r.mu.Unlock()
-			if crashed {
-				return wrapconn.Hooks{}, errCrashed
-			}
-			k := &conn{r: r, c: c, node: node}
-			return wrapconn.Hooks{Do: k.do, Receive: noPush, Close: k.close}, nil
-		},
-	}
-}
-
-// slotSource hands out real connections to a node of the run's slot, from
-// the node's current pool (a kill or restart replaces it), for as long as
-// the run lasts.
-type slotSource struct {
-	r    *run
-	node int
-}
-
-func (s slotSource) GetContext(context.Context) (redis.Conn, error) {
-	return s.r.slot.pool(s.node - 1).GetContext(s.r.ctx)
-}
 
 // noPush refuses a Receive that would wait for a pushed message: every
 // exchange of a run is a scheduled step.
@@ -58,6 +26,7 @@ func noPush(context.Context) error {
 // conn is the scheduler's side of one connection a strategy gets.
 type conn struct {
 	r        *run
+	st       *redisStore
 	c        *client
 	node     int
 	own      owner
@@ -92,6 +61,7 @@ func (k *conn) transaction(call wrapconn.Call, err error) {
 // command runs whatever becomes of ctx after the grant: the step is taken.
 func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (any, error) {
 	r, c, node := k.r, k.c, k.node
+	k.st.note(call.Args, call.Queued)
 	bg := context.Background()
 	if k.freeEval && call.Cmd == "EVAL" {
 		// The EVAL redigo sends after NOSCRIPT belongs to the step of the
@@ -117,20 +87,8 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if err != nil {
 		return nil, err
 	}
-	// A command of a release that runs while another client holds the
-	// lock is watched: the key is read before and after it, and the
-	// wrongful-release checker (check.go) judges what changed.
-	var watch *client
-	var before any
 	r.mu.Lock()
 	down := r.down[node-1] || c.isolated
-	if c.inRelease {
-		for _, o := range r.cls {
-			if o != c && o.holding && !o.crashed && !o.inRelease {
-				watch = o
-			}
-		}
-	}
 	r.mu.Unlock()
 	if down {
 		err = fmt.Errorf("%w: n%d", errUnreachable, node)
@@ -138,9 +96,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		r.reply(q, nil, err, false)
 		return nil, err
 	}
-	if watch != nil {
-		before, _ = r.probeKey(node)
-	}
+	w := r.watchRelease(c, node)
 	var v any
 	if strings.EqualFold(call.Cmd, "WAIT") {
 		v, err = k.wait(q, func() (any, error) { return send(bg) })
@@ -150,15 +106,14 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if err != nil && isNoScript(err) && call.Cmd == "EVALSHA" {
 		k.freeEval = true
 	}
+	if isRefusedAccess(err) {
+		// Not a lock's answer but the server's refusal of the run itself:
+		// a history made of such answers would judge nothing.
+		r.fail(fmt.Errorf("harness: %s refused %s: %w", r.slot.nodes[node-1].Name(), call.Cmd, err))
+	}
 	k.transaction(call, err)
 	r.reply(q, v, err, k.freeEval)
-	if watch != nil {
-		after, _ := r.probeKey(node)
-		r.mu.Lock()
-		checkReleaseStep(r.hist, q.event, releaseProbe{client: c.id, victim: watch.id, node: node,
-			token: watch.lease.Token, victimHolds: watch.holding, before: before, after: after})
-		r.mu.Unlock()
-	}
+	w.judge(q)
 	return v, err
 }
 
@@ -204,6 +159,21 @@ func (k *conn) wait(q *request, send func() (any, error)) (any, error) {
 	return v, err
 }
 
+// isRefusedAccess reports a server's refusal of a client's credentials or
+// permissions (NOAUTH, WRONGPASS, NOPERM).
+func isRefusedAccess(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range []string{"NOAUTH", "WRONGPASS", "NOPERM"} {
+		if strings.HasPrefix(string(re), p) {
+			return true
+		}
+	}
+	return false
+}
+
 func isNoScript(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && len(re) >= 8 && string(re[:8]) == "NOSCRIPT"
@@ -227,22 +197,4 @@ func (r *run) reply(q *request, v any, err error, more bool) {
 	}
 	r.mu.Unlock()
 	r.notify()
-}
-
-// probeScript reads a lock key whatever its type: a string's value, or the
-// fields of a hash (a re-entrant lock: its holder's id).
-var probeScript = redis.NewScript(1, `
-if redis.call('type', KEYS[1])['ok'] == 'hash' then
-  return table.concat(redis.call('hkeys', KEYS[1]), ',')
-end
-return redis.call('get', KEYS[1])`)
-
-// probeKey reads the lock key on node (1-based) outside the schedule.
-func (r *run) probeKey(node int) (any, error) {
-	c, err := r.slot.pool(node - 1).GetContext(r.ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return probeScript.Do(c, r.spec.key)
 }

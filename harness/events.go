@@ -15,6 +15,8 @@ import (
 	"github.com/locklab/locklab/harness/node"
 )
 
+// crashLocked marks c crashed; the caller tells the store (store.crashed)
+// once it has let go of the run's lock.
 func (r *run) crashLocked(c *client) {
 	if c.crashed || c.done {
 		c.crashed = true
@@ -68,6 +70,9 @@ func (r *run) event(st Step) error {
 	r.steps = append(r.steps, st)
 	r.mu.Unlock()
 	if st.Kind == StepCrash {
+		r.slot.store.crashed(c)
+	}
+	if st.Kind == StepCrash {
 		r.notify()
 	}
 	var err error
@@ -80,7 +85,7 @@ func (r *run) event(st Step) error {
 		err = r.advance(d)
 	case StepExpire:
 		var n int
-		n, err = expireTTLs(r.ctx, r.slot.pool(st.Node-1))
+		n, err = r.slot.store.advance(r.ctx, st.Node-1, expireAll)
 		r.mu.Lock()
 		r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, fmt.Sprintf("n%d's clock jumps: %d key(s) expired", st.Node, n))
 		r.mu.Unlock()
@@ -100,7 +105,7 @@ func (r *run) advance(d time.Duration) error {
 		if down[i] {
 			continue
 		}
-		if _, err := advanceTTLs(r.ctx, r.slot.pool(i), d); err != nil {
+		if _, err := r.slot.store.advance(r.ctx, i, d); err != nil {
 			return fmt.Errorf("advancing time on %s: %w", r.slot.nodes[i].Name(), err)
 		}
 	}
@@ -128,7 +133,7 @@ func (r *run) nodeFault(st Step) error {
 		return fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
 	}
 	if f == node.Kill || f == node.Restart || f == node.RestartKeep || f == node.Failover {
-		r.slot.reset(st.Node - 1)
+		r.slot.store.reconnect(st.Node - 1)
 	}
 	if f != node.Failover {
 		r.mu.Lock()
@@ -159,7 +164,7 @@ func (r *run) endFaults() error {
 		if err := node.End(context.WithoutCancel(r.ctx), n, f); err != nil {
 			errs = append(errs, fmt.Errorf("ending %s on %s after the run: %w", f, n.Name(), err))
 		}
-		r.slot.reset(i)
+		r.slot.store.reconnect(i)
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/locklab/locklab/lockkit"
 )
 
 // ExploreOptions bound and steer an exploration.
@@ -21,27 +23,30 @@ type ExploreOptions struct {
 	// Nodes are the servers to run on (at least the scenario's count).
 	Nodes []Node
 	// Random samples Samples schedules at random from Seed instead of
-	// enumerating them.
+	// enumerating them (Samples 0: the default 200).
 	Random  bool
 	Samples int
 	Seed    uint64
 	// Clients, when more than the scenario's own, adds contenders that run
-	// the program of the scenario's last client.
+	// the program of the scenario's last client (0: the scenario's own;
+	// fewer than its own is refused).
 	Clients int
-	// MaxSteps bounds the steps of one schedule (default 60).
+	// MaxSteps bounds the steps of one schedule (0: the default 60).
 	MaxSteps int
 	// MaxPreemptions bounds how often a schedule switches away from a
-	// client that could have gone on (default 2). A multi-node client
-	// sending to a node other than its lowest outstanding one counts too.
+	// client that could have gone on (0: the default 2; -1: none). A
+	// multi-node client sending to a node other than its lowest
+	// outstanding one counts too.
 	MaxPreemptions int
-	// MaxFaults bounds the fault events per schedule (default: the
-	// scenario's).
+	// MaxFaults bounds the fault events per schedule (0: the scenario's
+	// own bound; -1: none).
 	MaxFaults int
 	// MaxSchedules stops the exploration after that many schedules
-	// (default 20000); the result is then not Complete.
+	// (0: the default 20000); the result is then not Complete.
 	MaxSchedules int
 	// Workers run schedules in parallel, each on its own database of the
-	// nodes (default 1; at most 16; 1 when the scenario needs node faults).
+	// nodes (0: the default 1; at most 16; 1 when the scenario needs node
+	// faults).
 	Workers int
 	// DB is the first database the workers use (worker w uses DB+w).
 	DB int
@@ -65,13 +70,14 @@ type ExploreProgress struct {
 
 // ExploreResult is what an exploration found.
 type ExploreResult struct {
-	Scenario, Strategy string
+	Scenario string `json:"scenario"`
+	Strategy string `json:"strategy"`
 	// Schedules is the number of schedules run; Violations how many of
 	// them failed the scenario's property.
-	Schedules  int
-	Violations int
-	Elapsed    time.Duration
-	PerSecond  float64
+	Schedules  int           `json:"schedules"`
+	Violations int           `json:"violations"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	PerSecond  float64       `json:"schedules_per_second"`
 	// Skipped is how many alternatives the runs did not take because a
 	// client was inside a transaction (runPrefix): each is a subtree of
 	// schedules that the plain enumeration would run and that are
@@ -79,16 +85,18 @@ type ExploreResult struct {
 	// plain enumeration would run within the same bounds when it is known
 	// without running it: Schedules, when nothing was skipped and the
 	// exploration is complete; 0 otherwise.
-	Skipped int
-	Naive   int64
+	Skipped int   `json:"skipped"`
+	Naive   int64 `json:"naive"`
 	// Commands is the number of Redis commands the clients sent in all.
-	Commands int
+	Commands int `json:"commands"`
 	// Complete: every schedule within the bounds ran.
-	Complete bool
-	// Outcome is SAFE (within the bound) or the kind of the failure.
-	Outcome Outcome
+	Complete bool `json:"complete"`
+	// Outcome is the kind of the failure, or SAFE when none of the
+	// schedules run failed: safe within the bound only when Complete, which
+	// Headline tells.
+	Outcome Outcome `json:"outcome"`
 	// Counterexample is the shortest failing run found.
-	Counterexample *History
+	Counterexample *History `json:"counterexample,omitempty"`
 }
 
 type explorer struct {
@@ -111,6 +119,9 @@ type explorer struct {
 // within the bounds (preemption bounding: schedules switch clients at most
 // MaxPreemptions times beyond the natural order), or a random sample.
 func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	if err := opts.Case.check(opts.Nodes); err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	if opts.Clients > 0 {
 		if opts.Clients < len(spec.programs) {
-			return nil, fmt.Errorf("scenario %s has %d clients: more can be added, none removed", sc.Name, len(spec.programs))
+			return nil, lockkit.Invalid("explore: Clients %d: scenario %s has %d clients; more can be added, none removed", opts.Clients, sc.Name, len(spec.programs))
 		}
 		progs := slices.Clone(spec.programs)
 		for len(progs) < opts.Clients {
@@ -140,8 +151,11 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if sc.MaxPreemptions > 0 {
 		e.opts.MaxPreemptions = min(e.opts.MaxPreemptions, sc.MaxPreemptions)
 	}
-	if e.opts.MaxFaults == 0 {
+	switch {
+	case e.opts.MaxFaults == 0:
 		e.opts.MaxFaults = sc.MaxFaults
+	case e.opts.MaxFaults < 0:
+		e.opts.MaxFaults = 0
 	}
 	if e.opts.MaxSchedules <= 0 {
 		e.opts.MaxSchedules = 20000
@@ -155,7 +169,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
 	nodes := opts.Case.nodesFor(opts.Nodes)
-	workers := min(max(opts.Workers, 1), 16)
+	workers := min(max(opts.Workers, 1), MaxWorkers)
 	if len(sc.Needs) > 0 {
 		workers = 1
 	}
@@ -177,12 +191,23 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 			}
 		}()
 	}
+	if nodeStore(nodes) != "" {
+		workers = 1 // one server, one set of tables: no databases to split it in
+	}
 	for w := 0; w < workers; w++ {
-		sl := newSlot(nodes, opts.DB+w, e.alphabet)
+		sl, err := newSlot(nodes, opts.DB+w, e.alphabet)
+		if err != nil {
+			e.fail(err)
+			break
+		}
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			defer sl.close()
+			defer func() {
+				if err := sl.close(); err != nil {
+					e.fail(err)
+				}
+			}()
 			if spec.appendFsync != "" && workers == 1 {
 				off, err := sl.keepAppendOnly(ctx, spec.appendFsync)
 				if err != nil {
@@ -221,6 +246,68 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	return r, nil
 }
+
+// MaxWorkers is the most ExploreOptions.Workers: a worker per database of
+// a default redis-server.
+const MaxWorkers = 16
+
+// check refuses options out of their range with locklab.ErrInvalid, rather
+// than running with a bound the caller did not ask for: the zero value of
+// each bound is its default, -1 means none for MaxPreemptions and
+// MaxFaults, and every other negative value is refused, as are more than
+// MaxWorkers workers.
+func (o ExploreOptions) check() error {
+	return checkBounds("explore",
+		bound{"Clients", o.Clients, 0, 0, "0 (the scenario's own) or more"},
+		bound{"MaxSteps", o.MaxSteps, 0, 0, "0 (the default) or more"},
+		bound{"MaxPreemptions", o.MaxPreemptions, -1, 0, "-1 (none), 0 (the default) or more"},
+		bound{"MaxFaults", o.MaxFaults, -1, 0, "-1 (none), 0 (the scenario's) or more"},
+		bound{"MaxSchedules", o.MaxSchedules, 0, 0, "0 (the default) or more"},
+		bound{"Samples", o.Samples, 0, 0, "0 (the default) or more"},
+		bound{"Workers", o.Workers, 0, MaxWorkers, fmt.Sprintf("0 (the default) to %d", MaxWorkers)},
+		bound{"DB", o.DB, 0, 0, "0 or more"},
+	)
+}
+
+// bound is an integer option, the least value it takes and the most (0:
+// no most), and what a message says it takes.
+type bound struct {
+	field       string
+	v           int
+	least, most int
+	want        string
+}
+
+// checkBounds refuses the first of bounds out of its range with
+// lockkit.ErrInvalid, the message prefixed with what ("explore").
+func checkBounds(what string, bounds ...bound) error {
+	for _, b := range bounds {
+		if b.v < b.least || (b.most > 0 && b.v > b.most) {
+			return lockkit.Invalid("%s: %s %d: want %s", what, b.field, b.v, b.want)
+		}
+	}
+	return nil
+}
+
+// Headline is the word a report of the result opens with: the outcome of
+// the counterexample when one was found; SAFE when every schedule within
+// the bounds ran without a violation; INCOMPLETE when no schedule run
+// failed but not every schedule within the bounds ran (MaxSchedules was
+// reached, the run was a random sample, or it stopped early). An
+// incomplete search never reads SAFE.
+func (r *ExploreResult) Headline() string {
+	switch {
+	case r.Counterexample != nil:
+		return string(r.Outcome)
+	case !r.Complete:
+		return Incomplete
+	}
+	return string(Safe)
+}
+
+// Incomplete is the headline of a search that found no violation without
+// running every schedule within its bounds.
+const Incomplete = "INCOMPLETE"
 
 func (e *explorer) progress(done bool) ExploreProgress {
 	e.mu.Lock()

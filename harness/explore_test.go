@@ -9,8 +9,9 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redisproc"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
+	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies/redlock"
 )
 
@@ -98,7 +99,7 @@ type brokenLock struct {
 func (b *brokenLock) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
 	c, err := b.src.GetContext(ctx)
 	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
+		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	defer c.Close()
 	tok, _ := b.tok.Token()
@@ -121,7 +122,7 @@ func (b *brokenLock) Acquire(ctx context.Context, key string, ttl time.Duration)
 		ok, err = v != nil, e
 	}
 	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
+		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	if !ok {
 		return locklab.Lease{}, locklab.ErrNotAcquired
@@ -139,7 +140,7 @@ func (b *brokenLock) Release(ctx context.Context, l locklab.Lease) error {
 	}
 	c, err := b.src.GetContext(ctx)
 	if err != nil {
-		return locklab.Unavailable(err)
+		return lockkit.Unavailable(err)
 	}
 	defer c.Close()
 	_, err = c.Do("DEL", l.Key)

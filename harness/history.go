@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/rcmd"
 )
 
 // Event is one step of a run as it happened.
@@ -24,10 +26,12 @@ type Event struct {
 	Client int `json:"client,omitempty"`
 	// Node is the node the command went to (1-based; 0 for none).
 	Node int `json:"node,omitempty"`
-	// Command is the Redis command sent, or the local action ("write",
-	// "sleep 16s").
+	// Command is the Redis command sent (a Lua script by its name, then its
+	// keys and arguments: "EVALSHA", "set-nx-px.release", key, token), the
+	// statement or request sent to another store, as it reads ("Txn if
+	// create(P/L1)=0 then ..."), or the local action ("write", "sleep 16s").
 	Command []string `json:"command,omitempty"`
-	// Reply is Redis's answer (or the error).
+	// Reply is the server's answer (or the error).
 	Reply string `json:"reply,omitempty"`
 	// Extra lists a command that ran inside the same step: the EVAL that
 	// follows a NOSCRIPT answer to EVALSHA.
@@ -127,7 +131,21 @@ func (h *History) Commands() int {
 	return n
 }
 
+// fmtArgs is how a history shows a command: its name and arguments. A
+// script sent by name (rcmd.Script) shows as that name followed by its keys
+// and arguments, without the key count ("EVALSHA set-nx-px.acquire
+// lock:k tok 30000"), for EVALSHA and for the EVAL that follows a NOSCRIPT
+// answer alike; another script as its SHA1's first 8 digits or <script>.
 func fmtArgs(cmd string, args []any) []string {
+	if len(args) >= 2 && (cmd == "EVALSHA" || cmd == "EVAL") {
+		if name, ok := rcmd.ScriptName(args[0]); ok {
+			out := []string{cmd, name}
+			for _, a := range args[2:] {
+				out = append(out, fmtValue(a))
+			}
+			return out
+		}
+	}
 	out := []string{cmd}
 	for i, a := range args {
 		s := fmtValue(a)

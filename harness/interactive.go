@@ -202,10 +202,19 @@ func StartInteractive(ctx context.Context, o InteractiveOptions) (*Interactive, 
 	}
 	go func() {
 		defer close(p.done)
-		sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB, prefix, alphabet)
-		defer sl.close()
-		r := newRun(rctx, spec, sl)
-		h, err := r.execute(choose)
+		var (
+			h   *History
+			r   *run
+			err error
+		)
+		sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, prefix, alphabet)
+		if err == nil {
+			r = newRun(rctx, spec, sl)
+			h, err = r.execute(choose)
+			if cerr := sl.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
 		final := InteractiveState{Done: true}
 		if err == nil && r.err != nil {
 			err = r.err

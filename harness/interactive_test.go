@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 // TestInteractiveC1C2: stepping the C1/C2 schedule by hand breaks

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ type MatrixOptions struct {
 	// Nodes: at least 3 for the multi-node scenarios (they are n/a with
 	// fewer).
 	Nodes []Node
-	// Strategies and Scenarios restrict the matrix (default: all).
+	// Strategies and Scenarios restrict the matrix (default: every
+	// scenario, and every strategy of Redis and of the Stores given).
 	Strategies []string
 	Scenarios  []string
 	// MaxPreemptions and MaxSchedules bound each cell's exploration
@@ -49,6 +51,29 @@ type MatrixOptions struct {
 	// Progress, when set, is called after every cell, from one cell at a
 	// time.
 	Progress func(Cell)
+	// Stores are the nodes of the stores other than Redis, by store
+	// (StorePostgres: a PGNode): the cells of the strategies that lock
+	// there run on them, StoreLanes cells at a time on each store (one
+	// when it restarts the server), beside the Redis cells. A strategy
+	// whose store has no nodes here is n/a.
+	Stores map[string][]Node
+	// FaultStores are more servers of each store other than Redis, a node
+	// each (StorePostgres: PGNodes), on which the cells that fault the
+	// server (restart-loses-lock) run, one at a time on each, while the
+	// store's other cells run on Stores' nodes; once a server has no more
+	// of them it takes the others too, a cell of a scenario whose key is
+	// locked on Stores' nodes. A store without them runs the cells that
+	// fault the server on Stores' nodes, alone, once its other cells are
+	// done: a restart would end the sessions and leases of every cell
+	// beside it.
+	FaultStores map[string][]Node
+	// StorePreemptions and StoreSchedules bound the cells of the stores
+	// other than Redis instead of MaxPreemptions and MaxSchedules when
+	// set: a statement or a request costs a round trip to a real database
+	// or a quorum of a cluster, where a Redis command costs microseconds.
+	// Their cells are explored by exploreStoreCell.
+	StorePreemptions int
+	StoreSchedules   int
 }
 
 // Cell is one strategy on one scenario.
@@ -73,8 +98,26 @@ type Cell struct {
 	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
 	// Counterexample is the failing run.
 	Counterexample *History `json:"-"`
-	// cs is the case the cell ran, which Record replays.
-	cs *Case
+	// cs is the case the cell ran, which Record replays; storeNodes the
+	// nodes of its store when that is not Redis.
+	cs         *Case
+	storeNodes []Node
+}
+
+// check refuses options that make no sense before any cell runs, as
+// ExploreOptions.check does for one cell: the zero value of each bound is
+// its default, -1 means none for the preemption bounds, and every other
+// negative value is refused (lockkit.ErrInvalid), as are more than
+// MaxWorkers workers.
+func (o MatrixOptions) check() error {
+	return checkBounds("matrix",
+		bound{"MaxPreemptions", o.MaxPreemptions, -1, 0, "-1 (none), 0 (the default) or more"},
+		bound{"MaxSchedules", o.MaxSchedules, 0, 0, "0 (the default) or more"},
+		bound{"StorePreemptions", o.StorePreemptions, -1, 0, "-1 (none), 0 (the default) or more"},
+		bound{"StoreSchedules", o.StoreSchedules, 0, 0, "0 (the default) or more"},
+		bound{"Workers", o.Workers, 0, MaxWorkers, fmt.Sprintf("0 (the default) to %d", MaxWorkers)},
+		bound{"Parallel", o.Parallel, 0, 0, "0 (the default) or more"},
+	)
 }
 
 // MatrixResult is every strategy against every scenario.
@@ -124,17 +167,25 @@ func (m *MatrixResult) Cell(strategy, scenario string) (Cell, bool) {
 // counterexample found), DEADLOCK, STARVATION, or n/a. Parallel cells
 // explore at once (place.go).
 func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios}
 	if len(m.Strategies) == 0 {
-		m.Strategies = strategies.Names()
+		// Every Redis strategy, and those of the other stores given.
+		for _, d := range strategies.All() {
+			if st := storeOf(d.Family); st == "" || len(o.Stores[st]) > 0 {
+				m.Strategies = append(m.Strategies, d.Name)
+			}
+		}
 	}
 	if len(m.Scenarios) == 0 {
 		for _, s := range Scenarios() {
 			m.Scenarios = append(m.Scenarios, s.Name)
 		}
 	}
-	var jobs []cellJob
+	var jobs, storeJobs []cellJob
 	for _, name := range m.Scenarios {
 		sc, err := Lookup(name)
 		if err != nil {
@@ -155,6 +206,10 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 				}
 				continue
 			}
+			if storeOf(cs.Strategy.Family) != "" {
+				storeJobs = append(storeJobs, cellJob{index: i, cs: cs})
+				continue
+			}
 			jobs = append(jobs, jobFor(i, cs, o.Nodes))
 		}
 	}
@@ -166,6 +221,151 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		wg       sync.WaitGroup
 		firstErr error
 	)
+	// The cells of each other store run one at a time on its servers,
+	// beside the Redis cells.
+	byStore := map[string][]cellJob{}
+	for _, j := range storeJobs {
+		st := storeOf(j.cs.Strategy.Family)
+		byStore[st] = append(byStore[st], j)
+	}
+	so := o
+	if o.StorePreemptions != 0 {
+		so.MaxPreemptions = o.StorePreemptions
+	}
+	if o.StoreSchedules > 0 {
+		so.MaxSchedules = o.StoreSchedules
+	}
+	for st, js := range byStore {
+		run := func(j cellJob, nodes []Node) bool {
+			began := time.Now()
+			c, err := exploreStoreCell(ctx, so, j.cs, nodes)
+			c.Elapsed = time.Since(began)
+			c.storeNodes = nodes
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s on %s: %w", j.cs.Strategy.Name, j.cs.Scenario.Name, err)
+					cancel()
+				}
+				p.cond.Broadcast()
+				return false
+			}
+			m.Cells[j.index] = c
+			if o.Progress != nil {
+				o.Progress(c)
+			}
+			return true
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The cells that fault no server lock keys of their own (each
+			// run empties its key only, and reads its own sessions), so
+			// StoreLanes of them run at once; those that restart the
+			// server run beside them on the store's other servers, one
+			// at a time on each (FaultStores), or alone after them.
+			// Two cells of one scenario lock the same key (and emptying it
+			// empties it in every table): they never run at once on one
+			// server. A lane takes the first cell left that some server
+			// can run: one where no cell of its scenario runs, among the
+			// store's servers and the other servers once they have run
+			// their cells that restart them. The cells are taken strategy
+			// by strategy, so that those running together are mostly of
+			// different scenarios.
+			var alone, shared []cellJob
+			for _, j := range js {
+				if len(j.cs.Scenario.Needs) > 0 {
+					alone = append(alone, j)
+				} else {
+					shared = append(shared, j)
+				}
+			}
+			sort.SliceStable(shared, func(a, b int) bool { return shared[a].cs.Strategy.Name < shared[b].cs.Strategy.Name })
+			var (
+				mu sync.Mutex
+				// servers are the nodes the cells may run on; faulting
+				// marks those running their cells that restart them;
+				// locked the scenarios whose cells run on each.
+				servers  = [][]Node{o.Stores[st]}
+				faulting = []bool{false}
+				locked   = []map[string]bool{{}}
+			)
+			free := sync.NewCond(&mu)
+			fs := o.FaultStores[st]
+			for _, n := range fs {
+				servers = append(servers, []Node{n})
+				faulting = append(faulting, true)
+				locked = append(locked, map[string]bool{})
+			}
+			// Each other server takes the next cell that restarts the
+			// server, then lends itself to the others.
+			next := make(chan cellJob, len(alone))
+			if len(fs) > 0 {
+				for _, j := range alone {
+					next <- j
+				}
+			}
+			close(next)
+			for i := 1; i < len(servers); i++ {
+				nodes := servers[i]
+				wg.Go(func() {
+					defer func() {
+						mu.Lock()
+						faulting[i] = false
+						free.Broadcast()
+						mu.Unlock()
+					}()
+					for j := range next {
+						if ctx.Err() != nil || !run(j, nodes) {
+							return
+						}
+					}
+				})
+			}
+			take := func() (cellJob, int, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				for len(shared) > 0 && ctx.Err() == nil {
+					for i, j := range shared {
+						for k := range servers {
+							if !faulting[k] && !locked[k][j.cs.Scenario.Name] {
+								locked[k][j.cs.Scenario.Name] = true
+								shared = slices.Delete(shared, i, i+1)
+								return j, k, true
+							}
+						}
+					}
+					free.Wait()
+				}
+				return cellJob{}, 0, false
+			}
+			var lw sync.WaitGroup
+			for range StoreLanes {
+				lw.Go(func() {
+					for {
+						j, k, ok := take()
+						if !ok {
+							return
+						}
+						run(j, servers[k])
+						mu.Lock()
+						delete(locked[k], j.cs.Scenario.Name)
+						free.Broadcast()
+						mu.Unlock()
+					}
+				})
+			}
+			lw.Wait()
+			if len(fs) == 0 {
+				for _, j := range alone {
+					if ctx.Err() != nil || !run(j, o.Stores[st]) {
+						return
+					}
+				}
+			}
+		}()
+	}
 	p.mu.Lock()
 	for len(jobs) > 0 && firstErr == nil {
 		j, pl, ok := p.take(&jobs)
@@ -181,7 +381,11 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		go func() {
 			defer wg.Done()
 			began := time.Now()
-			c, err := exploreCell(ctx, o, j.cs, pl)
+			nodes := make([]Node, len(pl.nodes))
+			for i, n := range pl.nodes {
+				nodes[i] = o.Nodes[n]
+			}
+			c, err := exploreCell(ctx, o, j.cs, nodes, pl.db)
 			c.Elapsed = time.Since(began)
 			p.release(j, pl)
 			p.mu.Lock()
@@ -213,15 +417,27 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
+	nodes := o.Nodes
+	if st := storeOf(cs.Strategy.Family); st != "" {
+		nodes = o.Stores[st]
+		if len(nodes) == 0 {
+			c.Outcome, c.Message = NA, "needs a "+storeName(st)+" server"
+			return c, false
+		}
+		if why := storeNA(st, sc); why != "" {
+			c.Outcome, c.Message = NA, why
+			return c, false
+		}
+	}
 	switch {
 	case !sc.AppliesTo(cs.Strategy):
 		c.Outcome, c.Message = NA, "not for this kind of strategy"
 		return c, false
-	case len(o.Nodes) < sc.nodes():
+	case len(nodes) < sc.nodes():
 		c.Outcome, c.Message = NA, fmt.Sprintf("needs %d nodes", sc.nodes())
 		return c, false
 	}
-	if why, err := sc.unsupported(o.Nodes); err != nil || why != "" {
+	if why, err := sc.unsupported(nodes); err != nil || why != "" {
 		if err != nil {
 			why = err.Error()
 		}
@@ -229,7 +445,7 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 		return c, false
 	}
 	if cs.Strategy.Replica {
-		if _, ok := o.Nodes[0].(replicaLink); !ok {
+		if _, ok := nodes[0].(replicaLink); !ok {
 			c.Outcome, c.Message = NA, "needs a replica to acknowledge (WAIT)"
 			return c, false
 		}
@@ -237,14 +453,10 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	return c, true
 }
 
-// exploreCell runs cs's cell where pl places it.
-func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_ Cell, err error) {
+// exploreCell runs cs's cell on nodes, in database db.
+func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db int) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
-	nodes := make([]Node, len(pl.nodes))
-	for i, n := range pl.nodes {
-		nodes[i] = o.Nodes[n]
-	}
 	if slices.Contains(sc.Needs, node.Failover) {
 		// Leave the replica in sync for the cells that share the node next
 		// (jobFor): the last run may have failed over, or cut it off.
@@ -264,7 +476,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_
 		c.Counterexample = h
 	}
 	if sc.Schedule != "" {
-		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: pl.db})
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db})
 		if err != nil {
 			return c, err
 		}
@@ -280,7 +492,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_
 		maxSched = MatrixSchedules
 	}
 	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
-		Workers: o.Workers, DB: pl.db, NoReduction: o.NoReduction}
+		Workers: o.Workers, DB: db, NoReduction: o.NoReduction}
 	ex, err := Explore(ctx, eo)
 	if err != nil {
 		return c, err
@@ -306,6 +518,94 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, pl placement) (_
 	c.Outcome = Safe
 	if !ex.Complete {
 		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", ex.Schedules)
+	}
+	return c, nil
+}
+
+// exploreStoreCell runs cs's cell on the nodes of another store: the
+// scenario's own schedule first, then the schedules within 1, 2, ... up
+// to o.MaxPreemptions preemptions in turn, each level stopping at its
+// first violation, all of them together at most o.MaxSchedules schedules
+// (StoreRestartSchedules for a scenario that restarts the server, whose
+// every schedule waits for the server, EtcdRestartSchedules when it waits
+// for etcd's election too, PGFailoverSchedules when it promotes a
+// PostgreSQL standby). The
+// counterexample is the first found with the fewest preemptions: on these
+// stores a step costs a round trip, and a violation that needs an early
+// fault lies deep in the depth-first order of the full bound. (The level
+// of no preemption is left out: the level of one runs its schedules too,
+// and first.)
+func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node) (_ Cell, err error) {
+	sc := cs.Scenario
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
+	if slices.Contains(sc.Needs, node.Failover) {
+		// The cells that follow run on a lone primary, as before.
+		defer func() {
+			for _, n := range nodes {
+				if d, ok := n.(interface{ DropStandby() error }); ok {
+					if derr := d.DropStandby(); derr != nil && err == nil {
+						err = fmt.Errorf("removing the standby of %s: %w", n.Name(), derr)
+					}
+				}
+			}
+		}()
+	}
+	record := func(h *History) {
+		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
+		c.Schedule = cut(h)
+		c.Counterexample = h
+	}
+	if sc.Schedule != "" {
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true})
+		if err != nil {
+			return c, err
+		}
+		c.Schedules = 1
+		if h.Verdict.Failed() {
+			record(h)
+			return c, nil
+		}
+	}
+	budget := o.MaxSchedules
+	if budget <= 0 {
+		budget = StoreSchedules
+	}
+	if len(sc.Needs) > 0 {
+		restart := StoreRestartSchedules
+		switch {
+		case nodeStore(nodes) == StoreEtcd:
+			restart = EtcdRestartSchedules
+		case slices.Contains(sc.Needs, node.Failover):
+			restart = PGFailoverSchedules
+		}
+		budget = min(budget, restart)
+	}
+	top := o.MaxPreemptions
+	if top == 0 {
+		top = 2
+	}
+	top = max(top, 0)
+	for p := min(1, top); p <= top && budget > 0; p++ {
+		mp := p
+		if p == 0 {
+			mp = -1
+		}
+		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
+			StopAtFirst: true})
+		if err != nil {
+			return c, err
+		}
+		c.Schedules += ex.Schedules
+		budget -= ex.Schedules
+		if ex.Counterexample != nil {
+			record(ex.Counterexample)
+			return c, nil
+		}
+		c.Complete = ex.Complete
+	}
+	c.Outcome = Safe
+	if !c.Complete {
+		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", c.Schedules)
 	}
 	return c, nil
 }
@@ -336,7 +636,11 @@ func Record(ctx context.Context, m *MatrixResult, nodes []Node) (int, error) {
 		if c.cs == nil {
 			continue // not a cell Matrix ran (one read back from JSON, say)
 		}
-		h, err := Run(ctx, RunOptions{Case: *c.cs, Nodes: nodes, Schedule: ce.Schedule})
+		ns := nodes
+		if c.storeNodes != nil {
+			ns = c.storeNodes
+		}
+		h, err := Run(ctx, RunOptions{Case: *c.cs, Nodes: ns, Schedule: ce.Schedule})
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, ctx.Err()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 func TestMatrixPrint(t *testing.T) {

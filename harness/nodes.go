@@ -1,20 +1,12 @@
-// Nodes: the Redis servers a run uses (anything with a name and an
-// address; the faults a node supports are node's interfaces), and the slot
-// of one database on each node that one run executes in.
+// Nodes: the servers a run uses (anything with a name and an address; the
+// faults a node supports are node's interfaces), and the slot that one run
+// executes in: the nodes, and the store its lock lives on there.
 
 package harness
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"sync"
-	"time"
-
-	"github.com/gomodule/redigo/redis"
-
-	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/ttlclock"
 )
 
 // Node is a Redis server the harness runs schedules on. The harness talks to
@@ -39,56 +31,17 @@ func (n AddrNode) Name() string { return n.NodeName }
 // Addr returns the node's "host:port".
 func (n AddrNode) Addr() string { return n.NodeAddr }
 
-// advanceTTLs shortens every TTL in the database src connects to by d,
-// deleting the keys whose TTL runs out: the effect of d passing on the
-// server's clock, applied at once. It returns the number of keys expired.
-func advanceTTLs(ctx context.Context, src locklab.ConnSource, d time.Duration) (int, error) {
-	c, err := src.GetContext(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	return ttlclock.AdvanceFew(ctx, c, d) // a run's database holds its lock's keys only
-}
-
-// expireTTLs makes every key with a TTL in src's database expire now.
-func expireTTLs(ctx context.Context, src locklab.ConnSource) (int, error) {
-	return advanceTTLs(ctx, src, ttlclock.All)
-}
-
-// flushDB empties the database src connects to.
-func flushDB(ctx context.Context, src locklab.ConnSource) error {
-	c, err := src.GetContext(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = redis.DoContext(c, ctx, "FLUSHDB")
-	return err
-}
-
-// slot is a set of nodes and one database on each: where one run executes.
-// Parallel workers use separate databases of the same servers.
+// slot is where one run executes: a set of nodes, and the store that
+// keeps the lock there (redisStore: one database on each Redis node;
+// parallel workers use separate databases of the same servers, or separate
+// namespaces of a server the harness does not own).
 type slot struct {
 	nodes []Node
-	db    int
-	// direct: dial the nodes' direct addresses (directNode), for runs
-	// that partition no node.
-	direct bool
 	// appendFsync is the fsync policy of the append-only file the slot's
 	// nodes write for as long as the slot lasts ("": none, or each run
 	// switches its own on and off).
 	appendFsync string
-	mu          sync.Mutex
-	pools       []*redis.Pool
-}
-
-// directNode is a node with a second address that reaches the same server
-// past what a partition cuts (node.Node.DirectAddr): on the process
-// backend, the server itself rather than its loopback proxy, one hop less
-// for every command.
-type directNode interface {
-	DirectAddr() string
+	store       store
 }
 
 // newSlot makes the slot of database db on nodes. steps are the steps its
@@ -97,50 +50,35 @@ type directNode interface {
 // addresses. The other faults reach a client the same way on both (a
 // killed, paused or failed-over server is the same server), and a run
 // refuses the commands to a node it took down before they are sent.
-func newSlot(nodes []Node, db int, steps ...[]Step) *slot {
-	s := &slot{nodes: nodes, db: db, direct: true, pools: make([]*redis.Pool, len(nodes))}
+func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
+	direct := true
 	for _, sts := range steps {
 		if slices.ContainsFunc(sts, func(st Step) bool { return st.Kind == StepPartition || st.Kind == StepHeal }) {
-			s.direct = false
+			direct = false
 		}
 	}
-	for i := range nodes {
-		s.pools[i] = s.newPool(i)
+	switch nodeStore(nodes) {
+	case StorePostgres:
+		st, err := newPGStore(nodes[0].(*PGNode))
+		if err != nil {
+			return nil, err
+		}
+		return &slot{nodes: nodes, store: st}, nil
+	case StoreEtcd:
+		st, err := newEtcdStore(nodes[0].(*EtcdNode))
+		if err != nil {
+			return nil, err
+		}
+		return &slot{nodes: nodes, store: st}, nil
 	}
-	return s
+	return &slot{nodes: nodes, store: newRedisStore(nodes, db, direct)}, nil
 }
 
-func (s *slot) newPool(i int) *redis.Pool {
-	addr := s.nodes[i].Addr()
-	if d, ok := s.nodes[i].(directNode); ok && s.direct {
-		addr = d.DirectAddr()
-	}
-	return locklab.NewPool(addr, redis.DialDatabase(s.db))
-}
-
-// pool returns the pool of node i (0-based).
-func (s *slot) pool(i int) *redis.Pool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pools[i]
-}
-
-// reset replaces node i's pool: after a kill or restart, idle connections
-// are dead.
-func (s *slot) reset(i int) {
-	s.mu.Lock()
-	old := s.pools[i]
-	s.pools[i] = s.newPool(i)
-	s.mu.Unlock()
-	old.Close()
-}
-
-func (s *slot) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.pools {
-		p.Close()
-	}
+// close closes the slot's store, within closeEmptyTimeout.
+func (s *slot) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeEmptyTimeout)
+	defer cancel()
+	return s.store.close(ctx)
 }
 
 // appendOnly switches the append-only file of every node of the slot that
@@ -176,36 +114,4 @@ func (s *slot) keepAppendOnly(ctx context.Context, fsync string) (func() error, 
 		s.appendFsync = ""
 		return s.appendOnly(context.WithoutCancel(ctx), false, fsync)
 	}, nil
-}
-
-// flush empties the slot's database on every node.
-func (s *slot) flush(ctx context.Context) error {
-	for i := range s.nodes {
-		if err := flushDB(ctx, s.pool(i)); err != nil {
-			return fmt.Errorf("FLUSHDB on %s (%s): %w", s.nodes[i].Name(), s.nodes[i].Addr(), err)
-		}
-	}
-	return nil
-}
-
-// ServerVersion returns the "redis_version" n reports, or "" when it
-// cannot be read.
-func ServerVersion(ctx context.Context, n Node) string {
-	p := locklab.NewPool(n.Addr())
-	defer p.Close()
-	c, err := p.GetContext(ctx)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	s, err := redis.String(redis.DoContext(c, ctx, "INFO", "server"))
-	if err != nil {
-		return ""
-	}
-	for _, line := range splitLines(s) {
-		if v, ok := cutPrefix(line, "redis_version:"); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -52,10 +52,16 @@ func Run(ctx context.Context, o RunOptions) (*History, error) {
 	}
 	spec.seed = o.Seed
 	spec.record = !o.NoRecord
-	sl := newSlot(o.Case.nodesFor(o.Nodes), o.DB, sched)
-	defer sl.close()
+	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, sched)
+	if err != nil {
+		return nil, err
+	}
 	r := newRun(ctx, spec, sl)
-	return r.execute(explicit(sched))
+	h, err := r.execute(explicit(sched))
+	if cerr := sl.close(); cerr != nil && err == nil {
+		return nil, cerr
+	}
+	return h, err
 }
 
 // explicit follows sched, skipping client steps that name a client with
@@ -120,6 +126,11 @@ type runSpec struct {
 	// appendFsync: the nodes write an append-only file with this fsync
 	// policy during the run.
 	appendFsync string
+	// noWatchdog: the strategy runs a watchdog unless told not to
+	// (Config.NoWatchdog); the harness tells it. A watchdog renews on the
+	// machine's clock, not the run's virtual one, and its extends would be
+	// commands no schedule chose.
+	noWatchdog bool
 }
 
 // run is one execution of a runSpec in a slot: its clients, the steps taken
@@ -150,6 +161,7 @@ type run struct {
 }
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
+	spec.key = sl.store.key(spec.key)
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
 		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes))}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
@@ -211,7 +223,7 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 				if err := p.Prepare(r.ctx); err != nil {
 					return nil, fmt.Errorf("preparing %s: %w", n.Name(), err)
 				}
-				r.slot.reset(i)
+				r.slot.store.reconnect(i)
 			}
 		}
 	}
@@ -225,7 +237,7 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 			}
 		}()
 	}
-	if err := r.slot.flush(r.ctx); err != nil {
+	if err := r.slot.store.empty(r.ctx); err != nil {
 		return nil, err
 	}
 	for _, p := range r.spec.programs {

@@ -26,6 +26,10 @@ func (r *run) settledLocked(now time.Time) (bool, time.Duration) {
 	var wait time.Duration
 	ok := true
 	for _, c := range r.cls {
+		if c.ending {
+			ok = false
+			continue
+		}
 		if c.done || c.crashed {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 // command that never comes still fails.
 func TestGrantLate(t *testing.T) {
 	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}}
-	sl := newSlot(nodes, 0)
+	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k"}, sl)
 	c := &client{id: 1, lastEvent: -1, merge: -1}
@@ -53,7 +53,7 @@ func TestGrantLate(t *testing.T) {
 // was last idle: then nothing more is coming.
 func TestSettledAfterFanOut(t *testing.T) {
 	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}, AddrNode{"n3", "127.0.0.1:1"}}
-	sl := newSlot(nodes, 0)
+	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: time.Hour}, sl)
 	c := &client{id: 1, lastEvent: -1, merge: -1}
@@ -127,7 +127,7 @@ func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
 		{"two of three nodes, a quiet period never over", time.Hour, []int{3, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sl := newSlot(nodes, 0)
+			sl := mustSlot(t, nodes)
 			defer sl.close()
 			r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: tc.quiet}, sl)
 			c := &client{id: 1, lastEvent: -1, merge: -1}
@@ -164,4 +164,14 @@ func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
 			r.mu.Unlock()
 		})
 	}
+}
+
+// mustSlot is the slot of database 0 on nodes.
+func mustSlot(t *testing.T, nodes []Node) *slot {
+	t.Helper()
+	sl, err := newSlot(nodes, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sl
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 

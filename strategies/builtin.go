@@ -29,6 +29,9 @@ const (
 	srcYjf        = "葉劍峰 (yjf512), \"解鎖redis鎖的正確姿勢\", cnblogs"
 	srcJedis      = "\"實現分布式鎖的必要條件\", an article on jedis locks"
 	srcLockNotes  = "the notes \"分布式锁 Distributed Lock\""
+	srcRemedy     = srcSetNXPage + ", its remedy for the release (\"解决方案\": check that the lock has not expired, then GET and DEL in one EVAL), as quoted in " + srcSurvey
+	srcForever    = "the tornado-redis Lock without lock_ttl (LOCK_FOREVER = float(2 ** 31 + 1), \"1 past max unix time\") quoted in " + srcSurvey
+	srcPHPAlways  = "the PHP form \"$redis->setNX($key, $value); $redis->expire($key, $ttl);\" quoted in " + srcSurvey
 	srcSetNXPHP   = srcYjf + " (SETNX + EXPIRE, then SET NX EX with DEL), and " + srcJedis + " (setnx + expire)"
 	srcGetThenDel = srcJedis + " (GET, compare the value, then DEL), and the PHP loop in " + srcSurvey
 	srcRedisson   = srcLockNotes + " (section 1.4, Redisson: Lua scripts, re-entry by incrby and decrement at unlock, a 30 s lock renewed every 10 s by a watch dog, waiters subscribe to the unlock message)"
@@ -58,7 +61,8 @@ func init() {
 			"expiry is a client-written timestamp: a client whose clock runs ahead takes a live lock",
 			"release is a blind DEL: a holder past its deadline deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true},
+		BrokenByDesign: "two clients that both find the stamp stale both DEL and SETNX, and both hold the lock",
+		Properties:     Properties{AtomicAcquire: true},
 	}, wrap(setnx_getset.NewSetNXDel))
 
 	MustRegister(Description{
@@ -71,8 +75,36 @@ func init() {
 			"a holder past its deadline reads its successor's later stamp at release and deletes that lock",
 			"a losing GETSET still overwrites the winner's stamp, so stamps drift from what holders think",
 		},
-		Properties: Properties{AtomicAcquire: true},
+		BrokenByDesign: "a holder past its deadline reads its successor's later stamp at release and deletes that lock",
+		Properties:     Properties{AtomicAcquire: true},
 	}, wrap(setnx_getset.NewSetNXGetSet))
+
+	MustRegister(Description{
+		Name:    "setnx-getset-lua",
+		Family:  FamilySetNXGetSet,
+		Summary: "setnx-getset's acquire; release checks the holder's own stamp has not passed, then GET, compare, DEL in one Lua script",
+		Source:  srcRemedy,
+		Weaknesses: []string{
+			"expiry is a client-written timestamp: a client whose clock runs ahead takes a live lock",
+			"a losing GETSET overwrites the winner's stamp: the winner's release then finds a stamp not its own and the lock waits out its expiry",
+		},
+		BrokenByDesign: "expiry is a client-written timestamp: a client whose clock runs ahead finds a live lock stale and takes it",
+		Properties:     Properties{AtomicAcquire: true, OwnerCheckedRelease: true},
+	}, wrap(setnx_getset.NewSetNXGetSetLua))
+
+	MustRegister(Description{
+		Name:    "setnx-forever",
+		Family:  FamilySetNXGetSet,
+		Summary: "tornado-redis's Lock without a TTL: SETNX key LOCK_FOREVER (2**31+1 s); release GET, compare, DEL",
+		Source:  srcForever,
+		Weaknesses: []string{
+			"the lock never expires: a holder that crashes before its release locks everyone out for ever (deadlock)",
+			"release is GET then DEL, two commands, as in setnx-getset",
+		},
+		BrokenByDesign: "the lock never expires: a holder that crashes before its release locks everyone out for ever",
+		Properties:     Properties{AtomicAcquire: true},
+		NoExpiry:       true,
+	}, wrap(setnx_getset.NewSetNXForever))
 
 	MustRegister(Description{
 		Name:    "incr-expire",
@@ -83,7 +115,8 @@ func init() {
 			"a crash between INCR and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+		BrokenByDesign: "a client that crashes between INCR and EXPIRE leaves a key without TTL, and nobody ever acquires again",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(incr_expire.NewIncrExpire))
 
 	MustRegister(Description{
@@ -94,7 +127,8 @@ func init() {
 		Weaknesses: []string{
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+		BrokenByDesign: "release is a blind DEL: a holder past its TTL deletes its successor's lock and lets a third client in",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(incr_expire.NewIncrExpireLua))
 
 	MustRegister(Description{
@@ -106,7 +140,8 @@ func init() {
 			"every failed try pushes the TTL forward: a crashed holder's lock lives as long as others keep trying (starvation)",
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+		BrokenByDesign: "every failed try pushes the TTL forward, so a crashed holder's lock lives as long as others keep trying",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(incr_expire.NewIncrExpireMulti))
 
 	MustRegister(Description{
@@ -118,8 +153,23 @@ func init() {
 			"a crash between SETNX and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+		BrokenByDesign: "a client that crashes between SETNX and EXPIRE leaves a key without TTL, and nobody ever acquires again",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(setnxex.NewSetNXExpire))
+
+	MustRegister(Description{
+		Name:    "setnx-expire-always",
+		Family:  FamilySetNXEx,
+		Summary: "SETNX key token, then EXPIRE after every SETNX, a failed one too; release DEL",
+		Source:  srcPHPAlways,
+		Weaknesses: []string{
+			"every failed try pushes the TTL forward: a crashed holder's lock lives as long as others keep trying (starvation)",
+			"a crash between SETNX and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
+			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
+		},
+		BrokenByDesign: "every failed try pushes the TTL forward, so a crashed holder's lock lives as long as others keep trying",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
+	}, wrap(setnxex.NewSetNXExpireAlways))
 
 	MustRegister(Description{
 		Name:    "set-nx-px-del",
@@ -129,7 +179,8 @@ func init() {
 		Weaknesses: []string{
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true},
+		BrokenByDesign: "release is a blind DEL: a holder past its TTL deletes its successor's lock and lets a third client in",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(setnxex.NewSetNXPXDel))
 
 	MustRegister(Description{
@@ -140,20 +191,21 @@ func init() {
 		Weaknesses: []string{
 			"check-then-act: the key can expire and be taken between the GET and the DEL, which then deletes the successor's lock",
 		},
-		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true},
+		BrokenByDesign: "the key can expire and be taken between release's GET and DEL, which then deletes the successor's lock",
+		Properties:     Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true},
 	}, wrap(setnxex.NewSetNXPXGetDel))
 
 	MustRegister(Description{
 		Name:    "set-nx-px",
 		Family:  FamilySetNXEx,
-		Summary: "SET key token NX PX ttl + HINCRBY of a fence counter in one script; release Lua compare-and-delete",
+		Summary: "SET key token NX PX ttl + INCR of the key's own fence counter (in its hash slot) in one script; release Lua compare-and-delete",
 		Source:  srcSetPage + "; compare-and-delete script in " + srcSurvey + ", in " + srcYjf + " and in " + srcLockNotes + "; fencing after Kleppmann, \"How to do distributed locking\"",
 		Weaknesses: []string{
 			"a holder paused past its TTL keeps acting while a successor holds the lock: only a resource that checks the fence number is safe",
 			"one node: a restart without persistence, or a failover to a replica that missed the write, loses the lock",
 		},
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true},
-		Options:    []string{OptNotify},
+		Options:    []string{OptNotify, OptWatchdog},
 	}, wrap(setnxex.NewSetNXPX))
 
 	MustRegister(Description{
@@ -173,15 +225,15 @@ func init() {
 	MustRegister(Description{
 		Name:    "hash-reentrant",
 		Family:  FamilyReentrant,
-		Summary: "Redisson's lock: a hash per key, the holder's id as field and its entry count (HINCRBY), PEXPIRE; release decrements, deletes at zero and publishes; an optional watchdog extends every TTL/3",
+		Summary: "Redisson's lock with Redisson's defaults: a hash per key, the holder's id:owner as field and its entry count (HINCRBY), PEXPIRE; a partial release renews the TTL, the last deletes and publishes; a watchdog extends every TTL/3 unless Config.NoWatchdog",
 		Source:  srcRedisson,
 		Weaknesses: []string{
 			"a holder paused past its TTL keeps acting while a successor holds the lock: its watchdog pauses with it, and the lease has no fence number",
 			"one node: a restart without persistence, or a failover to a replica that missed the write, loses the lock",
-			"one Locker is one holder: goroutines sharing it re-enter each other's lock instead of excluding each other",
+			"a holder stuck in its work while its process runs keeps the lock for ever: the watchdog renews it as long as the process lives",
 		},
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Extend: true},
-		Options:    []string{OptNotify, OptWatchdog},
+		Options:    []string{OptNotify, OptWatchdog, OptNoWatchdog},
 	}, wrap(reentrant.New))
 
 	MustRegister(Description{

@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // Properties are what a strategy guarantees on one healthy Redis, with no
@@ -58,13 +59,59 @@ type Description struct {
 	Weaknesses []string   `json:"weaknesses"`
 	Properties Properties `json:"properties"`
 	// Options names the Config fields meant for some strategies only
-	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog) that this one
+	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog, OptNoWatchdog) that this one
 	// reads. New refuses a Config that sets one the strategy does not read.
 	Options []string `json:"options,omitempty"`
 	// Replica: the strategy waits for a replica of its server to
 	// acknowledge the lock (WAIT); on a server without one every acquire
 	// fails.
 	Replica bool `json:"replica,omitempty"`
+	// NoExpiry: the lock has no expiry at all, neither a TTL on the key nor
+	// a stamp that others ever find stale: a holder that never releases
+	// (it crashed) holds it for ever. Acquire's ttl then bounds only
+	// Lease.Until. The conformance suite checks that the lock really
+	// outlives its TTL.
+	NoExpiry bool `json:"no_expiry,omitempty"`
+	// NoCluster, when not empty, says why the strategy cannot run on a
+	// Redis Cluster; New refuses a Config with a connection source that
+	// reaches one (ClusterSource) with this reason. Empty: every command
+	// and script of the strategy touches keys of one hash slot, so a
+	// cluster client runs it. Register gives a multi-node strategy
+	// noClusterMultiNode when it says nothing.
+	NoCluster string `json:"no_cluster,omitempty"`
+	// BrokenByDesign, when not empty, says in one sentence how the
+	// algorithm loses mutual exclusion or liveness on one healthy server,
+	// with no fault but a client's own race, crash or delay, where
+	// set-nx-px holds (that a lock has no fence number is Properties.Fencing's
+	// to say, not this). Such a strategy is here to be raced and watched
+	// failing, never to protect anything; New builds it all the same, and
+	// `locklab list` marks it. The recorded matrix (docs/matrix.md) is
+	// checked to agree.
+	BrokenByDesign string `json:"broken_by_design,omitempty"`
+}
+
+// noClusterMultiNode is why a multi-node strategy does not run on a Redis
+// Cluster.
+const noClusterMultiNode = "it needs independent masters (Config.Nodes) that never fail over; " +
+	"a Redis Cluster is one keyspace, each key on one master that fails over to an asynchronous replica"
+
+// ClusterSource is a connection source that tells whether it reaches a
+// Redis Cluster: the adapters of go-redis's ClusterClient and rueidis's
+// cluster client say true.
+type ClusterSource interface {
+	locklab.ConnSource
+	RedisCluster() bool
+}
+
+// onCluster reports whether a connection source of cfg reaches a Redis
+// Cluster.
+func onCluster(cfg locklab.Config) bool {
+	for _, src := range append([]locklab.ConnSource{cfg.Pool}, cfg.Nodes...) {
+		if cs, ok := src.(ClusterSource); ok && cs.RedisCluster() {
+			return true
+		}
+	}
+	return false
 }
 
 // The Config fields that only some strategies read (locklab.Config.Options).
@@ -73,6 +120,8 @@ const (
 	OptNodeTimeout = locklab.OptNodeTimeout
 	OptNotify      = locklab.OptNotify
 	OptWatchdog    = locklab.OptWatchdog
+	OptNoWatchdog  = locklab.OptNoWatchdog
+	OptStore       = locklab.OptStore
 )
 
 // readers lists the registered strategies that read option opt. The caller
@@ -107,10 +156,10 @@ var (
 // digits, dots and dashes; registering a name twice is an error.
 func Register(d Description, f Factory) error {
 	if !nameRE.MatchString(d.Name) {
-		return locklab.Invalid("strategy name %q: use lower case letters, digits, '.' and '-'", d.Name)
+		return lockkit.Invalid("strategy name %q: use lower case letters, digits, '.' and '-'", d.Name)
 	}
 	if f == nil {
-		return locklab.Invalid("strategy %q: nil factory", d.Name)
+		return lockkit.Invalid("strategy %q: nil factory", d.Name)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -118,6 +167,9 @@ func Register(d Description, f Factory) error {
 		return fmt.Errorf("strategy %q is already registered", d.Name)
 	}
 	d.Weaknesses = slices.Clone(d.Weaknesses)
+	if d.Properties.MultiNode && d.NoCluster == "" {
+		d.NoCluster = noClusterMultiNode
+	}
 	registry[d.Name] = entry{desc: d, factory: f}
 	return nil
 }
@@ -129,17 +181,30 @@ func MustRegister(d Description, f Factory) {
 	}
 }
 
-// ErrUnknown is wrapped by the error New, Lookup and Info return for a name that is
-// not registered.
+// ErrUnknown is matched by the error New, Lookup and Info return for a name
+// that is not registered; so is locklab.ErrInvalid, since the name is bad
+// input.
 var ErrUnknown = errors.New("unknown strategy")
 
-func unknown(name string) error {
-	return fmt.Errorf("%w %q: valid names are %s", ErrUnknown, name, strings.Join(Names(), ", "))
+// unknownError is an unregistered name: errors.Is matches ErrUnknown and
+// locklab.ErrInvalid.
+type unknownError struct{ name string }
+
+func (e unknownError) Error() string {
+	return fmt.Sprintf("%v %q: valid names are %s", ErrUnknown, e.name, strings.Join(Names(), ", "))
 }
+
+func (e unknownError) Is(target error) bool {
+	return target == ErrUnknown || target == locklab.ErrInvalid
+}
+
+func unknown(name string) error { return unknownError{name} }
 
 // New builds the strategy registered as name. A Config that sets a field
 // the strategy does not read (DriftFactor, NodeTimeout, Notify, Watchdog) is
-// refused with locklab.ErrInvalid naming the strategies that read it.
+// refused with locklab.ErrInvalid naming the strategies that read it, and
+// so is a Config on a Redis Cluster (ClusterSource) for a strategy that
+// cannot run on one (Description.NoCluster), with the reason.
 func New(name string, cfg locklab.Config) (locklab.Locker, error) {
 	_, f, err := Lookup(name)
 	if err != nil {
@@ -167,9 +232,12 @@ func Lookup(name string) (Description, Factory, error) {
 				mu.RLock()
 				rs := readers(opt)
 				mu.RUnlock()
-				return nil, locklab.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
+				return nil, lockkit.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
 					name, opt, strings.Join(rs, ", "))
 			}
+		}
+		if d.NoCluster != "" && onCluster(cfg) {
+			return nil, lockkit.Invalid("strategy %s cannot run on a Redis Cluster: %s", name, d.NoCluster)
 		}
 		l, err := build(cfg)
 		if err != nil {

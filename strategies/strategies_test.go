@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 	"github.com/locklab/locklab/strategies/incr_expire"
 	"github.com/locklab/locklab/strategies/redlock"
@@ -58,7 +58,7 @@ func TestOptionsScopedToStrategies(t *testing.T) {
 		{"set-nx-px-del", locklab.Config{Pool: pool, DriftFactor: 0.1}, "redlock"},
 		{"setnx-del", locklab.Config{Pool: pool, NodeTimeout: time.Second}, "redlock"},
 		{"redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}, Notify: true}, "hash-reentrant, set-nx-px"},
-		{"set-nx-px", locklab.Config{Pool: pool, Watchdog: true}, "hash-reentrant"},
+		{"set-nx-px-del", locklab.Config{Pool: pool, Watchdog: true}, "hash-reentrant, set-nx-px"},
 	}
 	for _, c := range cases {
 		_, err := strategies.New(c.strategy, c.cfg)
@@ -78,18 +78,21 @@ func TestConstructorsRefuseOptionsTheyDoNotRead(t *testing.T) {
 	pool := locklab.NewPool("127.0.0.1:1") // never dialled
 	defer pool.Close()
 	constructors := map[string]func(locklab.Config) (any, error){
-		"setnx-del":         func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXDel(c) },
-		"setnx-getset":      func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXGetSet(c) },
-		"incr-expire":       func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpire(c) },
-		"incr-expire-lua":   func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireLua(c) },
-		"incr-expire-multi": func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireMulti(c) },
-		"setnx-expire":      func(c locklab.Config) (any, error) { return setnxex.NewSetNXExpire(c) },
-		"set-nx-px-del":     func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXDel(c) },
-		"set-nx-px-getdel":  func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXGetDel(c) },
-		"set-nx-px":         func(c locklab.Config) (any, error) { return setnxex.NewSetNXPX(c) },
-		"set-nx-px-wait":    func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXWait(c) },
-		"hash-reentrant":    func(c locklab.Config) (any, error) { return reentrant.New(c) },
-		"redlock":           func(c locklab.Config) (any, error) { return redlock.New(c) },
+		"setnx-del":           func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXDel(c) },
+		"setnx-getset":        func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXGetSet(c) },
+		"setnx-getset-lua":    func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXGetSetLua(c) },
+		"setnx-forever":       func(c locklab.Config) (any, error) { return setnx_getset.NewSetNXForever(c) },
+		"setnx-expire-always": func(c locklab.Config) (any, error) { return setnxex.NewSetNXExpireAlways(c) },
+		"incr-expire":         func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpire(c) },
+		"incr-expire-lua":     func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireLua(c) },
+		"incr-expire-multi":   func(c locklab.Config) (any, error) { return incr_expire.NewIncrExpireMulti(c) },
+		"setnx-expire":        func(c locklab.Config) (any, error) { return setnxex.NewSetNXExpire(c) },
+		"set-nx-px-del":       func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXDel(c) },
+		"set-nx-px-getdel":    func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXGetDel(c) },
+		"set-nx-px":           func(c locklab.Config) (any, error) { return setnxex.NewSetNXPX(c) },
+		"set-nx-px-wait":      func(c locklab.Config) (any, error) { return setnxex.NewSetNXPXWait(c) },
+		"hash-reentrant":      func(c locklab.Config) (any, error) { return reentrant.New(c) },
+		"redlock":             func(c locklab.Config) (any, error) { return redlock.New(c) },
 	}
 	require.ElementsMatch(t, strategies.Names(), slices.Collect(maps.Keys(constructors)), "a constructor for every registered strategy")
 	set := map[string]func(*locklab.Config){
@@ -97,6 +100,7 @@ func TestConstructorsRefuseOptionsTheyDoNotRead(t *testing.T) {
 		strategies.OptNodeTimeout: func(c *locklab.Config) { c.NodeTimeout = time.Second },
 		strategies.OptNotify:      func(c *locklab.Config) { c.Notify = true },
 		strategies.OptWatchdog:    func(c *locklab.Config) { c.Watchdog = true },
+		strategies.OptStore:       func(c *locklab.Config) { c.Store = struct{}{} },
 	}
 	for name, build := range constructors {
 		d, err := strategies.Info(name)

@@ -13,10 +13,28 @@
 //
 // A command sequence that needs one connection (MULTI ... EXEC, WATCH) runs
 // on a connection taken from the client with Conn, which *redis.Client
-// (also the failover client) has; on other clients it fails, so the one
-// strategy that uses MULTI, incr-expire-multi, needs a *redis.Client.
+// (also the failover client) has; on a *redis.ClusterClient, on a
+// connection of the master that serves the transaction's first key. On a
+// *redis.Ring it fails, so the one strategy that uses MULTI,
+// incr-expire-multi, does not run on a Ring. A strategy whose command must
+// follow another on its connection (set-nx-px-wait's WAIT, which waits for
+// the writes of its own connection) binds its connection with Stick: every
+// connection GetContext returns has a method Stick(ctx, key) error.
 // Pub/sub (locklab.Notifier) is not available through the adapter: give the
 // Notifier a redigo pool.
+//
+// On a Redis Cluster each command goes to the master of its key's slot (a
+// script's, of its first key), and Source says it reaches a cluster
+// (RedisCluster), so that the strategies that cannot run on one (Redlock)
+// refuse it.
+//
+// Under the race detector, against a server older than Redis 8, go-redis
+// (v9.23) reports a data race of its own when two connections taken with
+// Conn (a transaction's, a Stick's) first connect at once: the server
+// refuses its maintenance-notifications handshake, and each connection
+// then switches them off in the client's shared Options under a lock of
+// its own. Setting the client's MaintNotificationsConfig to
+// maintnotifications.ModeDisabled avoids it, as this module's tests do.
 //
 // This is its own module so that locklab's go.mod keeps redigo as its one
 // Redis client.
@@ -29,6 +47,7 @@ import (
 	"math/big"
 	"sort"
 	"strconv"
+	"strings"
 
 	redigo "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
@@ -53,13 +72,94 @@ func New(client redis.UniversalClient) *Source {
 	return &Source{client: client, b: backend{do: client.Do, client: client}}
 }
 
+// RedisCluster reports whether the client is a *redis.ClusterClient: the
+// strategies that cannot run on a Redis Cluster refuse the Source then
+// (strategies.ClusterSource).
+func (s *Source) RedisCluster() bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.client.(*redis.ClusterClient)
+	return ok
+}
+
 // GetContext returns a connection over the client. It does not dial: the
 // client's pool does, at the first command. It fails only when ctx is done.
 func (s *Source) GetContext(ctx context.Context) (redigo.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return adapt.NewConn(s.b), nil
+	c := &conn{}
+	c.b = connBackend{s: s}
+	c.Conn = adapt.NewConn(&c.b)
+	return c, nil
+}
+
+// conn is a connection of a Source: a redigo connection whose commands go
+// through the client, each on whichever of its connections the client
+// picks, until Stick binds them to one.
+type conn struct {
+	*adapt.Conn
+	b connBackend
+}
+
+// Stick sends the connection's commands from now until Close on one
+// connection of the client, to the server that serves key: on a
+// *redis.ClusterClient, the master of key's slot. A command that must
+// follow another on its connection, as WAIT follows the writes it waits
+// for, then does. On a *redis.Ring, which lends no connection, it changes
+// nothing.
+func (c *conn) Stick(ctx context.Context, key string) error {
+	if c.b.conn != nil {
+		return nil
+	}
+	switch cl := c.b.s.client.(type) {
+	case *redis.ClusterClient:
+		node, err := cl.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		c.b.conn = node.Conn()
+	case interface{ Conn() *redis.Conn }:
+		c.b.conn = cl.Conn()
+	}
+	return nil
+}
+
+// Close closes the connection, giving back the one Stick took.
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	if c.b.conn != nil {
+		c.b.conn.Close()
+		c.b.conn = nil
+	}
+	return err
+}
+
+// connBackend is a Conn's backend: the Source's, or the one connection
+// Stick took.
+type connBackend struct {
+	s    *Source
+	conn *redis.Conn
+}
+
+func (b *connBackend) Do(ctx context.Context, cmd string, args []any) (any, error) {
+	if b.conn == nil {
+		return b.s.b.Do(ctx, cmd, args)
+	}
+	return b.stuck().Do(ctx, cmd, args)
+}
+
+func (b *connBackend) Dedicate(ctx context.Context) (adapt.Backend, func(), error) {
+	if b.conn == nil {
+		return b.s.b.Dedicate(ctx)
+	}
+	return b.stuck(), func() {}, nil // already on one connection
+}
+
+func (b *connBackend) stuck() backend {
+	cc, _ := b.s.client.(*redis.ClusterClient)
+	return backend{do: b.conn.Do, client: b.s.client, reload: cc}
 }
 
 // backend sends commands through client, or through one connection of it
@@ -67,6 +167,10 @@ func (s *Source) GetContext(ctx context.Context) (redigo.Conn, error) {
 type backend struct {
 	do     func(ctx context.Context, args ...any) *redis.Cmd
 	client redis.UniversalClient
+	// reload, on one connection of a cluster's node, is the cluster
+	// client, told to read the cluster's layout again when the node
+	// redirects a command or fails: the slot moved, or the node did.
+	reload *redis.ClusterClient
 }
 
 // Do sends cmd with args through the client and normalizes the reply.
@@ -79,19 +183,101 @@ func (b backend) Do(ctx context.Context, cmd string, args []any) (any, error) {
 		if err == redis.Nil {
 			return nil, nil
 		}
+		if b.reload != nil && movedOrDown(err) {
+			b.reload.ReloadState(ctx)
+		}
 		return nil, convertErr(err)
 	}
 	return normalize(v), nil
 }
 
-// Dedicate takes one connection from a client that has Conn.
+// movedOrDown reports whether err says that the node no longer serves the
+// slot (MOVED, ASK, CLUSTERDOWN) or could not be reached.
+func movedOrDown(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true // not an answer of the server's
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") || strings.HasPrefix(msg, "CLUSTERDOWN")
+}
+
+// Dedicate takes one connection from a client that has Conn, and on a
+// cluster client a connection of the master of the transaction's first
+// key.
 func (b backend) Dedicate(ctx context.Context) (adapt.Backend, func(), error) {
+	if cc, ok := b.client.(*redis.ClusterClient); ok {
+		t := &clusterTx{cc: cc}
+		return t, t.close, nil
+	}
 	c, ok := b.client.(interface{ Conn() *redis.Conn })
 	if !ok {
-		return nil, nil, fmt.Errorf("locklab goredis adapter: a %T has no dedicated connections for MULTI/WATCH; use a *redis.Client", b.client)
+		return nil, nil, fmt.Errorf("locklab goredis adapter: a %T has no dedicated connections for MULTI/WATCH; use a *redis.Client or a *redis.ClusterClient", b.client)
 	}
 	conn := c.Conn()
 	return backend{do: conn.Do, client: b.client}, func() { conn.Close() }, nil
+}
+
+// clusterTx is a transaction on a cluster: it takes a connection of the
+// master that serves its first key (a WATCH's or a queued command's),
+// sending a MULTI that came before that key there first, and gives it back
+// when the transaction ends (EXEC, DISCARD, UNWATCH), so that the
+// connection's next commands go to their own keys' masters again. A
+// transaction with no key at all runs on any master (slot 0's).
+type clusterTx struct {
+	cc    *redis.ClusterClient
+	conn  *redis.Conn
+	multi bool // a MULTI waits for the first key
+}
+
+func (t *clusterTx) Do(ctx context.Context, cmd string, args []any) (any, error) {
+	name := strings.ToUpper(cmd)
+	if t.conn == nil {
+		from, to := adapt.KeyRange(name, args)
+		switch {
+		case from == to && name == "MULTI" && !t.multi:
+			t.multi = true
+			return []byte("OK"), nil
+		case from == to && !t.multi:
+			// Outside a transaction: through the cluster client.
+			return backend{do: t.cc.Do, client: t.cc}.Do(ctx, cmd, args)
+		}
+		key := ""
+		if from < to {
+			key = adapt.String(args[from])
+		}
+		node, err := t.cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		t.conn = node.Conn()
+		if t.multi {
+			if _, err := t.on().Do(ctx, "MULTI", nil); err != nil {
+				t.close()
+				return nil, err
+			}
+		}
+	}
+	v, err := t.on().Do(ctx, cmd, args)
+	switch name {
+	case "EXEC", "DISCARD", "UNWATCH":
+		t.close()
+	}
+	return v, err
+}
+
+func (t *clusterTx) on() backend { return backend{do: t.conn.Do, client: t.cc, reload: t.cc} }
+
+func (t *clusterTx) Dedicate(context.Context) (adapt.Backend, func(), error) {
+	return t, func() {}, nil
+}
+
+// close gives the connection back and forgets the transaction.
+func (t *clusterTx) close() {
+	if t.conn != nil {
+		t.conn.Close()
+	}
+	t.conn, t.multi = nil, false
 }
 
 // convertErr turns a Redis error reply into a redigo redis.Error, keeping

@@ -12,7 +12,7 @@ import (
 
 	"github.com/locklab/locklab"
 	locklabrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	addr = srv.Addr
 	code := m.Run()
 	srv.Stop()
+	if shared.c != nil {
+		shared.c.Close()
+	}
 	os.Exit(code)
 }
 

@@ -12,6 +12,7 @@ require (
 )
 
 require (
+	github.com/mna/redisc v1.4.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/locklab/locklab"
 	locklabrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/adaptertest"
+	"github.com/locklab/locklab/internal/tooling/adaptertest"
 )
 
 func newSource(tb testing.TB, addr string) locklab.ConnSource {

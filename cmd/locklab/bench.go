@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/benchutil"
-	"github.com/locklab/locklab/internal/counting"
+	"github.com/locklab/locklab/internal/tooling/benchutil"
+	"github.com/locklab/locklab/internal/tooling/counting"
+	"github.com/locklab/locklab/internal/tooling/namespace"
+	"github.com/locklab/locklab/internal/tooling/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -19,6 +23,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		names          []string
 		rounds, cycles int
+		polling        bool
+		pollFor, hold  time.Duration
+		so             storesOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -27,50 +34,152 @@ func newBenchCmd(g *globals) *cobra.Command {
 real Redis, next to a PING round trip on the same server: the floor. The
 contenders are measured in turn, round after round, and the median round
 is kept, so the ratios hold on a noisy machine. Multi-node strategies run
-on 5 nodes. (For locklab against other Go lock libraries, run make bench.)`,
+on 5 nodes. (For locklab against other Go lock libraries, run make bench.)
+
+With --polling it measures instead what waiting for a held lock costs
+Redis: 2, 8 and 32 clients contend for one set-nx-px key, each holding it
+for --hold, for --poll-time each, waiting with locklab.Wait's default
+policy, with a fixed 5ms loop (Initial = Max = 5ms, the PHP usleep(5000)
+loop), and with a Notifier; it prints the Redis commands sent per lock
+acquired.
+
+With --stores it compares the locks of the stores named, in one run so
+that their ratios hold: Redis's set-nx-px and Redlock on 3 and 5 masters,
+etcd-lease on a three-member etcd cluster, pg-lock-table, pg-for-update
+and pg-advisory on a throwaway PostgreSQL server. For each it prints the
+uncontended acquire+release cycle (mean, p50 and p99 of every cycle, the
+locks' cycles run one of each in turn), then the locks per second that --contenders
+clients take on one key, each waiting with locklab.Wait's default policy
+and releasing at once, and the p50 and p99 of their waits. The rows of a
+store whose servers are not installed are skipped, saying why.`,
 		Example: `  locklab bench
-  locklab bench --strategy set-nx-px,redlock --rounds 7`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  locklab bench --strategy set-nx-px,redlock --rounds 7
+  locklab bench --polling
+  locklab bench --stores redis,etcd,postgres --backend process`,
+		Args: usageArgs(0, 0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
 			ctx := cmd.Context()
-			if len(names) == 0 {
-				names = strategies.Names()
-			}
-			for _, n := range names {
-				if _, err := strategies.Info(n); err != nil {
+			f := cmd.Flags()
+			if f.Changed("stores") {
+				switch {
+				case f.Changed("strategy"):
+					return fmt.Errorf("%s and --stores: choose one (--stores measures its stores' locks)", g.args.spell(cmd, "strategy"))
+				case polling:
+					return fmt.Errorf("--polling and --stores: choose one")
+				}
+				picked, err := g.checkStores(cmd, so.stores)
+				if err != nil {
 					return err
 				}
+				so.stores, so.rounds, so.cycles = picked, rounds, cycles
+				return benchStoresRun(cmd, g, so)
 			}
-			c, _, err := g.cluster(ctx, io.Discard, 5)
+			if so.asJSON {
+				return fmt.Errorf("--json prints the comparison of --stores: give --stores too")
+			}
+			if len(names) == 0 {
+				for _, n := range strategies.Names() {
+					if stores.Of(n) == "" {
+						names = append(names, n)
+					}
+				}
+			}
+			if err := g.strategies(cmd, "strategy", names); err != nil {
+				return err
+			}
+			for _, n := range names {
+				if st := stores.Of(n); st != "" {
+					return g.args.badFlag(cmd, "strategy", n, "locks on %s, not Redis: measure it with --stores %s", st, st)
+				}
+			}
+			// A strategy that waits for a replica (set-nx-px-wait) runs on
+			// a master of its own with one, where the backend can start
+			// it: the others' figures stay free of replication.
+			needReplica := false
+			for _, n := range names {
+				d, _ := strategies.Info(n)
+				needReplica = needReplica || d.Replica
+			}
+			count := 5
+			if needReplica && !g.addrsBackend() {
+				count = 6
+			}
+			c, _, err := g.cluster(ctx, io.Discard, count)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			if polling {
+				return benchPolling(ctx, cmd.OutOrStdout(), c.Describe(), c.Nodes()[0].Pool(), pollFor, hold)
+			}
 			var nodes []locklab.ConnSource
 			for _, n := range c.Nodes() {
 				nodes = append(nodes, n.Pool())
 			}
-			config := func(multi bool, src []locklab.ConnSource) locklab.Config {
-				if multi {
-					return locklab.Config{Nodes: src}
+			// Redlock runs on the first nMulti nodes; a strategy that
+			// waits for a replica on node replicaAt.
+			nMulti, replicaAt := len(nodes), 0
+			if count == 6 {
+				if _, err := c.AddReplica(ctx, c.Nodes()[5]); err != nil {
+					return err
+				}
+				nMulti, replicaAt = 5, 5
+			}
+			config := func(d strategies.Description, src []locklab.ConnSource) locklab.Config {
+				switch {
+				case d.Properties.MultiNode:
+					return locklab.Config{Nodes: src[:nMulti]}
+				case d.Replica:
+					return locklab.Config{Pool: src[replicaAt]}
 				}
 				return locklab.Config{Pool: src[0]}
 			}
+			var unacked []string
 			entries := []benchutil.Entry{{Name: "PING round trip", F: func() error {
 				conn := c.Nodes()[0].Pool().Get()
 				defer conn.Close()
 				_, err := conn.Do("PING")
 				return err
 			}}}
+			// The keys are a namespace's of their own, deleted at the end:
+			// on a server the user runs, bench touches nothing else.
+			ns := namespace.New()
+			defer func() {
+				if err := namespace.SweepAll(ns, nodes); err != nil && rerr == nil {
+					rerr = err
+				}
+			}()
 			cmds := []float64{1}
+			var skipped []string
 			for _, name := range names {
 				d, _ := strategies.Info(name)
-				l, err := strategies.New(name, config(d.Properties.MultiNode, nodes))
+				l, err := strategies.New(name, config(d, nodes))
 				if err != nil {
 					return err
 				}
-				key := "bench:" + name
-				entries = append(entries, benchutil.Entry{Name: name, F: func() error { return cycle(ctx, l, key) }})
+				key := ns.Key("bench:" + name)
+				// An acquire that fails unavailable (a Redlock round whose
+				// nodes answered too late, a replica that missed WAIT's
+				// timeout on a loaded machine) is tried again and counted.
+				retried := new(int)
+				f := func() error { return cycleRetry(ctx, l, key, retried) }
+				defer func() {
+					if *retried > 0 {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s: %d acquires failed unavailable (too slow an answer) and were tried again\n", name, *retried)
+					}
+				}()
+				if d.Replica {
+					unacked = append(unacked, name)
+					if g.addrsBackend() {
+						// On the user's servers: a master without a
+						// replica cannot grant it; say so and go on.
+						if err := cycle(ctx, l, key); errors.Is(err, locklab.ErrUnavailable) {
+							skipped = append(skipped, fmt.Sprintf("%s: skipped: %v (it needs a master with a replica: give its address first)", name, err))
+							continue
+						}
+					}
+				}
+				entries = append(entries, benchutil.Entry{Name: name, F: f})
 				// Count the commands of one cycle on counting connections.
 				counted := make([]locklab.ConnSource, len(nodes))
 				srcs := make([]*counting.Source, len(nodes))
@@ -78,18 +187,26 @@ on 5 nodes. (For locklab against other Go lock libraries, run make bench.)`,
 					srcs[i] = &counting.Source{Src: n}
 					counted[i] = srcs[i]
 				}
-				cl, _ := strategies.New(name, config(d.Properties.MultiNode, counted))
-				if err := cycle(ctx, cl, key); err != nil { // loads scripts
+				cl, _ := strategies.New(name, config(d, counted))
+				if err := cycleRetry(ctx, cl, key, retried); err != nil { // loads scripts
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				var before int64
-				for _, s := range srcs {
-					before += s.Commands()
+				// The commands of one cycle that needed no second try.
+				var before, after int64
+				for try := 0; ; try++ {
+					before = 0
+					for _, s := range srcs {
+						before += s.Commands()
+					}
+					err := cycle(ctx, cl, key)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, locklab.ErrUnavailable) || try == 3 {
+						return fmt.Errorf("%s: %w", name, err)
+					}
+					*retried++
 				}
-				if err := cycle(ctx, cl, key); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				var after int64
 				for _, s := range srcs {
 					after += s.Commands()
 				}
@@ -101,6 +218,12 @@ on 5 nodes. (For locklab against other Go lock libraries, run make bench.)`,
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Redis: %s; median of %d interleaved rounds of %d cycles\n", c.Describe(), rounds, cycles)
+			if replicaAt > 0 {
+				fmt.Fprintf(w, "%s on a master of its own with a replica\n", strings.Join(unacked, ", "))
+			}
+			for _, s := range skipped {
+				fmt.Fprintln(w, s)
+			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "strategy\tcycle\tx PING\tallocs/cycle\tcommands/cycle\t")
 			for i, e := range entries {
@@ -112,12 +235,63 @@ on 5 nodes. (For locklab against other Go lock libraries, run make bench.)`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&names, "strategy", "s", nil, "strategies to measure (default: all)")
-	f.IntVar(&rounds, "rounds", 5, "interleaved rounds (the median is kept)")
-	f.IntVar(&cycles, "cycles", 1000, "cycles per strategy per round")
-	return cmd
+	intFlag(f, &rounds, "rounds", "", 5, atLeast(1), "interleaved rounds (the median is kept; with --stores every round counts)")
+	intFlag(f, &cycles, "cycles", "", 1000, atLeast(1), "cycles per strategy per round")
+	f.BoolVar(&polling, "polling", false, "measure the Redis commands per lock of three ways of waiting, with 2, 8 and 32 clients")
+	durFlag(f, &pollFor, "poll-time", time.Second, durRange{positive: true}, "with --polling: how long each measurement runs")
+	durFlag(f, &hold, "hold", time.Millisecond, durRange{}, "with --polling: how long each holder keeps the lock")
+	f.StringSliceVar(&so.stores, "stores", nil, "compare the locks of these stores in one run: "+strings.Join(benchStores, ", "))
+	intFlag(f, &so.contenders, "contenders", "", 8, atLeast(2), "with --stores: clients contending for one key")
+	durFlag(f, &so.contendFor, "contend-time", time.Second, durRange{positive: true}, "with --stores: how long each contended row runs per round")
+	f.BoolVar(&so.asJSON, "json", false, "with --stores: print the comparison as JSON")
+	return serverCmd(cmd)
+}
+
+// benchPolling prints the Redis commands per lock of each way of waiting
+// (benchutil.PollModes) with 2, 8 and 32 clients on one set-nx-px key of a
+// namespace of its own, deleted at the end.
+func benchPolling(ctx context.Context, w io.Writer, describe string, src locklab.ConnSource, d, hold time.Duration) (rerr error) {
+	ns := namespace.New()
+	defer func() {
+		if err := namespace.SweepAll(ns, []locklab.ConnSource{src}); err != nil && rerr == nil {
+			rerr = err
+		}
+	}()
+	fmt.Fprintf(w, "Redis: %s; clients contend for one set-nx-px key, each holding it %v; %v per row\n", describe, hold, d)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\twaiting\tlocks/s\tcommands/lock\t")
+	for _, clients := range []int{2, 8, 32} {
+		for i, mode := range benchutil.PollModes {
+			newLocker := func(s locklab.ConnSource) (locklab.Locker, error) {
+				return strategies.New("set-nx-px", locklab.Config{Pool: s, Notify: mode.Notifier})
+			}
+			key := ns.Key(fmt.Sprintf("poll:%d:%d", clients, i))
+			r, err := benchutil.Poll(ctx, src, newLocker, key, mode, clients, hold, d)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f\t\n", clients, mode.Name, r.PerSecond(), r.PerLock())
+		}
+	}
+	return tw.Flush()
 }
 
 // cycle is one uncontended acquire and release.
+// cycleRetry is cycle, tried again up to three times when the acquire
+// fails unavailable, as it must when its servers answer too slowly (a
+// Redlock round past its node timeout, a replica missing WAIT's timeout on
+// a loaded machine); n counts the tries again rather than failing the
+// measurement.
+func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error {
+	for try := 0; ; try++ {
+		err := cycle(ctx, l, key)
+		if !errors.Is(err, locklab.ErrUnavailable) || try == 3 {
+			return err
+		}
+		*n++
+	}
+}
+
 func cycle(ctx context.Context, l locklab.Locker, key string) error {
 	lease, err := l.Acquire(ctx, key, time.Minute)
 	if err != nil {

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,30 +33,44 @@ first and the shortest counterexample is shown. --schedule runs a schedule
 of your own instead (the one "locklab play" prints, for one). "locklab
 scenarios" lists the scenarios.`,
 		Example: `  locklab demo stale-recovery --strategy setnx-del
-  locklab demo release-after-expiry --mermaid
+  locklab demo release-after-expiry --strategy set-nx-px-del --mermaid > release.mmd
   locklab demo stale-recovery --strategy setnx-del --json > history.json
   locklab demo stale-recovery --strategy setnx-del --schedule 'c3 time c1 c1 c2 c2 c2 c2 c1 c1'`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(1, 1, "demo needs a scenario: locklab demo <scenario> (locklab scenarios lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			sc, err := harness.Lookup(args[0])
+			sc, err := scenarioArg(args[0])
 			if err != nil {
 				return err
+			}
+			if asJSON && mermaid {
+				return fmt.Errorf("--json and --mermaid: choose one")
 			}
 			if len(strats) == 0 {
 				strats = applicable(sc)
 			}
 			cases := make([]harness.Case, 0, len(strats))
 			for _, s := range strats {
-				cs, err := sc.Resolve(s)
+				cs, err := g.resolve(cmd, sc, "strategy", s)
 				if err != nil {
-					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
+					return err
+				}
+				if cmd.Flag("schedule").Changed {
+					if err := g.checkSchedule(cmd, "schedule", cs, sched); err != nil {
+						return err
+					}
 				}
 				cases = append(cases, cs)
 			}
-			info := io.Discard
-			if !asJSON {
-				info = cmd.OutOrStdout()
+			if mermaid && len(cases) > 1 {
+				return fmt.Errorf("--mermaid writes one diagram, and %s applies to %d strategies: choose one with --strategy (%s)",
+					sc.Name, len(cases), strings.Join(strats, ", "))
+			}
+			// The timelines are for people, and carry their notes; JSON
+			// and Mermaid are for programs: their notes go to stderr.
+			info := cmd.OutOrStdout()
+			if asJSON || mermaid {
+				info = cmd.ErrOrStderr()
 			}
 			c, nodes, err := g.cluster(ctx, info, nodesFor(sc, cases))
 			if err != nil {
@@ -64,12 +78,21 @@ scenarios" lists the scenarios.`,
 			}
 			defer c.Close()
 			nodes = withReplica(ctx, c, nodes, needsReplica(cases...))
+			var names []string
+			for _, cs := range cases {
+				names = append(names, cs.Strategy.Name)
+			}
+			others, err := g.startStores(ctx, info, c.Backend(), names)
+			if err != nil {
+				return err
+			}
+			defer others.Close()
 			w := cmd.OutOrStdout()
 			violated := false
 			var results []*harness.Result
 			for _, cs := range cases {
 				s := cs.Strategy.Name
-				res, err := demo(ctx, cs, sched, nodes)
+				res, err := demo(ctx, cs, sched, nodesOf(others, cs, nodes))
 				if err != nil {
 					return fmt.Errorf("%s on %s: %w", sc.Name, s, err)
 				}
@@ -78,9 +101,9 @@ scenarios" lists the scenarios.`,
 					results = append(results, res)
 					continue
 				}
-				fmt.Fprintf(w, "\n== %s on %s: %s ==\n", sc.Name, s, res.Verdict)
+				fmt.Fprintf(info, "\n== %s on %s: %s ==\n", sc.Name, s, res.Verdict)
 				if mermaid {
-					fmt.Fprintf(w, "```mermaid\n%s```\n", render.Mermaid(res.History))
+					fmt.Fprint(w, render.Mermaid(res.History))
 				} else {
 					fmt.Fprint(w, render.Timeline(res.History))
 				}
@@ -103,10 +126,10 @@ scenarios" lists the scenarios.`,
 	f := cmd.Flags()
 	f.StringSliceVarP(&strats, "strategy", "s", nil, "strategy to run (repeat or comma-separate; default: all the scenario applies to)")
 	f.BoolVar(&asJSON, "json", false, "print the histories as JSON")
-	f.BoolVar(&mermaid, "mermaid", false, "print Mermaid sequence diagrams instead of text timelines")
+	f.BoolVar(&mermaid, "mermaid", false, "print the run as a Mermaid sequence diagram instead of a text timeline: stdout is the diagram alone (one strategy), the notes go to stderr")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a run violates the scenario's property")
-	f.StringVar(&sched, "schedule", "", `run this schedule instead of the scenario's ("c3 time c1 c2", see locklab scenarios)`)
-	return cmd
+	f.StringVar(&sched, "schedule", "", `run this schedule instead of the scenario's ("c3 time c1 c2", see locklab scenarios); it may name only the scenario's clients and nodes`)
+	return serverCmd(cmd)
 }
 
 // demo is harness.Demo, or a run of the given schedule.

@@ -33,18 +33,37 @@ counterexample found with its timeline.`,
 		Example: `  locklab explore --strategy setnx-del --scenario stale-recovery
   locklab explore --strategy set-nx-px --scenario release-after-expiry --preemptions 3
   locklab explore --strategy setnx-getset --scenario clock-skew --random 500 --seed 7`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if strategy == "" || scenario == "" {
+			switch {
+			case strategy == "" && scenario == "":
 				return errors.New("explore needs --strategy and --scenario (see locklab list, locklab scenarios)")
+			case strategy == "":
+				return errors.New("explore needs --strategy (see locklab list)")
+			case scenario == "":
+				return errors.New("explore needs --scenario (see locklab scenarios)")
 			}
-			cs, err := harness.Resolve(scenario, strategy)
+			if err := g.scenarios(cmd, "scenario", []string{scenario}); err != nil {
+				return err
+			}
+			sc0, _ := harness.Lookup(scenario)
+			cs, err := g.resolve(cmd, sc0, "strategy", strategy)
 			if err != nil {
 				return err
 			}
 			o.Case = cs
 			sc := cs.Scenario
+			if n := len(sc.Programs); cmd.Flag("clients").Changed && o.Clients < n {
+				return g.args.badFlag(cmd, "clients", fmt.Sprint(o.Clients), "%s has %s; more can be added, none removed", cs.Name(), count(n, "client", "c"))
+			}
+			// 0 is none on the command line; the library's none is -1.
+			if o.MaxPreemptions == 0 {
+				o.MaxPreemptions = -1
+			}
+			if cmd.Flag("faults").Changed && o.MaxFaults == 0 {
+				o.MaxFaults = -1
+			}
 			if random > 0 {
 				o.Random, o.Samples = true, random
 			}
@@ -59,6 +78,12 @@ counterexample found with its timeline.`,
 			}
 			defer c.Close()
 			o.Nodes = withReplica(ctx, c, nodes, needsReplica(cs))
+			others, err := g.startStores(ctx, info, c.Backend(), []string{cs.Strategy.Name})
+			if err != nil {
+				return err
+			}
+			defer others.Close()
+			o.Nodes = nodesOf(others, cs, o.Nodes)
 			o.Progress = progressLine(errw)
 			res, err := harness.Explore(ctx, o)
 			if err != nil {
@@ -66,19 +91,31 @@ counterexample found with its timeline.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := render.JSON(w, res); err != nil {
+				// The result, and its headline: INCOMPLETE where the
+				// search did not cover the bound, whatever Outcome says.
+				out := struct {
+					*harness.ExploreResult
+					Headline string `json:"headline"`
+				}{res, res.Headline()}
+				if err := render.JSON(w, out); err != nil {
 					return err
 				}
 			} else {
 				bound := "all schedules within the bound"
-				if !res.Complete {
-					bound = "not every schedule within the bound (limit reached)"
+				switch {
+				case res.Complete:
+				case o.Random:
+					bound = "a random sample, not every schedule within the bound"
+				case o.StopAtFirst && res.Counterexample != nil:
+					bound = "stopped at the first counterexample (--first)"
+				default:
+					bound = fmt.Sprintf("not every schedule within the bound: --max-schedules %d reached", o.MaxSchedules)
 				}
 				if res.Skipped > 0 {
 					bound += fmt.Sprintf(" (%d branches inside transactions skipped as equivalent)", res.Skipped)
 				}
 				fmt.Fprintf(w, "%s on %s: %s after %d schedules in %v (%.0f/s), %s\n",
-					scenario, strategy, res.Outcome, res.Schedules, res.Elapsed.Round(time.Millisecond), res.PerSecond, bound)
+					scenario, strategy, res.Headline(), res.Schedules, res.Elapsed.Round(time.Millisecond), res.PerSecond, bound)
 				if ce := res.Counterexample; ce != nil {
 					fmt.Fprintf(w, "shortest counterexample (%d violating schedules in all):\n  %s\n\n%s", res.Violations, ce.Schedule, render.Timeline(ce))
 				}
@@ -92,19 +129,19 @@ counterexample found with its timeline.`,
 	f := cmd.Flags()
 	f.StringVarP(&strategy, "strategy", "s", "", "strategy to explore (required)")
 	f.StringVarP(&scenario, "scenario", "x", "", "scenario to explore (required)")
-	f.IntVar(&o.Clients, "clients", 0, "number of clients: more than the scenario's own adds contenders running its last client's program")
-	f.IntVar(&o.MaxSteps, "depth", 0, "most steps in one schedule (default 60)")
-	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2; -1 for none)")
-	f.IntVar(&o.MaxFaults, "faults", 0, "most fault events per schedule (default: the scenario's)")
-	f.IntVar(&o.MaxSchedules, "max-schedules", 0, "stop after this many schedules (default 20000)")
+	intFlag(f, &o.Clients, "clients", "", 0, atLeast(1), "number of clients, at least the scenario's own: more add contenders running its last client's program (default: the scenario's own)")
+	intFlag(f, &o.MaxSteps, "depth", "", 60, atLeast(1), "most steps in one schedule")
+	intFlag(f, &o.MaxPreemptions, "preemptions", "", 2, atLeast(0).orZero("none"), "most preemptions per schedule")
+	intFlag(f, &o.MaxFaults, "faults", "", 0, atLeast(0).orZero("none; default: the scenario's bound"), "most fault events per schedule")
+	intFlag(f, &o.MaxSchedules, "max-schedules", "", 20000, atLeast(1), "stop after this many schedules (the result is then INCOMPLETE unless a counterexample was found)")
 	f.BoolVar(&o.NoReduction, "no-reduction", false, "branch inside transactions too, as the plain enumeration does")
-	f.IntVar(&random, "random", 0, "sample this many schedules at random instead of enumerating")
+	intFlag(f, &random, "random", "", 0, atLeast(1), "sample this many schedules at random instead of enumerating")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for --random and for the clients' tokens")
-	f.IntVar(&o.Workers, "workers", 2, "schedules run at once, each on its own Redis database")
+	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once, each on its own Redis database (1 to 16)")
 	f.BoolVar(&o.StopAtFirst, "first", false, "stop at the first counterexample")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a counterexample is found")
-	return cmd
+	return serverCmd(cmd)
 }
 
 // progressLine shows a progress status on w (a terminal) about once a

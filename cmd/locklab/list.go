@@ -17,10 +17,15 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the registered strategies with family, summary and source",
+		Long: `List the registered strategies. BROKEN says "by design" for the
+historical algorithms that lose mutual exclusion or liveness on one healthy
+server, with no fault but a client's own crash, delay or race: they are here
+to be raced and watched failing, never to protect anything. --long says how
+each one breaks.`,
 		Example: `  locklab list
   locklab list --long      # with sources and known weaknesses
   locklab list --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all := strategies.All()
 			if asJSON {
@@ -36,9 +41,13 @@ func newListCmd() *cobra.Command {
 
 func writeList(w io.Writer, all []strategies.Description, long bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STRATEGY\tFAMILY\tSUMMARY")
+	fmt.Fprintln(tw, "STRATEGY\tFAMILY\tBROKEN\tSUMMARY")
 	for _, d := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Name, d.Family, d.Summary)
+		broken := "-"
+		if d.BrokenByDesign != "" {
+			broken = "by design"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Family, broken, d.Summary)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -48,6 +57,9 @@ func writeList(w io.Writer, all []strategies.Description, long bool) error {
 	}
 	for _, d := range all {
 		fmt.Fprintf(w, "\n%s (%s)\n  source: %s\n", d.Name, d.Family, d.Source)
+		if d.BrokenByDesign != "" {
+			fmt.Fprintf(w, "  broken by design: %s\n", d.BrokenByDesign)
+		}
 		for _, wk := range d.Weaknesses {
 			fmt.Fprintf(w, "  - %s\n", wk)
 		}

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -123,14 +125,34 @@ func TestAddrURL(t *testing.T) {
 	s := redistest.StartOne(t)
 	s.ACLUser(t, "alice", "s3cret")
 	url := "redis://alice:s3cret@" + s.Addr + "/7"
+	// The run deletes its keys when it ends: database 7 is watched while
+	// it runs.
+	var inDB7 atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		c := s.Pool.Get()
+		defer c.Close()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if info, err := redis.String(c.Do("INFO", "keyspace")); err == nil && strings.Contains(info, "db7:") {
+				inDB7.Store(true)
+			}
+		}
+	}()
 	out, _, err := run(t, "stress", "--backend", "addrs", "--addr", url, "-s", "set-nx-px",
 		"--processes", "--clients", "2", "--duration", "2s", "--json")
+	close(done)
 	require.NoError(t, err)
 	assert.Contains(t, out, `"violations"`)
 	assert.Regexp(t, `"cycles":\s*[1-9]`, out, "the workers took the lock through the URL")
+	assert.True(t, inDB7.Load(), "the run used database 7")
 	info, err := redis.String(s.Do(t, "INFO", "keyspace"), nil)
 	require.NoError(t, err)
-	assert.Contains(t, info, "db7:", "the run used database 7")
+	assert.NotContains(t, info, "db7:", "the run deleted its keys")
 
 	_, _, err = run(t, "stress", "--backend", "addrs", "--addr", "redis://alice:wrong@"+s.Addr, "-s", "set-nx-px", "--duration", "1s")
 	require.Error(t, err)

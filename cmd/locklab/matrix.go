@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/stores"
 )
 
 func newMatrixCmd(g *globals) *cobra.Command {
@@ -27,16 +29,30 @@ func newMatrixCmd(g *globals) *cobra.Command {
 		Short: "Run every strategy against every scenario and print the verdicts",
 		Long: `matrix explores every scenario on every strategy it applies to, within the
 bounds, and prints SAFE (within the bound explored), VIOLATED (with the
-shortest counterexample), DEADLOCK, STARVATION, or n/a.`,
+shortest counterexample), DEADLOCK, STARVATION, or n/a.
+
+Without --strategy it runs the Redis strategies, and the PostgreSQL and
+etcd strategies too where their servers are installed (PostgreSQL's
+binaries, etcd on PATH; make servers installs them): it starts a throwaway
+PostgreSQL server and a three-member etcd cluster on the Redis nodes'
+backend (containers of images built from those binaries on docker, local
+processes on process), and one more for each strategy on which its cells
+that restart the server run, while the Redis nodes start; their cells run
+beside the Redis cells, bounded by --store-preemptions and
+--store-max-schedules (every statement or request is a round trip to a
+database or a quorum). The addrs backend (--addr) gives Redis only.`,
 		Example: `  locklab matrix
   locklab matrix --strategy set-nx-px,setnx-del --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.checkMatrix(cmd, &o); err != nil {
+				return err
+			}
 			mr, err := g.runMatrix(cmd, &o, nodes)
 			if err != nil {
 				return err
 			}
-			defer mr.cluster.Close()
+			defer mr.Close()
 			m := mr.result
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -57,19 +73,41 @@ shortest counterexample), DEADLOCK, STARVATION, or n/a.`,
 	matrixFlags(f, &o, &nodes)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when any cell is not SAFE or n/a")
-	return cmd
+	return serverCmd(cmd)
 }
 
 // matrixFlags are the flags that bound a verdict matrix (matrix, report).
 func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	f.StringSliceVarP(&o.Strategies, "strategy", "s", nil, "restrict to these strategies")
 	f.StringSliceVarP(&o.Scenarios, "scenario", "x", nil, "restrict to these scenarios")
-	f.IntVar(&o.MaxPreemptions, "preemptions", 0, "most preemptions per schedule (default 2)")
-	f.IntVar(&o.MaxSchedules, "max-schedules", 0, fmt.Sprintf("most schedules per cell (default %d)", harness.MatrixSchedules))
-	f.IntVar(&o.Workers, "workers", 2, "schedules run at once per cell, each on its own database")
-	f.IntVar(&o.Parallel, "parallel", 4, "cells explored at once")
+	intFlag(f, &o.MaxPreemptions, "preemptions", "", 2, atLeast(0).orZero("none"), "most preemptions per schedule")
+	intFlag(f, &o.MaxSchedules, "max-schedules", "", harness.MatrixSchedules, atLeast(1), "most schedules per cell (a cell that reaches it is marked safe*)")
+	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once per cell, each on its own database (1 to 16)")
+	intFlag(f, &o.Parallel, "parallel", "", 4, atLeast(1), "cells explored at once")
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")
-	f.IntVar(nodes, "nodes", 3, "Redis nodes to start (multi-node scenarios need 3)")
+	intFlag(f, nodes, "nodes", "", 3, atLeast(1), "Redis nodes to start (multi-node scenarios need 3)")
+	intFlag(f, &o.StorePreemptions, "store-preemptions", "", harness.StorePreemptions, atLeast(0).orZero("none"),
+		"most preemptions per schedule in the PostgreSQL and etcd cells")
+	intFlag(f, &o.StoreSchedules, "store-max-schedules", "", harness.StoreSchedules, atLeast(1),
+		"most schedules per PostgreSQL or etcd cell (a cell that reaches it is marked safe*)")
+}
+
+// checkMatrix checks the names a matrix is restricted to, and turns a
+// --preemptions 0 into the library's none.
+func (g *globals) checkMatrix(cmd *cobra.Command, o *harness.MatrixOptions) error {
+	if err := g.strategies(cmd, "strategy", o.Strategies); err != nil {
+		return err
+	}
+	if err := g.scenarios(cmd, "scenario", o.Scenarios); err != nil {
+		return err
+	}
+	if o.MaxPreemptions == 0 {
+		o.MaxPreemptions = -1
+	}
+	if o.StorePreemptions == 0 {
+		o.StorePreemptions = -1
+	}
+	return nil
 }
 
 // matrixRun is a finished matrix and the nodes it ran on (still running:
@@ -77,23 +115,64 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 type matrixRun struct {
 	result  *harness.MatrixResult
 	cluster *node.Cluster
+	stores  *stores.Servers
 	began   time.Time
 }
 
+// Close stops the nodes.
+func (mr *matrixRun) Close() error { return errors.Join(mr.stores.Close(), mr.cluster.Close()) }
+
 // runMatrix starts the nodes (with a replica where a failover scenario
-// needs one) and runs the matrix, with a progress line on stderr.
+// needs one) and the other stores' servers, at once, and runs the matrix,
+// with a progress line on stderr.
 func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes int) (*matrixRun, error) {
 	ctx := cmd.Context()
 	errw := cmd.ErrOrStderr()
-	c, ns, err := g.cluster(ctx, errw, nodes)
+	names := o.Strategies
+	if len(names) == 0 && !g.addrsBackend() {
+		// The whole matrix: the stores installed here too.
+		names = stores.Names()
+	}
+	if err := g.storesGiven(names); err != nil {
+		return nil, err
+	}
+	backend, err := g.storesBackend(ctx, names)
 	if err != nil {
 		return nil, err
 	}
-	scs := o.Scenarios
-	if len(scs) == 0 {
-		scs = scenarioNames()
+	// The stores start while the Redis nodes do; the lines that say what
+	// started are written once both are up, Redis's first.
+	var (
+		others *stores.Servers
+		serr   error
+		said   []string
+	)
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		others, serr = stores.StartWithFaultServers(ctx, backend, names, func(line string) { said = append(said, line) })
+	}()
+	c, ns, err := g.cluster(ctx, errw, nodes)
+	if err == nil {
+		scs := o.Scenarios
+		if len(scs) == 0 {
+			scs = scenarioNames()
+		}
+		o.Nodes = withReplica(ctx, c, ns, namesNeedReplica(scs, o.Strategies))
 	}
-	o.Nodes = withReplica(ctx, c, ns, namesNeedReplica(scs, o.Strategies))
+	<-started
+	if err != nil || serr != nil {
+		others.Close()
+		if c != nil {
+			c.Close()
+		}
+		return nil, errors.Join(err, serr)
+	}
+	for _, line := range said {
+		fmt.Fprintln(errw, line)
+	}
+	o.Stores = others.Nodes
+	o.FaultStores = others.FaultNodes
 	began := time.Now()
 	st := newStatus(errw)
 	o.Progress = func(cell harness.Cell) {
@@ -102,8 +181,9 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	m, err := harness.Matrix(ctx, *o)
 	st.clear()
 	if err != nil {
+		others.Close()
 		c.Close()
 		return nil, err
 	}
-	return &matrixRun{result: m, cluster: c, began: began}, nil
+	return &matrixRun{result: m, cluster: c, stores: others, began: began}, nil
 }

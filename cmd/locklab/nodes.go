@@ -8,7 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"regexp"
 	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
@@ -19,6 +26,114 @@ import (
 // it looked for: exit status 1.
 var errViolation = errors.New("violation found")
 
+// checkServers checks --backend and --addr, before a command starts
+// anything: the backend is one of the three; --addr gives servers, each
+// one ParseAddr reads, and goes with the addrs backend, which it picks
+// when --backend is not given (LOCKLAB_BACKEND included).
+func (g *globals) checkServers(cmd *cobra.Command) error {
+	given := g.args.spell(cmd, "backend") + " " + quote(g.backend)
+	if !cmd.Flag("backend").Changed {
+		given = "LOCKLAB_BACKEND=" + quote(g.backend)
+	}
+	switch g.backend {
+	case "", node.BackendDocker, node.BackendProcess, node.BackendAddrs:
+	default:
+		return fmt.Errorf("%s: must be docker, process or addrs", given)
+	}
+	const want = "must be host:port, password@host:port or a URL redis://[user:password@]host:port[/db] (rediss:// for TLS)"
+	if cmd.Flag("addr").Changed && len(g.addrs) == 0 {
+		return g.args.badFlag(cmd, "addr", "", want)
+	}
+	for _, a := range g.addrs {
+		if strings.TrimSpace(a) == "" {
+			return g.args.badFlag(cmd, "addr", a, want)
+		}
+		if _, err := node.ParseAddr(a); err != nil {
+			return g.args.badFlag(cmd, "addr", redact(a), "%s", addrWhy(err))
+		}
+	}
+	if len(g.addrs) > 0 {
+		switch {
+		case g.backend == "" || !cmd.Flag("backend").Changed:
+			g.backend = node.BackendAddrs
+		case g.backend != node.BackendAddrs:
+			return fmt.Errorf("--addr names servers you run, for --backend addrs; %s starts its own", given)
+		}
+	}
+	if g.backend == node.BackendAddrs && len(g.addrs) == 0 {
+		return fmt.Errorf("%s needs --addr host:port (repeat --addr for several servers)", given)
+	}
+	return nil
+}
+
+// redact hides the password of an address given with --addr, parsed or
+// not: "password@host:port", "redis://user:password@host" and
+// "redis://password@host" (a password alone, as redis-cli reads it).
+// addrWhy is what is wrong with an --addr value, from ParseAddr's error,
+// without the address itself, which the flag's message already shows
+// (redacted).
+func addrWhy(err error) string {
+	why := errorLine(err)
+	for _, p := range []string{"locklab: ", "invalid argument: ", "node: "} {
+		why = strings.TrimPrefix(why, p)
+	}
+	return addrQuoted.ReplaceAllString(why, "")
+}
+
+// addrQuoted is the address ParseAddr and ParseURL quote at the start of
+// their messages.
+var addrQuoted = regexp.MustCompile(`^(malformed address|redis URL) "[^"]*": `)
+
+func redact(a string) string {
+	scheme, rest := "", a
+	if i := strings.Index(a, "://"); i >= 0 {
+		scheme, rest = a[:i+3], a[i+3:]
+	}
+	end := len(rest)
+	if scheme != "" {
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			end = j
+		}
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return a
+	}
+	user := "xxxxx"
+	if u, _, ok := strings.Cut(rest[:at], ":"); ok && scheme != "" {
+		user = u + ":xxxxx"
+	}
+	return scheme + user + rest[at:]
+}
+
+// refused fails at once when nothing listens at an address given with
+// --addr, which node.Start would retry for seconds, as it does for a
+// server that is starting. Other dial failures are node.Start's to tell.
+func refused(ctx context.Context, addrs []string) error {
+	errs := make([]error, len(addrs))
+	done := make(chan struct{})
+	for i, a := range addrs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			o, err := node.ParseAddr(a)
+			if err != nil {
+				return
+			}
+			d := net.Dialer{Timeout: 500 * time.Millisecond}
+			c, err := d.DialContext(ctx, "tcp", o.Addr)
+			if err == nil {
+				c.Close()
+			} else if errors.Is(err, syscall.ECONNREFUSED) {
+				errs[i] = fmt.Errorf("--addr %s: connection refused: no server listens at %s", redact(a), o.Addr)
+			}
+		}()
+	}
+	for range addrs {
+		<-done
+	}
+	return errors.Join(errs...)
+}
+
 // cluster starts n Redis nodes on the chosen backend; the caller closes it.
 func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluster, []harness.Node, error) {
 	opts := node.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
@@ -28,6 +143,9 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 		}
 		if opts.Backend == node.BackendAddrs {
 			opts.N = len(g.addrs)
+			if err := refused(ctx, g.addrs); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	c, err := node.Start(ctx, opts)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ func newPlayCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "play [level | scenario -s strategy]",
-		Short: "Serve a browser game where you are the scheduler, on real Redis",
+		Short: "Serve a browser game where you are the scheduler, on real Redis, etcd and PostgreSQL",
 		Long: `play serves a page where you pick which client of a scenario moves next.
 Each client is a column with a button showing the exact Redis command it
 sends next; the faults the scenario allows (time passes, crash, skew,
@@ -41,7 +42,13 @@ the background from the start); "undo" replays every step but the last on
 fresh Redis; "reset" starts over.
 
 The levels go from the C1/C2 race of the SETNX page to Redlock's stale
-writer; the browser remembers which are solved. The optional argument names
+writer, then etcd's lease outlived by a paused holder (and the key's
+revision as the fence that refuses its write) and a PostgreSQL restart
+that ends an advisory lock's session; the browser remembers which are
+solved. The etcd and PostgreSQL levels start a three-member etcd cluster or
+a throwaway PostgreSQL server of the session's own, as local processes on
+any backend; where those are not installed the page lists the level as
+unavailable, with the reason. The optional argument names
 the first level to open (` + levelIDs() + `),
 or a scenario of "locklab scenarios" to play on the strategy given with -s,
 added as the first level.
@@ -56,7 +63,7 @@ otherwise.`,
   locklab play redlock-pause --backend process
   locklab play clock-skew -s set-nx-px --backend process    # any scenario on any strategy
   locklab play --backend process --http 0.0.0.0:8080   # a workshop room: anyone on the network can play`,
-		Args: cobra.MaximumNArgs(1),
+		Args: usageArgs(0, 1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
@@ -66,6 +73,13 @@ otherwise.`,
 			case strat != "":
 				if len(args) == 0 {
 					return errors.New("-s names the strategy to play a scenario on: give the scenario too (locklab scenarios lists them)")
+				}
+				sc, err := scenarioArg(args[0])
+				if err != nil {
+					return err
+				}
+				if _, err := g.resolve(cmd, sc, "strategy", strat); err != nil {
+					return err
 				}
 				l, err := play.CustomLevel(args[0], strat)
 				if err != nil {
@@ -84,18 +98,24 @@ otherwise.`,
 			}
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
-				return fmt.Errorf("--http %q: want host:port, e.g. 127.0.0.1:8080: %w", addr, err)
+				return g.args.badFlag(cmd, "http", addr, "must be host:port, such as 127.0.0.1:8080 or 0.0.0.0:8080")
 			}
+			if u, err := url.Parse(docsURL); err != nil || !strings.HasSuffix(u.Path, "/") {
+				return g.args.badFlag(cmd, "docs-url", docsURL, "must be a URL that ends in /, such as %s", play.DefaultDocsURL)
+			}
+			// Listen first: an address in use is told before any server
+			// starts.
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return g.args.badFlag(cmd, "http", addr, "%v", unwrapOp(err))
+			}
+			defer ln.Close()
 			srv, err := play.New(play.Options{Start: play.ClusterServers(g.backend, g.image), MaxSessions: max, Idle: idle,
 				DocsURL: docsURL, Log: cmd.ErrOrStderr(), WarmHints: true, Extra: extra})
 			if err != nil {
 				return err
 			}
 			defer srv.Close()
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
 			if ip := net.ParseIP(host); host == "" || ip == nil || !ip.IsLoopback() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: listening on %s: anyone who can reach this machine on the network can play, and each player starts Redis servers here (at most %d sessions at once).\n", ln.Addr(), max)
 			}
@@ -108,7 +128,7 @@ otherwise.`,
 				return err
 			case <-ctx.Done():
 			}
-			fmt.Fprintln(w, "\nstopping: closing every session and its Redis servers")
+			fmt.Fprintln(w, "\nstopping: closing every session and its servers")
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			hs.Shutdown(sctx)
@@ -117,11 +137,21 @@ otherwise.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "http", "127.0.0.1:8080", "address to listen on; 0.0.0.0:PORT lets a whole room play (with a warning)")
-	f.IntVar(&max, "max-sessions", 40, "most participants at once; the next one is told the room is full")
-	f.DurationVar(&idle, "idle", 10*time.Minute, "close a participant's session after this long without a click")
+	intFlag(f, &max, "max-sessions", "", 40, atLeast(1), "most participants at once; the next one is told the room is full")
+	durFlag(f, &idle, "idle", 10*time.Minute, durRange{positive: true}, "close a participant's session after this long without a click")
 	f.StringVar(&docsURL, "docs-url", play.DefaultDocsURL, "where the levels' documentation pages are")
 	f.StringVarP(&strat, "strategy", "s", "", "play the scenario given as argument on this strategy (see locklab list)")
-	return cmd
+	return serverCmd(cmd)
+}
+
+// unwrapOp is a network error without its "listen tcp ADDR:" prefix, which
+// the message that quotes the flag already says.
+func unwrapOp(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
 }
 
 // browsable turns a listening address into one a browser can open.

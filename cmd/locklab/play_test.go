@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,7 +116,7 @@ func TestPlayBadInput(t *testing.T) {
 	assert.Contains(t, err.Error(), `unknown level "nope"`)
 	_, _, err = run(t, "play", "--backend", "process", "--http", "8080")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "want host:port")
+	assert.Contains(t, err.Error(), "--http 8080: must be host:port")
 	_, _, err = run(t, "play", "--backend", "addrs", "--addr", "127.0.0.1:1")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not addrs")
@@ -142,4 +145,73 @@ func TestPlayScenarioOnStrategy(t *testing.T) {
 	assert.True(t, strings.HasSuffix(url, "/#clock-skew/setnx-del"), url)
 	_, err = stop()
 	require.NoError(t, err)
+}
+
+// children returns the pids of this process's children named etcd or
+// postgres (a PostgreSQL postmaster; its backends are its own children).
+func children(t *testing.T) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm, rest := s[open+1:end], strings.Fields(s[end+1:])
+		if len(rest) < 2 || (comm != "etcd" && comm != "postgres") {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+		if ppid, _ := strconv.Atoi(rest[1]); ppid == os.Getpid() {
+			out[pid] = comm
+		}
+	}
+	return out
+}
+
+// TestPlayStoreLevelsStop: a session on the etcd level and one on the
+// PostgreSQL level start an etcd cluster and a PostgreSQL server of their
+// own; when play's context ends (as on Ctrl-C) every one of those
+// processes is gone.
+func TestPlayStoreLevelsStop(t *testing.T) {
+	before := children(t)
+	url, _, stop := startPlay(t, "--http", "127.0.0.1:0", "etcd-pause")
+	base := strings.TrimSuffix(url, "#etcd-pause")
+	for _, level := range []string{"etcd-pause", "pg-restart"} {
+		resp, err := http.Post(base+"api/sessions", "application/json", strings.NewReader(`{"level":"`+level+`"}`))
+		require.NoError(t, err)
+		var r struct {
+			Error string `json:"error"`
+			Level struct {
+				Store string `json:"store"`
+			} `json:"level"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, r.Error)
+		assert.NotEmpty(t, r.Level.Store, level)
+	}
+	started := map[string]int{}
+	for pid, comm := range children(t) {
+		if _, ok := before[pid]; !ok {
+			started[comm]++
+		}
+	}
+	// The sessions' servers, and maybe those a hint's exploration started.
+	assert.GreaterOrEqual(t, started["etcd"], 3, "three etcd members")
+	assert.GreaterOrEqual(t, started["postgres"], 1, "a postmaster")
+	out, err := stop()
+	require.NoError(t, err)
+	assert.Contains(t, out, "closing every session")
+	for pid, comm := range children(t) {
+		_, old := before[pid]
+		assert.True(t, old, "%s (pid %d) is left after play stopped", comm, pid)
+	}
 }

@@ -16,14 +16,14 @@ import (
 )
 
 func newRaceDemoCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return serverCmd(&cobra.Command{
 		Use:   "race-demo",
 		Short: "Reproduce the C1/C2 double acquire of the SETNX page on real Redis",
 		Long: `race-demo runs the exact step order of the SETNX documentation page's race
 on setnx-del: C3 holds the lock and crashes, its timestamp goes stale, C1
 and C2 both see it, both DEL and both SETNX, and both hold the lock. Then it
 runs the same schedule on setnx-getset, whose GETSET refuses C2.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
@@ -34,7 +34,7 @@ runs the same schedule on setnx-getset, whose GETSET refuses C2.`,
 			defer c.Close()
 			return raceDemo(ctx, out, nodes)
 		},
-	}
+	})
 }
 
 // raceDemo prints the C1/C2 race of the SETNX page: the schedule on

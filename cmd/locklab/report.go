@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -31,18 +33,21 @@ source and the JSON history.`,
 		Example: `  locklab report
   locklab report -o matrix.html --strategy setnx-del,set-nx-px --max-schedules 500
   locklab report --backend process --scenario stale-recovery,release-after-expiry`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if out == "" {
-				return fmt.Errorf("report needs a file name (-o)")
+			if err := g.checkMatrix(cmd, &o); err != nil {
+				return err
+			}
+			if err := checkOut(out); err != nil {
+				return g.args.badFlag(cmd, "out", out, "%v", err)
 			}
 			mr, err := g.runMatrix(cmd, &o, nodes)
 			if err != nil {
 				return err
 			}
 			c, m, began := mr.cluster, mr.result, mr.began
-			defer c.Close()
+			defer mr.Close()
 			// Replay each counterexample with the key's value recorded.
 			if _, err := harness.Record(ctx, m, o.Nodes); err != nil {
 				return err
@@ -63,17 +68,59 @@ source and the JSON history.`,
 			}
 			path, err := writeReport(out, m, meta)
 			if err != nil {
-				return err
+				return fmt.Errorf("writing the report to %s: %w", out, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "report written to %s (%d cells, %d failing)\n", path, len(m.Cells), m.Violations())
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&out, "out", "o", "locklab-report.html", "the HTML file to write")
+	f.StringVarP(&out, "out", "o", "locklab-report.html", "the HTML file to write (its directory must exist)")
 	f.StringVar(&title, "title", "", `the page's title (default "locklab verdict matrix")`)
 	matrixFlags(f, &o, &nodes)
-	return cmd
+	return serverCmd(cmd)
+}
+
+// checkOut checks, before the matrix runs, that the report can be written
+// to path: it names a file, not a directory, in a directory that exists
+// and takes a new file.
+func checkOut(path string) error {
+	if path == "" {
+		return errors.New("must name the HTML file to write")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return errors.New("is a directory; name the HTML file to write in it")
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("directory %s: %w", dir, unwrapPath(err))
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	tmp, err := os.CreateTemp(dir, ".locklab-report-*.html")
+	if err != nil {
+		return fmt.Errorf("cannot write in directory %s: %w", dir, unwrapPath(err))
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
+
+// unwrapPath is the error of a file operation without the path (a
+// temporary file's, which the user never named).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // writeReport writes the page next to path and renames it into place, so
@@ -86,21 +133,25 @@ func writeReport(path string, m *harness.MatrixResult, meta render.Meta) (string
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(abs), ".locklab-report-*.html")
 	if err != nil {
-		return "", err
+		return "", unwrapPath(err)
 	}
 	defer os.Remove(tmp.Name())
 	if err := render.HTML(tmp, m, meta); err != nil {
 		tmp.Close()
-		return "", err
+		return "", unwrapPath(err)
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
-		return "", err
+		return "", unwrapPath(err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return "", unwrapPath(err)
 	}
 	if err := os.Rename(tmp.Name(), abs); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) {
+			return "", le.Err
+		}
 		return "", err
 	}
 	return abs, nil

@@ -16,7 +16,7 @@ func newScenariosCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scenarios",
 		Short: "List the scenario catalog: name, property checked, source and story",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all := harness.Scenarios()
 			w := cmd.OutOrStdout()

@@ -57,13 +57,29 @@ func (l *lockedBuffer) String() string {
 func leftovers(t *testing.T, pool *dockertest.Pool, pid int, tmp string) []string {
 	var out []string
 	dirs, _ := filepath.Glob(filepath.Join(tmp, "locklab-redis-*"))
+	// PostgreSQL's and etcd's directories carry the pid of the run that
+	// made them; they may live in /tmp or /dev/shm rather than TMPDIR.
+	for _, base := range []string{tmp, os.TempDir(), "/tmp", "/dev/shm"} {
+		for _, store := range []string{"pg", "etcd"} {
+			d, _ := filepath.Glob(filepath.Join(base, "locklab-"+store+"-"+strconv.Itoa(pid)+"-*"))
+			dirs = append(dirs, d...)
+		}
+	}
 	for _, d := range dirs {
 		out = append(out, "dir "+d)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), "redis-server") && strings.Contains(string(b), tmp) {
+		if err != nil {
+			continue
+		}
+		cmdline := string(b)
+		mine := strings.Contains(cmdline, "redis-server") && strings.Contains(cmdline, tmp)
+		for _, d := range dirs {
+			mine = mine || strings.Contains(cmdline, d)
+		}
+		if mine {
 			out = append(out, "process "+filepath.Base(filepath.Dir(p)))
 		}
 	}

@@ -17,9 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -30,6 +33,7 @@ func newStressCmd(g *globals) *cobra.Command {
 		fail   bool
 		nodes  int
 		faults []string
+		html   string
 	)
 	cmd := &cobra.Command{
 		Use:   "stress --strategy S",
@@ -39,6 +43,10 @@ shared register, release, on real Redis with millisecond TTLs, while
 holders pause past their TTL (--pause-prob) and clients crash between two
 commands (--crash-prob). It reports overlapping holds, lost updates,
 accesses the register's fence check refused, and liveness failures.
+Every critical section is also one operation of a history that porcupine
+checks for linearizability against the register's model (fenced unless
+--no-fence), within --porcupine-timeout ("unknown" past it);
+--porcupine-html writes porcupine's visualization of the history.
 
 With --processes each client is its own process: a pause is SIGSTOP, a
 crash SIGKILL. --node-faults injects node faults every --fault-every
@@ -56,19 +64,46 @@ master, to the clients that still reach it, until the Sentinels demote it
 (about 10s later). Each failover takes over 10s:
 give --duration room for a few. It takes a single-node strategy, alone
 among the node faults, and the docker or process backend. The whole group
-is removed when the run ends, Ctrl-C included.`,
+is removed when the run ends, Ctrl-C included.
+
+--node-faults cluster-failover runs the lock on a Redis Cluster instead: 3
+masters and 3 replicas (cluster-node-timeout 1s), which each client reaches
+through a cluster client of its own (locklab.ClusterPool). Every
+--fault-every the master of the lock key's slot has its replication link
+cut for --fault-for while the clients keep locking on it, is killed
+(SIGKILL), the cluster elects its replica (a few seconds), and the old
+master is started again and rejoins as a replica. The elected replica has
+none of the writes since the cut: its fence counter is behind. It takes a
+strategy that can run on a Redis Cluster, alone among the node faults, and
+the docker or process backend; the cluster is removed when the run ends,
+Ctrl-C included.
+
+An etcd strategy (etcd-lease) runs on a three-member etcd cluster started
+on the backend (a container per member on docker, local processes on
+process; never on addrs), which the clients reach through a loopback proxy
+per member; --ttl defaults to 1s,
+etcd's lease granularity. Its node faults strike the member that leads
+when each begins: leader-kill (SIGKILL, then started again on its data
+directory), pause (SIGSTOP, then SIGCONT) and partition (the clients'
+proxy to the leader cut; its peers still reach it).`,
 		Example: `  locklab stress --strategy setnx-del
-  locklab stress --strategy set-nx-px --pause-prob -1 --cycles 100000
+  locklab stress --strategy set-nx-px --pause-prob 0 --crash-prob 0 --cycles 100000
   locklab stress --strategy set-nx-px --no-fence --duration 10s --json
+  locklab stress --strategy set-nx-px-del --no-fence --duration 5s --porcupine-html history.html
   locklab stress --strategy set-nx-px-del --processes --first
   locklab stress --strategy set-nx-px --node-faults restart,partition --fault-every 2s
   locklab stress --strategy set-nx-px --node-faults failover --duration 30s
-  locklab stress --strategy set-nx-px-wait --node-faults failover --processes --duration 30s`,
-		Args: cobra.NoArgs,
+  locklab stress --strategy set-nx-px-wait --node-faults failover --processes --duration 30s
+  locklab stress --strategy set-nx-px --node-faults cluster-failover --fault-for 1s --duration 20s
+  locklab stress --strategy etcd-lease --node-faults leader-kill,pause,partition --pause-prob 0 --duration 30s`,
+		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if o.Strategy == "" {
 				return errors.New("stress needs --strategy (see locklab list)")
+			}
+			if err := g.strategies(cmd, "strategy", []string{o.Strategy}); err != nil {
+				return err
 			}
 			d, err := strategies.Info(o.Strategy)
 			if err != nil {
@@ -77,7 +112,16 @@ is removed when the run ends, Ctrl-C included.`,
 			if !d.Properties.MultiNode {
 				nodes = 1
 			}
+			// 0 turns a fault off on the command line; the library's off
+			// is negative.
+			o.PauseProb, o.CrashProb = off(o.PauseProb), off(o.CrashProb)
 			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+			for _, f := range faults {
+				if _, err := stress.ParseFaults([]string{f}); err != nil {
+					return g.args.badFlag(cmd, "node-faults", f, "unknown node fault; the node faults are %s, failover, cluster-failover or (on etcd) leader-kill",
+						node.JoinFaults(stress.FaultKinds))
+				}
+			}
 			if o.Faults, err = stress.ParseFaults(faults); err != nil {
 				return err
 			}
@@ -91,7 +135,20 @@ is removed when the run ends, Ctrl-C included.`,
 				}
 				nodes = 1
 			}
+			cfailover := slices.Contains(o.Faults, node.ClusterFailover)
+			if cfailover {
+				if err := checkClusterFailover(o.Faults, d); err != nil {
+					return err
+				}
+				nodes = 1
+			}
 			errw := cmd.ErrOrStderr()
+			if d.Family == harness.StoreEtcd {
+				return runStressEtcd(cmd, g, o, asJSON, fail, html)
+			}
+			if slices.Contains(o.Faults, node.LeaderKill) {
+				return fmt.Errorf("--node-faults %s strikes an etcd cluster's leader: it takes an etcd strategy (etcd-lease)", node.LeaderKill)
+			}
 			c, _, err := g.cluster(ctx, errw, nodes)
 			if err != nil {
 				return err
@@ -100,14 +157,21 @@ is removed when the run ends, Ctrl-C included.`,
 			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
 				return errNoFaults
 			}
+			o.Shared = c.Backend() == node.BackendAddrs
 			if failover {
 				if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
 					return err
 				}
 				defer o.Sentinels.Close()
 			}
+			if cfailover {
+				if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
+					return err
+				}
+				defer o.RedisCluster.Close()
+			}
 			for _, n := range c.Nodes() {
-				if failover {
+				if failover || cfailover {
 					break
 				}
 				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
@@ -128,51 +192,121 @@ is removed when the run ends, Ctrl-C included.`,
 				}
 				o.WorkerCommand = []string{exe, "worker"}
 			}
-			st := newStatus(errw)
-			o.Progress = func(p stress.Progress) {
-				st.set("%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
-			}
-			rep, err := stress.Run(ctx, o)
-			st.clear()
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				err = render.JSON(w, rep)
-			} else {
-				err = writeStress(w, rep)
-			}
-			if err != nil {
-				return err
-			}
-			if fail && rep.Violated() {
-				return errViolation
-			}
-			return nil
+			return runStress(cmd, o, asJSON, fail, html)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.Strategy, "strategy", "s", "", "strategy to stress (required)")
-	f.IntVar(&o.Clients, "clients", 8, "concurrent clients")
-	f.DurationVar(&o.Duration, "duration", 30*time.Second, "how long to run at most")
-	f.Int64Var(&o.Cycles, "cycles", 0, "stop after this many critical sections (0: run for --duration)")
-	f.DurationVar(&o.TTL, "ttl", 100*time.Millisecond, "lease TTL")
-	f.Float64Var(&o.PauseProb, "pause-prob", 0.02, "chance a holder pauses 3 x TTL inside the critical section (-1: never)")
-	f.Float64Var(&o.CrashProb, "crash-prob", 0.005, "chance a client crashes after each command (-1: never)")
-	f.DurationVar(&o.Skew, "skew", 0, "give each client a clock offset within ±skew")
+	intFlag(f, &o.Clients, "clients", "", 8, atLeast(1), "concurrent clients")
+	durFlag(f, &o.Duration, "duration", 30*time.Second, durRange{positive: true}, "how long to run at most")
+	intFlag(f, &o.Cycles, "cycles", "", 0, atLeast(0).orZero("no limit, run for --duration"), "stop after this many critical sections")
+	durFlag(f, &o.TTL, "ttl", 100*time.Millisecond, durRange{min: time.Millisecond}, "lease TTL, at least 1ms (1s and at least 1s with an etcd strategy)")
+	probFlag(f, &o.PauseProb, "pause-prob", 0.02, "never", "chance a holder pauses 3 x TTL inside the critical section, from 0 to 1")
+	probFlag(f, &o.CrashProb, "crash-prob", 0.005, "never", "chance a client crashes after each command, from 0 to 1")
+	durFlag(f, &o.Skew, "skew", 0, durRange{zero: "no skew"}, "give each client a clock offset within ±skew")
 	f.BoolVar(&o.NoFence, "no-fence", false, "the register does not check fence numbers")
 	f.BoolVar(&o.StopOnViolation, "first", false, "stop at the first violation")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for pauses, crashes, skews and holds")
-	f.IntVar(&nodes, "nodes", 5, "Redis nodes for a multi-node strategy")
+	intFlag(f, &nodes, "nodes", "", 5, atLeast(1), "Redis nodes for a multi-node strategy")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found")
+	durFlag(f, &o.CheckTimeout, "porcupine-timeout", 10*time.Second, durRange{zero: "no check"}, "bound of the linearizability check of the history (past it: unknown)")
+	f.StringVar(&html, "porcupine-html", "", "write porcupine's HTML visualization of the history to this file")
+	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
-		", or failover (on a Sentinel group)")
-	f.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "time between two node faults")
-	f.DurationVar(&o.FaultFor, "fault-for", 0, "how long each node fault lasts (default 5 x TTL)")
-	return cmd
+		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition (default: none)")
+	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
+	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
+	return serverCmd(cmd)
+}
+
+// runStress runs o and writes its report.
+func runStress(cmd *cobra.Command, o stress.Options, asJSON, fail bool, html string) error {
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = -1 // --porcupine-timeout 0: no check
+	}
+	st := newStatus(cmd.ErrOrStderr())
+	o.Progress = func(p stress.Progress) {
+		st.set("%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
+	}
+	rep, err := stress.Run(cmd.Context(), o)
+	st.clear()
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		err = render.JSON(w, rep)
+	} else {
+		err = writeStress(w, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if html != "" && rep.Linearizability != nil {
+		if err := writeVisualization(html, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "porcupine visualization: %s\n", html)
+	}
+	if fail && rep.Violated() {
+		return errViolation
+	}
+	return nil
+}
+
+// writeVisualization writes porcupine's HTML view of rep's history to path.
+func writeVisualization(path string, rep *stress.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.Visualize(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// runStressEtcd runs an etcd-family strategy on a three-member etcd
+// cluster it starts on the backend (local processes or containers; addrs
+// gives Redis servers only), with the node faults of
+// stress.EtcdFaultKinds. The TTL defaults to 1s, etcd's lease
+// granularity.
+func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
+	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+		return fmt.Errorf("strategy %s locks on etcd, which the addrs backend does not give: use --backend process", o.Strategy)
+	}
+	for _, f := range o.Faults {
+		if !slices.Contains(stress.EtcdFaultKinds, f) {
+			return fmt.Errorf("--node-faults %s: a run on etcd injects %s", f, node.JoinFaults(stress.EtcdFaultKinds))
+		}
+	}
+	if !cmd.Flags().Changed("ttl") {
+		o.TTL = time.Second
+	}
+	if o.TTL < time.Second {
+		return fmt.Errorf("--ttl %v: %s's leases have whole seconds, at least 1s", o.TTL, o.Strategy)
+	}
+	backend, err := stores.Backend(cmd.Context(), g.backend)
+	if err != nil {
+		return err
+	}
+	cl, err := etcdproc.Start(cmd.Context(), etcdproc.Options{Backend: backend})
+	if err != nil {
+		return fmt.Errorf("starting etcd for %s: %w", o.Strategy, err)
+	}
+	defer cl.Close()
+	fmt.Fprintf(cmd.ErrOrStderr(), "etcd: %s\n", cl.Describe())
+	o.Etcd = cl
+	if o.Processes {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.WorkerCommand = []string{exe, "worker"}
+	}
+	return runStress(cmd, o, asJSON, fail, html)
 }
 
 // checkFailover refuses what a run on a Sentinel group cannot do: other
@@ -189,6 +323,36 @@ func checkFailover(faults []node.Fault, d strategies.Description) error {
 			"use a single-node strategy (set-nx-px, set-nx-px-wait, ...)", d.Name)
 	}
 	return nil
+}
+
+// checkClusterFailover refuses what a run on a Redis Cluster cannot do:
+// other node faults alongside the cluster failover, and strategies that
+// cannot run on a cluster.
+func checkClusterFailover(faults []node.Fault, d strategies.Description) error {
+	for _, f := range faults {
+		if f != node.ClusterFailover {
+			return fmt.Errorf("--node-faults cluster-failover runs on a Redis Cluster and cannot be combined with %s", f)
+		}
+	}
+	if d.NoCluster != "" {
+		return fmt.Errorf("--node-faults cluster-failover: %s cannot run on a Redis Cluster: %s", d.Name, d.NoCluster)
+	}
+	return nil
+}
+
+// startRedisCluster starts the Redis Cluster a cluster-failover run locks
+// on; c's Close removes it too.
+func startRedisCluster(ctx context.Context, w io.Writer, c *node.Cluster) (*node.RedisCluster, error) {
+	g, err := c.StartRedisCluster(ctx, node.RedisClusterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ns []string
+	for _, n := range g.Nodes() {
+		ns = append(ns, n.Name()+" "+n.Addr())
+	}
+	fmt.Fprintf(w, "Redis Cluster (cluster-node-timeout %v): %s\n", g.NodeTimeout(), strings.Join(ns, ", "))
+	return g, nil
 }
 
 // startSentinels starts the Sentinel group a failover run locks on; c's
@@ -231,6 +395,14 @@ func writeStress(w io.Writer, r *stress.Report) error {
 	if r.Liveness != "" {
 		fmt.Fprintf(tw, "liveness\t%s\n", r.Liveness)
 	}
+	if l := r.Linearizability; l != nil {
+		pending := ""
+		if l.Pending > 0 {
+			pending = fmt.Sprintf(", %d pending", l.Pending)
+		}
+		fmt.Fprintf(tw, "linearizability\t%s (%s model, %d operations%s, checked in %v)\n",
+			l.Result, l.Model, l.Operations, pending, l.Took.Round(time.Microsecond))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -254,12 +426,15 @@ func writeStress(w io.Writer, r *stress.Report) error {
 	firsts := r.First
 	for _, v := range r.FirstInFaults {
 		if !slices.ContainsFunc(r.First, func(f stress.Violation) bool { return f.Kind == v.Kind && f.At == v.At }) {
-			v.Kind += " during a node fault"
+			v.Kind = stress.KindLabel(v.Kind) + " during a node fault"
 			firsts = append(firsts, v)
 		}
 	}
+	if len(firsts) == 0 {
+		fmt.Fprintln(w, "\nviolation: the history is not linearizable, though no overlap or lost update was counted")
+	}
 	for _, v := range firsts {
-		fmt.Fprintf(w, "\nfirst %s at %v: %s\n", v.Kind, v.At.Round(time.Millisecond), v.Detail)
+		fmt.Fprintf(w, "\nfirst %s at %v: %s\n", stress.KindLabel(v.Kind), v.At.Round(time.Millisecond), v.Detail)
 		for _, e := range v.Timeline {
 			who := fmt.Sprintf("client %d", e.Client)
 			if e.Client == stress.NodeFaultClient {

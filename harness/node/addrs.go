@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // addrsBackend uses servers the user already runs.
@@ -31,20 +33,21 @@ func ParseAddr(s string) (locklab.PoolOptions, error) {
 		return locklab.ParseURL(s)
 	}
 	var o locklab.PoolOptions
-	hostport := s
+	hostport, shown := s, s
 	if i := strings.LastIndex(s, "@"); i >= 0 {
-		o.Password, hostport = s[:i], s[i+1:]
+		// Messages show the address with the password masked.
+		o.Password, hostport, shown = s[:i], s[i+1:], "xxxxx"+s[i:]
 	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return o, locklab.Invalid("node: malformed address %q: want host:port, password@host:port or a redis:// URL: %v", s, err)
+		return o, lockkit.Invalid("node: malformed address %q: want host:port, password@host:port or a redis:// URL: %v", shown, strings.ReplaceAll(err.Error(), s, shown))
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
-		return o, locklab.Invalid("node: malformed address %q: port %q is not a number in 1..65535", s, port)
+		return o, lockkit.Invalid("node: malformed address %q: port %q is not a number in 1..65535", shown, port)
 	}
 	if host == "" {
-		return o, locklab.Invalid("node: malformed address %q: empty host", s)
+		return o, lockkit.Invalid("node: malformed address %q: empty host", shown)
 	}
 	o.Addr = net.JoinHostPort(host, port)
 	return o, nil
@@ -103,6 +106,10 @@ func (b *addrsBackend) startSentinel(_ context.Context, _ int, name, _ string) (
 	return nil, unsupported("start", name)
 }
 
+func (b *addrsBackend) startClusterNode(_ context.Context, _ int, name string, _ persistence, _ time.Duration) (server, int, error) {
+	return nil, 0, unsupported("start", name)
+}
+
 func (b *addrsBackend) close() error { return nil }
 
 // addrServer is a server the harness does not control.
@@ -116,7 +123,8 @@ type addrServer struct {
 // waitPing pings the server until it answers PONG, for up to the start
 // timeout (3s at most). A server that answers with an error other than
 // LOADING (a wrong password, a user without PING) will not change its
-// answer: that error is returned at once.
+// answer, nor will a certificate the client does not trust: that error is
+// returned at once.
 func (a *addrServer) waitPing(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, 3*time.Second))
 	defer cancel()
@@ -129,6 +137,9 @@ func (a *addrServer) waitPing(ctx context.Context) error {
 		}
 		if re, ok := errors.AsType[redis.Error](last); ok && !strings.HasPrefix(string(re), "LOADING") {
 			return last
+		}
+		if _, ok := errors.AsType[*tls.CertificateVerificationError](last); ok {
+			return last // a certificate the client does not trust stays untrusted
 		}
 		select {
 		case <-ctx.Done():

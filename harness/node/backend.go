@@ -91,6 +91,11 @@ type backend interface {
 	// startSentinel starts a redis-server in Sentinel mode with the
 	// sentinel directives conf (one per line).
 	startSentinel(ctx context.Context, idx int, name, conf string) (server, error)
+	// startClusterNode starts a redis-server with --cluster-enabled yes
+	// (rcluster.Directives) that announces the address clients dial, and
+	// returns it with its cluster bus port as the other nodes reach it (0:
+	// the port plus 10000).
+	startClusterNode(ctx context.Context, idx int, name string, p persistence, nodeTimeout time.Duration) (server, int, error)
 	close() error
 }
 

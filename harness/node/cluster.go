@@ -26,14 +26,18 @@ type Cluster struct {
 	nodes    []*Node
 	replicas []*Node
 	// grouped are the nodes of the Sentinel groups, data nodes and
-	// Sentinels; a group's Close removes its own.
+	// Sentinels, and of the Redis Clusters; a group's Close removes its
+	// own.
 	grouped []*Node
 	// nextIdx numbers the next node started after n1..nN; docker derives
 	// its fixed address from it.
 	nextIdx int
-	groups  int
-	version string
-	closed  bool
+	// groups and rclusters count the Sentinel groups and Redis Clusters
+	// started, for their nodes' names.
+	groups    int
+	rclusters int
+	version   string
+	closed    bool
 	// closing is closed when the first Close has removed everything;
 	// later calls wait for it.
 	closing chan struct{}

@@ -18,17 +18,37 @@ import (
 	"github.com/gomodule/redigo/redis"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
-// launch creates s's container and starts it, waiting until it answers;
-// on failure it removes what it made.
+// launch creates s's container and starts it, waiting until its server
+// answers; on failure it removes what it made. A container meant to be
+// supervised whose image turns out to have no /bin/sh is made again with
+// redis-server as its first process, and so are the cluster's later ones.
 func (s *dockerServer) launch(ctx context.Context) (server, error) {
-	if err := s.create(ctx); err != nil {
-		s.close()
-		return nil, fmt.Errorf("node %s: %w", s.node, err)
+	s.supervised = s.sentinel == "" && s.b.shell.Load() >= 0
+	err := s.create(ctx)
+	if err == nil {
+		err = s.startContainer(ctx)
+		if err != nil && s.supervised && strings.Contains(err.Error(), `"/bin/sh"`) {
+			s.b.shell.Store(-1)
+			s.removeLocked(ctx)
+			s.supervised = false
+			if err = s.create(ctx); err == nil {
+				err = s.startContainer(ctx)
+			}
+		}
 	}
-	if err := s.startAndWait(ctx); err != nil {
+	if err == nil {
+		if s.supervised {
+			s.b.shell.Store(1)
+			err = s.startFirst(ctx)
+		} else {
+			err = s.waitUp(ctx, s.containerExited)
+		}
+	}
+	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("node %s: %w", s.node, err)
 	}
@@ -44,16 +64,98 @@ type dockerServer struct {
 	// sentinel, when not empty, is the configuration of a Sentinel: the
 	// container runs redis-server --sentinel on it.
 	sentinel string
+	// extraConf are more lines of a data node's configuration file (a
+	// cluster node's directives).
+	extraConf string
 
 	mu          sync.Mutex
 	id          string
 	persistCfg  persistence
 	partitioned bool
-	paused      bool
+	// linkDown: the partition took the container's interface down (rather
+	// than disconnecting it from the network).
+	linkDown bool
+	paused   bool
+	// supervised: the container's first process is supervisorScript,
+	// reached through sup, and its redis-server runs on the configuration
+	// of generation gen. Otherwise redis-server is the container's first
+	// process, and restarting it restarts the container.
+	supervised bool
+	sup        *dockerbox.Supervisor
+	gen        int
 }
 
-// redisConf is the configuration file the container's server reads.
-func redisConf(p persistence) string {
+// Supervised containers. A restart of a container costs about a second
+// (the engine tears down and sets up its process, mounts and network
+// endpoint), and a docker exec some tens of milliseconds. So a container
+// whose image has /bin/sh runs supervisorScript as its first process, a
+// shell that starts and kills the container's redis-server as its child
+// when told to on its stdin, which the harness keeps attached (see
+// supervisor). A kill is a SIGKILL, waited for; a restart kills the server
+// if it runs and starts a new one, in the same container at the same
+// address: a new process, which finds nothing of its predecessor's memory,
+// only the files it reads. A restart without data gives the new server a
+// configuration of a new generation N, /data/rN.conf, whose RDB and
+// append-only files are named rN.rdb and rN.aof: none of its predecessor's
+// files is one it reads. With data the server starts again on the same
+// configuration (rewritten by CONFIG REWRITE since) and so the same files.
+
+// supervisorScript is the first process of a supervised container. It
+// reads one command a line and answers each with one line on stdout:
+//
+//	write FILE   the lines that follow, up to one that is ".", become FILE
+//	start CONF   start redis-server CONF
+//	kill         SIGKILL the server and wait for its exit
+//	alive        "yes" if the server runs, else "no"
+//	partition    take the network interfaces (all but lo) down
+//	heal GW      bring them up, with the default route through GW
+//
+// The server's output goes to the shell's stderr, which the container's log
+// keeps.
+const supervisorScript = `pid=
+while IFS= read -r cmd; do
+	case $cmd in
+	"write "*)
+		f=${cmd#write }
+		: >"$f"
+		while IFS= read -r l && [ "$l" != . ]; do printf '%s\n' "$l" >>"$f"; done
+		echo ok;;
+	"start "*)
+		redis-server "${cmd#start }" </dev/null >&2 &
+		pid=$!
+		echo ok;;
+	kill)
+		if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; wait "$pid"; fi
+		pid=
+		echo ok;;
+	alive)
+		st=
+		[ -z "$pid" ] || read -r _ _ st _ 2>/dev/null <"/proc/$pid/stat"
+		if [ -n "$st" ] && [ "$st" != Z ]; then echo yes; else echo no; fi;;
+	partition|"heal "*)
+		up=down
+		[ "$cmd" = partition ] || up=up
+		err=
+		for i in /sys/class/net/*; do
+			n=${i##*/}
+			[ "$n" = lo ] || ip link set "$n" $up 2>/dev/null || err=1
+		done
+		[ -n "$err" ] || [ $up = down ] || ip route replace default via "${cmd#heal }" 2>/dev/null || err=1
+		if [ -z "$err" ]; then echo ok; else echo "ip link set $up failed"; fi;;
+	*)
+		echo "unknown command: $cmd";;
+	esac
+done
+`
+
+// confPath is the configuration file of a supervised server of generation
+// gen.
+func confPath(gen int) string { return "/data/r" + strconv.Itoa(gen) + ".conf" }
+
+// redisConf is the configuration file the container's server reads. A
+// supervised server of generation gen (> 0) names its RDB and append-only
+// files after it.
+func redisConf(p persistence, gen int) string {
 	ao := "no"
 	if p.appendOnly {
 		ao = "yes"
@@ -62,8 +164,13 @@ func redisConf(p persistence) string {
 	if fsync == "" {
 		fsync = "everysec"
 	}
-	return "port 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\nsave \"\"\n" +
+	conf := "port 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\nsave \"\"\n" +
 		"appendonly " + ao + "\nappendfsync " + fsync + "\n"
+	if gen > 0 {
+		g := "r" + strconv.Itoa(gen)
+		conf += "dbfilename " + g + ".rdb\nappendfilename " + g + ".aof\n"
+	}
+	return conf
 }
 
 // create makes the container (not started) with its configuration file.
@@ -72,21 +179,31 @@ func (s *dockerServer) create(ctx context.Context) error {
 	for k, v := range s.b.labels {
 		labels[k] = v
 	}
-	cmd := []string{"redis-server", "/data/redis.conf"}
-	confName, conf := "redis.conf", []byte(redisConf(s.persistCfg))
-	if s.sentinel != "" {
-		cmd = []string{"redis-server", "/data/sentinel.conf", "--sentinel"}
-		confName, conf = "sentinel.conf", []byte(s.sentinel)
+	cfg := &dc.Config{
+		Image:    s.b.image.name,
+		Cmd:      []string{"redis-server", "/data/redis.conf"},
+		Labels:   labels,
+		Hostname: s.node,
+	}
+	switch {
+	case s.sentinel != "":
+		cfg.Cmd = []string{"redis-server", "/data/sentinel.conf", "--sentinel"}
+	case s.supervised:
+		// The image's entrypoint (the official image's switches user) is
+		// left out.
+		cfg.Entrypoint = []string{"/bin/sh", "-c"}
+		cfg.Cmd = []string{supervisorScript}
+		cfg.OpenStdin = true
+	}
+	host := &dc.HostConfig{NetworkMode: s.b.netName}
+	if s.supervised {
+		// For ip link set, which partitions the container.
+		host.CapAdd = []string{"NET_ADMIN"}
 	}
 	c, err := s.b.cli.CreateContainer(dc.CreateContainerOptions{
-		Name: s.container,
-		Config: &dc.Config{
-			Image:    s.b.image.name,
-			Cmd:      cmd,
-			Labels:   labels,
-			Hostname: s.node,
-		},
-		HostConfig: &dc.HostConfig{NetworkMode: s.b.netName},
+		Name:       s.container,
+		Config:     cfg,
+		HostConfig: host,
 		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
 			s.b.netName: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: s.ip}},
 		}},
@@ -101,15 +218,10 @@ func (s *dockerServer) create(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("docker: creating container %s: %w", s.container, err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: confName, Mode: 0o666, Size: int64(len(conf)), ModTime: time.Now()})
-	tw.Write(conf)
-	tw.Close()
-	if err := s.b.cli.UploadToContainer(s.id, dc.UploadToContainerOptions{
-		InputStream: &buf, Path: "/data", Context: ctx,
-	}); err != nil {
-		return fmt.Errorf("docker: writing %s into %s: %w", confName, s.container, err)
+	if !s.supervised {
+		if err := s.uploadConf(ctx); err != nil {
+			return err
+		}
 	}
 	if s.partitioned {
 		if err := s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx}); err != nil {
@@ -119,16 +231,101 @@ func (s *dockerServer) create(ctx context.Context) error {
 	return nil
 }
 
-// startAndWait starts the container and waits for PING (unless partitioned,
-// when nothing can reach it).
-func (s *dockerServer) startAndWait(ctx context.Context) error {
+// uploadConf writes the configuration file into the container:
+// /data/redis.conf or /data/sentinel.conf.
+func (s *dockerServer) uploadConf(ctx context.Context) error {
+	name, conf := "redis.conf", redisConf(s.persistCfg, 0)+s.extraConf
+	if s.sentinel != "" {
+		name, conf = "sentinel.conf", s.sentinel
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o666, Size: int64(len(conf)), ModTime: time.Now()})
+	tw.Write([]byte(conf))
+	tw.Close()
+	if err := s.b.cli.UploadToContainer(s.id, dc.UploadToContainerOptions{
+		InputStream: &buf, Path: "/data", Context: ctx,
+	}); err != nil {
+		return fmt.Errorf("docker: writing %s into %s: %w", name, s.container, err)
+	}
+	return nil
+}
+
+// startContainer starts the container.
+func (s *dockerServer) startContainer(ctx context.Context) error {
 	if err := s.b.cli.StartContainerWithContext(s.id, nil, ctx); err != nil {
 		return fmt.Errorf("docker: starting container %s: %w", s.container, err)
 	}
+	return nil
+}
+
+// startFirst attaches to a supervised container's supervisor, which has
+// just started, and starts its first server.
+func (s *dockerServer) startFirst(ctx context.Context) error {
+	sup, err := dockerbox.Attach(s.b.cli, s.id)
+	if err != nil {
+		return fmt.Errorf("docker: attaching to container %s: %w", s.container, err)
+	}
+	s.sup = sup
+	return s.startNew(ctx)
+}
+
+// startNew starts a supervised server of a new generation: a configuration
+// (from s.persistCfg) whose files no earlier server wrote.
+func (s *dockerServer) startNew(ctx context.Context) error {
+	s.gen++
+	conf := strings.Split(strings.TrimSuffix(redisConf(s.persistCfg, s.gen)+s.extraConf, "\n"), "\n")
+	if err := s.sup.OK(ctx, "write "+confPath(s.gen), conf); err != nil {
+		return fmt.Errorf("docker: container %s: %w", s.container, err)
+	}
+	return s.startServer(ctx)
+}
+
+// startServer starts a supervised container's redis-server on the
+// configuration of generation s.gen and waits until it answers. The server
+// that ran before must be gone (killServer), lest its PONG be taken for the
+// new one's.
+func (s *dockerServer) startServer(ctx context.Context) error {
+	if err := s.sup.OK(ctx, "start "+confPath(s.gen), nil); err != nil {
+		return fmt.Errorf("docker: container %s: %w", s.container, err)
+	}
+	sup := s.sup // the check may outlive the wait, and s.sup with it
+	return s.waitUp(ctx, func(ctx context.Context) bool {
+		a, err := sup.Do(ctx, "alive", nil)
+		return err != nil || a != "yes"
+	})
+}
+
+// killServer SIGKILLs a supervised container's redis-server and waits until
+// it has exited.
+func (s *dockerServer) killServer(ctx context.Context) error {
+	if err := s.sup.OK(ctx, "kill", nil); err != nil {
+		return fmt.Errorf("docker: container %s: %w", s.container, err)
+	}
+	return nil
+}
+
+// startAndWait starts the container and waits for PING.
+func (s *dockerServer) startAndWait(ctx context.Context) error {
+	if err := s.startContainer(ctx); err != nil {
+		return err
+	}
+	return s.waitUp(ctx, s.containerExited)
+}
+
+// containerExited reports whether the container has stopped.
+func (s *dockerServer) containerExited(ctx context.Context) bool {
+	c, err := s.b.cli.InspectContainerWithContext(s.id, ctx)
+	return err == nil && c.State.Status == "exited"
+}
+
+// waitUp waits for PING (unless partitioned, when nothing can reach the
+// server); exited, asked every 250ms, tells that the server is gone.
+func (s *dockerServer) waitUp(ctx context.Context, exited func(context.Context) bool) error {
 	if s.partitioned {
 		return nil
 	}
-	exited := make(chan struct{})
+	gone := make(chan struct{})
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -137,18 +334,17 @@ func (s *dockerServer) startAndWait(ctx context.Context) error {
 			case <-stop:
 				return
 			case <-ctx.Done(): // Close cuts the start short
-				close(exited)
+				close(gone)
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
-			c, err := s.b.cli.InspectContainerWithContext(s.id, ctx)
-			if err == nil && c.State.Status == "exited" {
-				close(exited)
+			if exited(ctx) {
+				close(gone)
 				return
 			}
 		}
 	}()
-	if err := redisproc.WaitPing(s.addr(), s.b.timeout, exited); err != nil {
+	if err := redisproc.WaitPing(s.addr(), s.b.timeout, gone); err != nil {
 		return fmt.Errorf("redis in container %s at %s did not come up: %w\n%s", s.container, s.addr(), err, s.logTailOf(s.id, 15))
 	}
 	return nil
@@ -183,12 +379,15 @@ func (s *dockerServer) kill(ctx context.Context) error {
 	return s.killLocked(ctx)
 }
 
-// killLocked sends SIGKILL and waits until the engine sees the container
-// stopped.
+// killLocked sends SIGKILL to the server (the container's, or a supervised
+// one's redis-server) and waits until it is gone.
 func (s *dockerServer) killLocked(ctx context.Context) error {
 	if s.paused {
 		s.b.cli.UnpauseContainer(s.id)
 		s.paused = false
+	}
+	if s.supervised {
+		return s.killServer(ctx)
 	}
 	if err := s.b.cli.KillContainer(dc.KillContainerOptions{ID: s.id, Signal: dc.SIGKILL, Context: ctx}); err != nil {
 		var nr *dc.ContainerNotRunning
@@ -206,6 +405,21 @@ func (s *dockerServer) killLocked(ctx context.Context) error {
 func (s *dockerServer) restart(ctx context.Context, keepData bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.supervised {
+		if s.paused {
+			s.b.cli.UnpauseContainer(s.id)
+			s.paused = false
+		}
+		// Killed first, and waited for: the new server's PONG must not
+		// come from the old one.
+		if err := s.killServer(ctx); err != nil {
+			return err
+		}
+		if !keepData {
+			return s.startNew(ctx)
+		}
+		return s.startServer(ctx)
+	}
 	if keepData {
 		if err := s.killLocked(ctx); err != nil {
 			return err
@@ -222,11 +436,32 @@ func (s *dockerServer) restart(ctx context.Context, keepData bool) error {
 	return s.startAndWait(ctx)
 }
 
+// partition cuts the container off: a supervised one, not paused, takes
+// its interface down (tens of microseconds, where the engine takes over a
+// tenth of a second to disconnect a container from its network); else, or
+// when its image has no ip command, the engine disconnects it.
 func (s *dockerServer) partition(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.partitioned {
 		return nil
+	}
+	if s.supervised && !s.paused && s.b.ipLink.Load() >= 0 {
+		a, err := s.sup.Do(ctx, "partition", nil)
+		if err != nil {
+			return fmt.Errorf("docker: container %s: %w", s.container, err)
+		}
+		if a == "ok" {
+			s.b.ipLink.Store(1)
+			s.partitioned, s.linkDown = true, true
+			return nil
+		}
+		// No ip command, or no right to use it: what went down comes up,
+		// and the engine disconnects the container instead, from now on.
+		s.b.ipLink.Store(-1)
+		if err := s.sup.OK(ctx, "heal "+s.b.gateway.String(), nil); err != nil {
+			return fmt.Errorf("docker: container %s: %w", s.container, err)
+		}
 	}
 	if err := s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx}); err != nil {
 		return err
@@ -235,10 +470,26 @@ func (s *dockerServer) partition(ctx context.Context) error {
 	return nil
 }
 
+// heal ends the partition the way it was made. A container paused since
+// its interface went down is thawed for the supervisor to bring it up, and
+// paused again.
 func (s *dockerServer) heal(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.partitioned {
+		return nil
+	}
+	if s.linkDown {
+		if s.paused {
+			if err := s.b.cli.UnpauseContainer(s.id); err != nil {
+				return err
+			}
+			defer s.b.cli.PauseContainer(s.id)
+		}
+		if err := s.sup.OK(ctx, "heal "+s.b.gateway.String(), nil); err != nil {
+			return fmt.Errorf("docker: container %s: %w", s.container, err)
+		}
+		s.partitioned, s.linkDown = false, false
 		return nil
 	}
 	if err := s.b.cli.ConnectNetwork(s.b.netID, dc.NetworkConnectionOptions{
@@ -272,7 +523,9 @@ func (s *dockerServer) logTail(n int) string {
 	return s.logTailOf(id, n)
 }
 
-// logTailOf returns the last n lines of container id's output.
+// logTailOf returns the last n lines of container id's output: of a
+// supervised one, its stderr, where its servers write (its stdout holds
+// the supervisor's answers).
 func (s *dockerServer) logTailOf(id string, n int) string {
 	if id == "" {
 		return "(no container)"
@@ -282,7 +535,7 @@ func (s *dockerServer) logTailOf(id string, n int) string {
 	defer cancel()
 	err := s.b.cli.Logs(dc.LogsOptions{
 		Context: ctx, Container: id, OutputStream: &out, ErrorStream: &out,
-		Stdout: true, Stderr: true, Tail: strconv.Itoa(n),
+		Stdout: !s.supervised, Stderr: true, Tail: strconv.Itoa(n),
 	})
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
@@ -304,6 +557,10 @@ func (s *dockerServer) removeLocked(ctx context.Context) error {
 	}
 	s.id = ""
 	s.paused = false
+	if s.sup != nil {
+		s.sup.Close()
+		s.sup = nil
+	}
 	return nil
 }
 

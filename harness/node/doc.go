@@ -10,9 +10,14 @@
 //     address on that network, so disconnecting the container cuts them off.
 //     The image is Options.Image, else $LOCKLAB_REDIS_IMAGE, else "redis:7",
 //     if present locally or pullable within a few seconds; otherwise an image
-//     "locklab/redis:<version>" is built FROM scratch out of the host's
-//     redis-server, the shared libraries it links and the dynamic loader, with
-//     no registry involved, and reused afterwards. Every container and network
+//     "locklab/redis:<version>-<revision>" is built FROM scratch out of the
+//     host's redis-server, /bin/sh and ip command, the shared libraries they
+//     link and the dynamic loader, with no registry involved, and reused
+//     afterwards. Where the image has /bin/sh, the container's first process
+//     is a small shell supervisor that runs redis-server as its child and
+//     kills, starts and cuts it off on commands sent to its stdin: a restart
+//     is a new redis-server process in a container that stays up (a few
+//     milliseconds, where restarting a container takes about a second). Every container and network
 //     carries the label locklab=1 and the owning process's pid and host;
 //     Start removes those whose process is gone (never those of a live one),
 //     and SIGINT or SIGTERM during a run closes every open cluster before the
@@ -40,13 +45,17 @@
 //
 //   - Pause / Resume: docker pause or SIGSTOP; connections stay open and
 //     commands time out until Resume.
-//   - Kill and Restart(keepData): SIGKILL, then a start at the same address.
-//     With keepData the node finds its files again, so with append-only
-//     persistence (Options.AppendOnly, AppendFsync, or Node.SetAppendOnly)
-//     acknowledged writes survive; without it, or without keepData, the node
-//     comes back empty.
+//   - Kill and Restart(keepData): SIGKILL, then a start at the same address
+//     of a new redis-server process (on docker, in the same container when
+//     its image has /bin/sh, else in the container restarted). With keepData
+//     the node finds its files again, so with append-only persistence
+//     (Options.AppendOnly, AppendFsync, or Node.SetAppendOnly) acknowledged
+//     writes survive; without it, or without keepData, the node comes back
+//     empty.
 //   - Partition / Heal: the node stops answering clients and other nodes
-//     (docker network disconnect, or a blackholed proxy) and comes back.
+//     (on docker its network interface goes down, or where the image has no
+//     ip command the container is disconnected from the network; on the
+//     process backend its proxy blackholes) and comes back.
 //   - ExpireAll: time passes; every key with a TTL is removed, keys without
 //     one stay. Made of commands, it works on every backend.
 //   - Replica failover: Cluster.AddReplica starts a replica of a node;

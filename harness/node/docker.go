@@ -14,35 +14,34 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/locklab/locklab/internal/procid"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/rcluster"
 )
 
 // Labels on every container and network the docker backend creates.
 const (
 	// LabelKey marks locklab's containers and networks (value "1").
-	LabelKey = "locklab"
+	LabelKey = dockerbox.LabelKey
 	// LabelPid is the pid of the process that owns them.
-	LabelPid = "locklab.pid"
+	LabelPid = dockerbox.LabelPid
 	// LabelPidStart is that process's start time, to tell a reused pid.
-	LabelPidStart = "locklab.pidstart"
+	LabelPidStart = dockerbox.LabelPidStart
 	// LabelHost is the host name of the owning process.
-	LabelHost = "locklab.host"
+	LabelHost = dockerbox.LabelHost
 	// LabelCluster names the cluster (its network).
-	LabelCluster = "locklab.cluster"
+	LabelCluster = dockerbox.LabelCluster
 	// LabelName is the user's Options.Label.
-	LabelName = "locklab.label"
+	LabelName = dockerbox.LabelName
 )
 
 // errNoEngine: no Docker engine answered.
-var errNoEngine = errors.New("no Docker engine answers")
-
-// pingTimeout bounds the check that a Docker engine answers.
-const pingTimeout = 2 * time.Second
+var errNoEngine = dockerbox.ErrNoEngine
 
 // dockerBackend runs each node in a container on a private network of its
 // own; clients dial the container's address on that network, so that
@@ -57,34 +56,22 @@ type dockerBackend struct {
 	gateway netip.Addr
 	labels  map[string]string
 	timeout time.Duration
+	// shell tells whether the image has /bin/sh, for supervised
+	// containers (see dockerServer): 1 yes, -1 no, 0 not known yet (the
+	// first container tries).
+	shell atomic.Int32
+	// ipLink tells whether a supervised container can take its interface
+	// down for a partition: 1 yes, -1 no (the engine disconnects it), 0
+	// not known yet.
+	ipLink atomic.Int32
 }
 
 // dockerClient connects to the engine of $DOCKER_HOST (or the default
-// socket) and checks that it answers within pingTimeout.
-func dockerClient(ctx context.Context) (*dockertest.Pool, error) {
-	pool, err := dockertest.NewPool("")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoEngine, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := pool.Client.PingWithContext(pctx); err != nil {
-		return nil, fmt.Errorf("%w at %s: %v", errNoEngine, pool.Client.Endpoint(), err)
-	}
-	return pool, nil
-}
+// socket) and checks that it answers within dockerbox.PingTimeout.
+func dockerClient(ctx context.Context) (*dockertest.Pool, error) { return dockerbox.Connect(ctx) }
 
 // ownLabels are the labels that tie a resource to this process.
-func ownLabels() map[string]string {
-	host, _ := os.Hostname()
-	pid := os.Getpid()
-	return map[string]string{
-		LabelKey:      "1",
-		LabelPid:      strconv.Itoa(pid),
-		LabelPidStart: procid.Start(pid),
-		LabelHost:     host,
-	}
-}
+func ownLabels() map[string]string { return dockerbox.OwnLabels() }
 
 func newDocker(ctx context.Context, opts Options) (*dockerBackend, error) {
 	pool, err := dockerClient(ctx)
@@ -100,6 +87,12 @@ func newDocker(ctx context.Context, opts Options) (*dockerBackend, error) {
 		return nil, err
 	}
 	b := &dockerBackend{pool: pool, cli: cli, image: img, timeout: opts.StartTimeout}
+	switch {
+	case img.built && img.noShell:
+		b.shell.Store(-1)
+	case img.built:
+		b.shell.Store(1)
+	}
 	b.labels = ownLabels()
 	if opts.Label != "" {
 		b.labels[LabelName] = opts.Label
@@ -181,21 +174,7 @@ func (b *dockerBackend) createNetwork(ctx context.Context, label string) error {
 }
 
 // sanitize keeps what a container name allows.
-func sanitize(s string) string {
-	var out []rune
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			out = append(out, r)
-		default:
-			out = append(out, '-')
-		}
-	}
-	if len(out) > 40 {
-		out = out[:40]
-	}
-	return strings.Trim(string(out), "-.")
-}
+func sanitize(s string) string { return dockerbox.Sanitize(s) }
 
 func (b *dockerBackend) name() string { return BackendDocker }
 
@@ -250,6 +229,32 @@ func (b *dockerBackend) startSentinel(ctx context.Context, idx int, name, conf s
 		sentinel:  "port 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\n" + conf,
 	}
 	return s.launch(ctx)
+}
+
+// startClusterNode runs a container whose server is a cluster node on port
+// 6379 (bus 16379) of its fixed address on the cluster's network, which it
+// announces: the host's clients dial that address, as they dial every
+// node of the docker backend, and so do the other nodes.
+func (b *dockerBackend) startClusterNode(ctx context.Context, idx int, name string, p persistence, nodeTimeout time.Duration) (server, int, error) {
+	ip, err := b.ipFor(idx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var conf strings.Builder
+	for _, d := range rcluster.Directives(nodeTimeout) {
+		conf.WriteString(d[0] + " " + d[1] + "\n")
+	}
+	conf.WriteString("cluster-announce-ip " + ip.String() + "\n")
+	s := &dockerServer{
+		b:          b,
+		node:       name,
+		container:  b.netName + "-" + name,
+		ip:         ip.String(),
+		persistCfg: p,
+		extraConf:  conf.String(),
+	}
+	srv, err := s.launch(ctx)
+	return srv, 0, err
 }
 
 // close removes the cluster's network; its containers are gone by then.

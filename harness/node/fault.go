@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // The faults a node may support, one interface each. *Replicated implements
@@ -66,16 +66,27 @@ const (
 	// Failover promotes the node's replica, which missed the latest
 	// writes, in its place; it has no end.
 	Failover
+	// ClusterFailover kills the master of a Redis Cluster that serves a
+	// key's slot, lets the cluster elect its replica in its place, and
+	// starts it again as a replica. Begin and End do not apply it to
+	// any node: harness/stress runs it on a RedisCluster, whose
+	// methods (Kill, WaitPromoted, Restart, WaitRejoined) are its stages.
+	ClusterFailover
+	// LeaderKill kills the leader of a raft cluster (etcd) with SIGKILL
+	// and starts it again on its data directory. Begin and End do not
+	// apply it to any node: harness/stress runs it on an etcd cluster.
+	LeaderKill
 )
 
 var faultNames = [...]string{
 	Pause: "pause", Kill: "kill", Restart: "restart", RestartKeep: "restart-keep",
-	Partition: "partition", Failover: "failover",
+	Partition: "partition", Failover: "failover", ClusterFailover: "cluster-failover",
+	LeaderKill: "leader-kill",
 }
 
 // Faults returns every fault kind, in the order of the constants.
 func Faults() []Fault {
-	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover}
+	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover, ClusterFailover, LeaderKill}
 }
 
 // String returns the fault's text form.
@@ -94,7 +105,7 @@ func ParseFault(s string) (Fault, error) {
 			return f, nil
 		}
 	}
-	return 0, locklab.Invalid("unknown node fault %q (want %s)", s, JoinFaults(Faults()))
+	return 0, lockkit.Invalid("unknown node fault %q (want %s)", s, JoinFaults(Faults()))
 }
 
 // JoinFaults is the text forms of fs separated by commas, as the CLI's

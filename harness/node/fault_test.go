@@ -18,7 +18,7 @@ func TestFaultNames(t *testing.T) {
 			t.Errorf("ParseFault(%q) = %v, %v; want %v", f.String(), got, err, f)
 		}
 	}
-	want := "pause,kill,restart,restart-keep,partition,failover"
+	want := "pause,kill,restart,restart-keep,partition,failover,cluster-failover,leader-kill"
 	if got := JoinFaults(Faults()); got != want {
 		t.Errorf("JoinFaults = %q, want %q", got, want)
 	}
@@ -61,6 +61,14 @@ func (o *onlyRestarts) Restart(context.Context, bool) error { o.restarts++; retu
 func TestSupports(t *testing.T) {
 	t.Parallel()
 	for _, f := range Faults() {
+		if f == ClusterFailover || f == LeaderKill {
+			// Run by harness/stress on a RedisCluster or an etcd
+			// cluster, not by Begin.
+			if Supports(&Node{}, f) || Supports((*Replicated)(nil), f) {
+				t.Errorf("a node supports %v", f)
+			}
+			continue
+		}
 		if !Supports(&Node{}, f) && f != Failover {
 			t.Errorf("*Node does not support %v", f)
 		}

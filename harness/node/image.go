@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,7 +18,8 @@ import (
 
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
 // DefaultImage is the image the docker backend runs when neither
@@ -27,8 +27,16 @@ import (
 const DefaultImage = "redis:7"
 
 // LocalImageRepo is the repository of the images built from the host's
-// redis-server; the tag is its version, e.g. "locklab/redis:7.0.15".
+// redis-server; the tag is its version and the layout's revision, e.g.
+// "locklab/redis:7.0.15-2".
 const LocalImageRepo = "locklab/redis"
+
+// localImageRevision names the layout of the images built locally; it
+// changes when their contents do, so that an image of an older layout is
+// not reused. Revision 2 adds the host's /bin/sh, which supervises the
+// container's redis-server (kills and starts it), and its ip command, which
+// takes the container's network interface down and up for a partition.
+const localImageRevision = "2"
 
 // pullTimeout bounds an image pull: machines without a registry must not
 // wait for one.
@@ -39,6 +47,9 @@ type resolvedImage struct {
 	name  string
 	built bool   // built locally from the host's redis-server
 	from  string // that binary
+	// noShell: the image has no /bin/sh (built on a host without one), so
+	// its containers run redis-server as their first process.
+	noShell bool
 }
 
 var images struct {
@@ -81,9 +92,9 @@ func findOrBuild(ctx context.Context, cli *dc.Client, want string) (resolvedImag
 	bin, binErr := redisproc.Binary()
 	var local string
 	if binErr == nil {
-		local = LocalImageRepo + ":" + redisVersion(bin)
-		if _, err := cli.InspectImage(local); err == nil {
-			return resolvedImage{name: local, built: true, from: bin}, nil
+		local = LocalImageRepo + ":" + redisVersion(bin) + "-" + localImageRevision
+		if info, err := cli.InspectImage(local); err == nil {
+			return resolvedImage{name: local, built: true, from: bin, noShell: !hasShellLabel(info)}, nil
 		}
 	}
 	pullErr := pull(ctx, cli, want)
@@ -94,11 +105,37 @@ func findOrBuild(ctx context.Context, cli *dc.Client, want string) (resolvedImag
 		return resolvedImage{}, fmt.Errorf("docker: image %s is not present and could not be pulled (%v), "+
 			"and no local image can be built: %v", want, pullErr, binErr)
 	}
-	if err := buildImage(ctx, cli, bin, local); err != nil {
+	shell, err := buildImage(ctx, cli, bin, local)
+	if err != nil {
 		return resolvedImage{}, fmt.Errorf("docker: image %s is not present and could not be pulled (%v); "+
 			"building %s from %s failed: %w", want, pullErr, local, bin, err)
 	}
-	return resolvedImage{name: local, built: true, from: bin}, nil
+	return resolvedImage{name: local, built: true, from: bin, noShell: !shell}, nil
+}
+
+// labelShell marks a locally built image that holds /bin/sh.
+const labelShell = "locklab.shell"
+
+func hasShellLabel(img *dc.Image) bool {
+	return img.Config != nil && img.Config.Labels[labelShell] == "1"
+}
+
+// hostShell is the host's /bin/sh, or "" when there is none.
+func hostShell() string {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		return ""
+	}
+	return "/bin/sh"
+}
+
+// hostIP is the host's ip command (iproute2), or "" when there is none.
+func hostIP() string {
+	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // pull tries to pull ref within pullTimeout.
@@ -132,17 +169,31 @@ func redisVersion(bin string) string {
 	return "unknown"
 }
 
-// buildImage builds tag FROM scratch with bin, the shared libraries it links
-// (as ldd lists them) and the dynamic loader. No registry is involved.
-func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) error {
+// buildImage builds tag FROM scratch with bin, the host's /bin/sh if there
+// is one (it reports whether) and its ip command if there is one, the
+// shared libraries they link (as ldd lists them) and the dynamic loader. No
+// registry is involved.
+func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) (shell bool, err error) {
 	files := map[string]string{"/usr/local/bin/redis-server": bin}
-	libs, err := sharedLibs(bin)
-	if err != nil {
-		return err
+	if sh := hostShell(); sh != "" {
+		files["/bin/sh"] = sh
+		if ip := hostIP(); ip != "" {
+			files["/bin/ip"] = ip
+		}
 	}
-	for _, l := range libs {
-		files[l] = l
+	for _, exe := range []string{bin, files["/bin/sh"], files["/bin/ip"]} {
+		if exe == "" {
+			continue
+		}
+		libs, err := sharedLibs(exe)
+		if err != nil {
+			return false, err
+		}
+		for _, l := range libs {
+			files[l] = l
+		}
 	}
+	shell = files["/bin/sh"] != ""
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
@@ -181,7 +232,7 @@ func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) error {
 			mode = 0o1777
 		}
 		if err := addDir(d, mode); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for dst, src := range files {
@@ -189,21 +240,21 @@ func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) error {
 		// the link points to under that path.
 		real, err := filepath.EvalSymlinks(src)
 		if err != nil {
-			return err
+			return false, err
 		}
 		data, err := os.ReadFile(real)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := addFile(dst, 0o755, data); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := addFile("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nredis:x:999:999:redis:/data:/sbin/nologin\n")); err != nil {
-		return err
+		return false, err
 	}
 	if err := addFile("/etc/group", 0o644, []byte("root:x:0:\nredis:x:999:\n")); err != nil {
-		return err
+		return false, err
 	}
 	dockerfile := "FROM scratch\n" +
 		"COPY rootfs/ /\n" +
@@ -212,11 +263,15 @@ func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) error {
 		"EXPOSE 6379\n" +
 		"CMD [\"redis-server\"]\n"
 	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: now}); err != nil {
-		return err
+		return false, err
 	}
 	tw.Write([]byte(dockerfile))
 	if err := tw.Close(); err != nil {
-		return err
+		return false, err
+	}
+	labels := map[string]string{"locklab.image": "1", "locklab.from": bin}
+	if shell {
+		labels[labelShell] = "1"
 	}
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -227,52 +282,20 @@ func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) error {
 		OutputStream:        &out,
 		RmTmpContainer:      true,
 		ForceRmTmpContainer: true,
-		Labels:              map[string]string{"locklab.image": "1", "locklab.from": bin},
+		Labels:              labels,
 		Context:             bctx,
 	})
 	if err != nil {
-		return fmt.Errorf("%w\n%s", err, tailLines(out.String(), 10))
+		return false, fmt.Errorf("%w\n%s", err, tailLines(out.String(), 10))
 	}
 	if _, err := cli.InspectImage(tag); err != nil {
-		return fmt.Errorf("build finished but %s is missing: %w\n%s", tag, err, tailLines(out.String(), 10))
+		return false, fmt.Errorf("build finished but %s is missing: %w\n%s", tag, err, tailLines(out.String(), 10))
 	}
-	return nil
+	return shell, nil
 }
 
 // sharedLibs lists the absolute paths of the libraries and loader bin links,
 // from ldd. A static binary has none.
-func sharedLibs(bin string) ([]string, error) {
-	out, err := exec.Command("ldd", bin).CombinedOutput()
-	if err != nil {
-		if strings.Contains(string(out), "not a dynamic executable") {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("ldd %s: %v: %s", bin, err, out)
-	}
-	var libs []string
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if strings.Contains(line, "not found") {
-			return nil, fmt.Errorf("ldd %s: %s", bin, line)
-		}
-		field := line
-		if _, after, ok := strings.Cut(line, "=>"); ok {
-			field = after
-		}
-		if f := strings.Fields(field); len(f) > 0 && strings.HasPrefix(f[0], "/") {
-			libs = append(libs, f[0])
-		}
-	}
-	return libs, nil
-}
+func sharedLibs(bin string) ([]string, error) { return dockerbox.SharedLibs(bin) }
 
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tailLines(s string, n int) string { return dockerbox.TailLines(s, n) }

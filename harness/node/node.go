@@ -16,7 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/ttlclock"
+	"github.com/locklab/locklab/internal/tooling/ttlclock"
 )
 
 // Node is one redis-server of a Cluster.
@@ -69,6 +69,23 @@ func (n *Node) URL() string {
 	return o.URL()
 }
 
+// PoolOptions returns what a client needs to reach the node: its address
+// (Addr), and the user, password, database, TLS and timeouts of its URL.
+func (n *Node) PoolOptions() locklab.PoolOptions {
+	o := n.opts
+	o.Addr = n.srv.addr()
+	return o
+}
+
+// Shared reports whether the node is a server the harness does not own
+// (the addrs backend): it may hold data of others, so a run there writes
+// only keys of a namespace of its own, deletes only those, and changes
+// no setting.
+func (n *Node) Shared() bool {
+	_, given := n.srv.(*addrServer)
+	return given
+}
+
 // Pool returns the node's connection pool. It satisfies locklab.ConnSource.
 // Connections have 2s connect, read and write timeouts.
 func (n *Node) Pool() *redis.Pool { return n.pool }
@@ -105,8 +122,12 @@ func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return v, nil
 }
 
-// Flush deletes every key of every database (FLUSHALL).
+// Flush deletes every key of every database (FLUSHALL). A Shared node
+// refuses: its keys are not the harness's.
 func (n *Node) Flush(ctx context.Context) error {
+	if n.Shared() {
+		return unsupported("flush", n.name)
+	}
 	_, err := n.Do(ctx, "FLUSHALL")
 	return err
 }
@@ -114,8 +135,12 @@ func (n *Node) Flush(ctx context.Context) error {
 // ExpireAll makes time pass on the node: every key of database 0 that has a
 // TTL is removed now, as if its TTL had elapsed; keys without a TTL stay. It
 // only sends commands (SCAN and a Lua script), so it works on every backend.
-// Run it on masters: a replica refuses writes.
+// Run it on masters: a replica refuses writes. A Shared node refuses: the
+// TTLs of its keys are not the harness's to move.
 func (n *Node) ExpireAll(ctx context.Context) error {
+	if n.Shared() {
+		return unsupported("expire the keys of", n.name)
+	}
 	c, err := n.Dial(ctx)
 	if err != nil {
 		return fmt.Errorf("node %s: ExpireAll: %w", n.name, err)
@@ -138,6 +163,9 @@ func (n *Node) SetAppendOnly(ctx context.Context, on bool, fsync string) error {
 	case "always", "everysec", "no":
 	default:
 		return fmt.Errorf("node %s: appendfsync %q: want always, everysec or no", n.name, fsync)
+	}
+	if n.Shared() {
+		return unsupported("switch the append-only file of", n.name)
 	}
 	c, err := n.Dial(ctx)
 	if err != nil {
@@ -206,15 +234,13 @@ func (n *Node) Restart(ctx context.Context, keepData bool) error {
 // CanFault reports whether the node's backend carries out the faults a
 // Node has methods for (a failover needs a Replicated): the process and
 // docker backends do, the addrs backend does not.
-func (n *Node) CanFault(Fault) bool {
-	_, given := n.srv.(*addrServer)
-	return !given
-}
+func (n *Node) CanFault(Fault) bool { return !n.Shared() }
 
 // Partition cuts the node off from the clients and from the other nodes:
 // open connections and new ones get no answer (they time out) until Heal.
-// Docker disconnects the container from the cluster's network; the process
-// backend blackholes the node's loopback proxy.
+// Docker takes the container's network interface down (or, where the image
+// has no ip command, disconnects the container from the cluster's network);
+// the process backend blackholes the node's loopback proxy.
 func (n *Node) Partition(ctx context.Context) error {
 	return n.fault(ctx, "partition", n.srv.partition)
 }

@@ -15,7 +15,8 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
 const childEnv = "LOCKLAB_NODE_TEST_CHILD"
@@ -37,13 +38,17 @@ func TestMain(m *testing.M) {
 
 // runChild starts a docker cluster of two nodes (or, when the child
 // variable names a backend, a cluster of one node and a Sentinel group on
-// that backend), says READY and waits to be killed.
+// that backend; when it is a backend and "-rcluster", a cluster of one node
+// and a Redis Cluster), says READY and waits to be killed.
 func runChild() {
 	ctx := context.Background()
 	be, n := BackendDocker, 2
-	sentinels := false
+	sentinels, rcluster := false, false
 	if v := os.Getenv(childEnv); v == BackendDocker || v == BackendProcess {
 		be, n, sentinels = v, 1, true
+	}
+	if v, ok := strings.CutSuffix(os.Getenv(childEnv), "-rcluster"); ok {
+		be, n, rcluster = v, 1, true
 	}
 	c, err := Start(ctx, Options{Backend: be, N: n, Label: "child"})
 	if err != nil {
@@ -52,6 +57,12 @@ func runChild() {
 	}
 	if sentinels {
 		if _, err := c.StartSentinels(ctx, SentinelOptions{}); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
+	}
+	if rcluster {
+		if _, err := c.StartRedisCluster(ctx, RedisClusterOptions{}); err != nil {
 			fmt.Println("ERROR", err)
 			os.Exit(2)
 		}
@@ -180,6 +191,21 @@ func get(t testing.TB, n *Node, key string) (string, bool) {
 }
 
 // reach reports whether a new connection to n answers PING within d.
+// serverID identifies the server process behind n: its run_id (random at
+// each start) and pid, from INFO server.
+func serverID(t testing.TB, n *Node) string {
+	t.Helper()
+	info, err := redis.String(n.Do(ctxT(t), "INFO", "server"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := infoFields(info)
+	if f["run_id"] == "" {
+		t.Fatalf("INFO server has no run_id:\n%s", info)
+	}
+	return "run_id " + f["run_id"] + " pid " + f["process_id"]
+}
+
 func reach(n *Node, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -388,6 +414,7 @@ func TestKillRestart(t *testing.T) {
 		ctx := ctxT(t)
 		addr := n.Addr()
 		do(t, n, "SET", "k", "v")
+		first := serverID(t, n)
 		if err := n.Kill(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -397,12 +424,19 @@ func TestKillRestart(t *testing.T) {
 		if err := n.Restart(ctx, true); err != nil {
 			t.Fatal(err)
 		}
+		second := serverID(t, n)
+		if second == first {
+			t.Errorf("the server after kill and restart is the one before (%s)", first)
+		}
 		if _, ok := get(t, n, "k"); ok {
 			t.Error("without persistence the key survived kill and restart")
 		}
 		do(t, n, "SET", "k", "v")
 		if err := n.Restart(ctx, false); err != nil { // restart of a running node
 			t.Fatal(err)
+		}
+		if id := serverID(t, n); id == second || id == first {
+			t.Errorf("the server after a restart is an earlier one (%s)", id)
 		}
 		if _, ok := get(t, n, "k"); ok {
 			t.Error("the key survived a restart without data")
@@ -411,6 +445,68 @@ func TestKillRestart(t *testing.T) {
 			t.Errorf("address changed from %s to %s", addr, n.Addr())
 		}
 	})
+}
+
+// On docker, a kill and a restart replace the redis-server process inside a
+// container that stays up, and a partition takes its interface down; where
+// the image has no ip command the engine disconnects it instead, and that
+// cuts it off as well.
+func TestDockerFaultsInsideContainer(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	s := n.srv.(*dockerServer)
+	if !s.supervised {
+		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)
+	}
+	ctx := ctxT(t)
+	started := func() string {
+		c, err := s.b.cli.InspectContainerWithContext(s.id, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ID + " started " + c.State.StartedAt.String()
+	}
+	before, id := started(), serverID(t, n)
+	if err := n.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []bool{true, false} {
+		if err := n.Restart(ctx, keep); err != nil {
+			t.Fatal(err)
+		}
+		if now := serverID(t, n); now == id {
+			t.Errorf("restart(keep=%v): the same server %s", keep, id)
+		} else {
+			id = now
+		}
+	}
+	if after := started(); after != before {
+		t.Errorf("the container was restarted: %s, then %s", before, after)
+	}
+	for _, viaEngine := range []bool{false, true} {
+		if viaEngine {
+			s.b.ipLink.Store(-1)
+		}
+		if err := n.Partition(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s.linkDown == viaEngine {
+			t.Errorf("partition by the engine %v, yet linkDown = %v", viaEngine, s.linkDown)
+		}
+		if err := reach(n, 300*time.Millisecond); err == nil {
+			t.Fatalf("a partitioned node answers (by the engine: %v)", viaEngine)
+		}
+		if err := n.Heal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(n, 2*time.Second); err != nil {
+			t.Fatalf("after Heal (by the engine: %v): %v", viaEngine, err)
+		}
+		if now := serverID(t, n); now != id {
+			t.Errorf("a partition replaced the server: %s, then %s", id, now)
+		}
+	}
 }
 
 // A connection the pool kept from before a restart is dropped on borrow:
@@ -444,11 +540,15 @@ func TestRestartWithPersistence(t *testing.T) {
 		n := start(t, Options{Backend: be, N: 1, AppendOnly: true, AppendFsync: "always"}).Nodes()[0]
 		ctx := ctxT(t)
 		do(t, n, "SET", "k", "v")
+		first := serverID(t, n)
 		if err := n.Kill(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.Restart(ctx, true); err != nil {
 			t.Fatal(err)
+		}
+		if id := serverID(t, n); id == first {
+			t.Errorf("the server after kill and restart is the one before (%s)", first)
 		}
 		if v, _ := get(t, n, "k"); v != "v" {
 			t.Fatalf("with appendonly/always the key is lost after kill and restart (GET = %q)", v)
@@ -618,17 +718,27 @@ func TestAddrsBackend(t *testing.T) {
 		}
 		conn.Do("SET", "k", "v")
 		conn.Close()
-		if err := n.ExpireAll(ctx); err != nil {
-			t.Fatal(err)
+		// The server is not the harness's: its keys and settings stay.
+		if !n.Shared() {
+			t.Errorf("%s: a node of the addrs backend is not Shared", n.Name())
 		}
-		if _, ok := get(t, n, "t"); ok {
-			t.Errorf("%s: TTL key survived ExpireAll", n.Name())
+		for op, f := range map[string]func() error{
+			"ExpireAll":     func() error { return n.ExpireAll(ctx) },
+			"Flush":         func() error { return n.Flush(ctx) },
+			"SetAppendOnly": func() error { return n.SetAppendOnly(ctx, true, "always") },
+		} {
+			if err := f(); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("%s: %s on a shared server: %v, want ErrUnsupported", n.Name(), op, err)
+			}
+		}
+		if _, ok := get(t, n, "t"); !ok {
+			t.Errorf("%s: a TTL key of the server's was removed", n.Name())
 		}
 		if _, ok := get(t, n, "k"); !ok {
-			t.Errorf("%s: key without TTL removed by ExpireAll", n.Name())
+			t.Errorf("%s: a key of the server's was removed", n.Name())
 		}
-		if err := n.Flush(ctx); err != nil {
-			t.Fatal(err)
+		if aof, err := redis.Strings(n.Do(ctx, "CONFIG", "GET", "appendonly")); err != nil || aof[1] != "no" {
+			t.Errorf("%s: appendonly %v (%v), want it left at no", n.Name(), aof, err)
 		}
 	}
 	faults := map[string]func() error{
@@ -782,6 +892,103 @@ func BenchmarkStart(b *testing.B) {
 					b.StartTimer()
 				}
 			})
+		}
+	}
+}
+
+// No error of ParseAddr shows the password of a password@host:port address.
+func TestParseAddrErrorsHidePassword(t *testing.T) {
+	for _, a := range []string{"s3cret@localhost", "s3cret@localhost:redis", "s3cret@localhost:70000", "s3cret@:6379", "redis://:s3cret@localhost:x"} {
+		_, err := ParseAddr(a)
+		if !errors.Is(err, locklab.ErrInvalid) {
+			t.Fatalf("%s: %v, want ErrInvalid", a, err)
+		}
+		if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx") {
+			t.Errorf("%s: the message shows the password or masks nothing: %v", a, err)
+		}
+	}
+}
+
+// BenchmarkRestart measures a kill and a restart (with and without the
+// node's files) of a running node on each backend: what a schedule with a
+// node restart pays.
+func BenchmarkRestart(b *testing.B) {
+	for _, be := range []string{BackendProcess, BackendDocker} {
+		for _, keep := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/keep=%v", be, keep), func(b *testing.B) {
+				if be == BackendDocker {
+					requireDocker(b)
+				}
+				c, err := Start(context.Background(), Options{Backend: be, N: 1, Label: b.Name()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				n := c.Nodes()[0]
+				ctx := context.Background()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := n.Kill(ctx); err != nil {
+						b.Fatal(err)
+					}
+					if err := n.Restart(ctx, keep); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A supervisor command whose caller stops waiting (a start's liveness check
+// cut short by the end of the start) leaves the supervisor usable: its late
+// answer is dropped, and the next command gets its own. A command on a
+// context that has ended already gets the context's error every time, even
+// when its answer (or an earlier one) is there by the time it looks.
+func TestDockerSupervisorAfterCancelledCommand(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	s := n.srv.(*dockerServer)
+	if !s.supervised {
+		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 3; i++ {
+		if _, err := s.sup.Do(done, "alive", nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a command on a cancelled context: %v, want context.Canceled", err)
+		}
+	}
+	ctx := ctxT(t)
+	if a, err := s.sup.Do(ctx, "alive", nil); err != nil || a != "yes" {
+		t.Fatalf("alive after cancelled commands: %q, %v; want yes", a, err)
+	}
+	if err := n.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Restart(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fault that reaches a supervised docker node after it was closed (a run
+// interrupted in the middle of a restart) fails with an error, not a panic.
+func TestDockerRestartAfterClose(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	s := n.srv.(*dockerServer)
+	if !s.supervised {
+		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	for _, keep := range []bool{true, false} {
+		if err := s.restart(ctx, keep); !errors.Is(err, dockerbox.ErrContainerRemoved) {
+			t.Fatalf("restart(keepData %v) of a removed container: %v, want dockerbox.ErrContainerRemoved", keep, err)
 		}
 	}
 }

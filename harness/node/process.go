@@ -10,13 +10,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/locklab/locklab/internal/redisproc"
+	"github.com/locklab/locklab/internal/tooling/rcluster"
+	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
 // processBackend runs redis-server processes on loopback ports, each with its
@@ -81,6 +83,43 @@ func (b *processBackend) startSentinel(ctx context.Context, _ int, name, conf st
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
 	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, nil
+}
+
+// startClusterNode runs a cluster node behind a proxy like the others. It
+// announces the proxy's address (cluster-announce-*, and
+// replica-announce-* to its master), so that CLUSTER SLOTS and MOVED send
+// clients through the proxy, and a cluster bus port of its own
+// (cluster-port), which the other nodes reach directly: a partition cuts
+// the node off from clients and from the replication links through the
+// proxy, not from the cluster bus.
+func (b *processBackend) startClusterNode(ctx context.Context, _ int, name string, p persistence, nodeTimeout time.Duration) (server, int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, fmt.Errorf("node %s: proxy: %w", name, err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	bus, err := redisproc.FreePort()
+	if err != nil {
+		ln.Close()
+		return nil, 0, fmt.Errorf("node %s: %w", name, err)
+	}
+	args := append(rcluster.Args(nodeTimeout),
+		"--cluster-port", strconv.Itoa(bus),
+		"--cluster-announce-ip", "127.0.0.1",
+		"--cluster-announce-port", port,
+		"--cluster-announce-bus-port", strconv.Itoa(bus),
+		"--replica-announce-ip", "127.0.0.1", "--replica-announce-port", port)
+	srv, err := redisproc.Start(redisproc.Options{
+		AppendOnly:   p.appendOnly,
+		AppendFsync:  p.fsync,
+		StartTimeout: b.timeout,
+		Args:         args,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, 0, fmt.Errorf("node %s: %w", name, err)
+	}
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, bus, nil
 }
 
 // processServer is one redis-server process and its proxy.

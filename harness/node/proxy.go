@@ -176,3 +176,34 @@ func (p *proxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// Proxy is a loopback TCP proxy in front of a server that this package does
+// not run (an etcd member, say): clients dial Addr instead of the server,
+// and Cut partitions them from it (open connections lose their upstream,
+// what clients send is swallowed without an answer, new connections are
+// accepted and never forwarded) until Heal, which closes the connections
+// held meanwhile. Only the traffic through the proxy is cut: whatever
+// reaches the server by another way (a cluster's peer traffic) is not.
+type Proxy struct{ p *proxy }
+
+// NewProxy listens on a free loopback port and forwards to target
+// ("host:port").
+func NewProxy(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return &Proxy{serveProxy(ln, target)}, nil
+}
+
+// Addr is the address clients dial, "127.0.0.1:port".
+func (p *Proxy) Addr() string { return p.p.addr() }
+
+// Cut starts a partition between the clients and the server.
+func (p *Proxy) Cut() { p.p.cut() }
+
+// Heal ends it.
+func (p *Proxy) Heal() { p.p.heal() }
+
+// Close stops the proxy and closes every connection through it.
+func (p *Proxy) Close() { p.p.close() }

@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
-
-	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // SentinelOptions configure StartSentinels. The zero value starts a master,
@@ -54,25 +53,25 @@ func (o *SentinelOptions) defaults() error {
 		o.MasterName = "locklab"
 	}
 	if !masterNameRE.MatchString(o.MasterName) {
-		return locklab.Invalid("node: Sentinel master name %q: use letters, digits, '.', '_' and '-'", o.MasterName)
+		return lockkit.Invalid("node: Sentinel master name %q: use letters, digits, '.', '_' and '-'", o.MasterName)
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 2
 	}
 	if o.Replicas < 1 {
-		return locklab.Invalid("node: a Sentinel group needs at least 1 replica to fail over to, got %d", o.Replicas)
+		return lockkit.Invalid("node: a Sentinel group needs at least 1 replica to fail over to, got %d", o.Replicas)
 	}
 	if o.Sentinels == 0 {
 		o.Sentinels = 3
 	}
 	if o.Sentinels < 1 {
-		return locklab.Invalid("node: a Sentinel group needs at least 1 Sentinel, got %d", o.Sentinels)
+		return lockkit.Invalid("node: a Sentinel group needs at least 1 Sentinel, got %d", o.Sentinels)
 	}
 	if o.Quorum == 0 {
 		o.Quorum = o.Sentinels/2 + 1
 	}
 	if o.Quorum < 1 || o.Quorum > o.Sentinels {
-		return locklab.Invalid("node: Sentinel quorum %d: want 1..%d (the number of Sentinels)", o.Quorum, o.Sentinels)
+		return lockkit.Invalid("node: Sentinel quorum %d: want 1..%d (the number of Sentinels)", o.Quorum, o.Sentinels)
 	}
 	if o.DownAfter == 0 {
 		o.DownAfter = time.Second
@@ -81,7 +80,7 @@ func (o *SentinelOptions) defaults() error {
 		o.FailoverTimeout = 3 * time.Second
 	}
 	if o.DownAfter < time.Millisecond || o.FailoverTimeout < time.Millisecond {
-		return locklab.Invalid("node: Sentinel DownAfter %v and FailoverTimeout %v must be at least 1ms",
+		return lockkit.Invalid("node: Sentinel DownAfter %v and FailoverTimeout %v must be at least 1ms",
 			o.DownAfter, o.FailoverTimeout)
 	}
 	if o.ReadyTimeout <= 0 {

@@ -4,6 +4,7 @@ package play
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,7 +15,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/locklab/locklab/internal/browsertest"
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/browsertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -225,4 +227,50 @@ func TestPlayRecoversEndedSession(t *testing.T) {
 	assert.Contains(t, text(t, bctx, `document.getElementById("notice").textContent`), "a new one replayed your steps")
 	assert.Equal(t, "c3 time", text(t, bctx, `cur.state.schedule`))
 	assert.Equal(t, 1, ts.srv.Sessions())
+}
+
+// TestPlayEtcdLevelInBrowser solves the etcd level by clicks, on a real
+// three-member etcd cluster, and shows a level whose servers are not
+// installed as unavailable, with the reason, without leaving the level
+// being played.
+func TestPlayEtcdLevelInBrowser(t *testing.T) {
+	ts := newTestServer(t, Options{Installed: func(store string) error {
+		if store == harness.StorePostgres {
+			return errors.New("PostgreSQL server binaries (initdb, postgres) not found")
+		}
+		return nil
+	}})
+	bctx := newBrowser(t)
+	var pg page
+	pg.listen(t, bctx)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(ts.hs.URL+"/#etcd-pause"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-steps="0"]`)),
+	))
+	assert.Contains(t, text(t, bctx, `document.getElementById("level-meta").textContent`), "a three-member etcd cluster")
+	sched := strings.Fields("c1 c1 c1 c2 c2 c2 c1")
+	for i, st := range sched {
+		require.NoError(t, chromedp.Do(bctx, click(st, i+1)), "step %d (%s)", i+1, st)
+	}
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#banner`))))
+	banner := text(t, bctx, `document.getElementById("banner-title").textContent`)
+	assert.Contains(t, banner, "VIOLATED (fencing) at step 7")
+	assert.Contains(t, banner, "level solved")
+	assert.Contains(t, text(t, bctx, `document.getElementById("level-etcd-pause").className`), "solved")
+
+	// The PostgreSQL level is listed, unavailable; choosing it says why
+	// and keeps the etcd run.
+	assert.Contains(t, text(t, bctx, `document.getElementById("level-pg-restart").className`), "unavailable")
+	assert.Contains(t, text(t, bctx, `document.getElementById("level-pg-restart").textContent`), "unavailable here")
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#level-pg-restart a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#notice`)),
+	))
+	assert.Contains(t, text(t, bctx, `document.getElementById("notice").textContent`), "not found")
+	assert.Equal(t, "", text(t, bctx, `document.getElementById("notice").classList.contains("error") ? "error" : ""`), "not shown as an error")
+	assert.Equal(t, strings.Join(sched, " "), text(t, bctx, `cur.state.schedule`))
+
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	assert.Empty(t, pg.problems)
 }

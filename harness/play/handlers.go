@@ -34,6 +34,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("unknown level %q", q.Level))
 		return
 	}
+	if l.Unavailable != "" {
+		fail(w, http.StatusUnprocessableEntity, fmt.Sprintf("level %s is unavailable: %s", l.ID, l.Unavailable))
+		return
+	}
 	if _, err := harness.ParseSchedule(q.Prefix); err != nil {
 		fail(w, http.StatusBadRequest, "bad prefix: "+err.Error())
 		return
@@ -119,6 +123,10 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 			var ok bool
 			if l, ok = find(s.all, q.Level); !ok {
 				fail(w, http.StatusBadRequest, fmt.Sprintf("unknown level %q", q.Level))
+				return
+			}
+			if l.Unavailable != "" {
+				fail(w, http.StatusUnprocessableEntity, fmt.Sprintf("level %s is unavailable: %s", l.ID, l.Unavailable))
 				return
 			}
 		}

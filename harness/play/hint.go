@@ -125,7 +125,7 @@ func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 	}
 	if ce == nil {
 		res, err := harness.Explore(ctx, harness.ExploreOptions{Case: l.cs,
-			Nodes: sv.Nodes(), MaxSchedules: s.opts.HintSchedules, Workers: 2})
+			Nodes: sv.Nodes(), MaxSchedules: hintBudget(l, s.opts.HintSchedules), Workers: 2})
 		if err != nil {
 			return nil, err
 		}
@@ -143,4 +143,22 @@ func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 	}
 	s.hints[l.ID] = h
 	return h, nil
+}
+
+// hintBudget bounds the exploration behind a hint of level l: max
+// schedules, and no more than the matrix's cell of another store runs
+// (harness.StoreSchedules, fewer when the scenario restarts the server),
+// where a schedule costs round trips to a database or a quorum.
+func hintBudget(l Level, max int) int {
+	if l.Store == "" {
+		return max
+	}
+	budget := harness.StoreSchedules
+	if len(l.cs.Scenario.Needs) > 0 {
+		budget = harness.StoreRestartSchedules
+		if l.Store == harness.StoreEtcd {
+			budget = harness.EtcdRestartSchedules
+		}
+	}
+	return min(max, budget)
 }

@@ -30,12 +30,22 @@ type Level struct {
 	Why  string `json:"why,omitempty"`
 	// Docs is the documentation page of the strategy's family, relative to
 	// the docs folder.
-	Docs  string `json:"docs"`
+	Docs string `json:"docs"`
+	// Story is the scenario's, unless the level tells its own (where the
+	// scenario's is told for Redis).
 	Story string `json:"story"`
 	// Nodes is how many Redis servers the level runs on; Replica: the first
 	// needs an asynchronous replica (failover).
 	Nodes   int  `json:"nodes"`
 	Replica bool `json:"replica,omitempty"`
+	// Store is what the strategy locks on when it is not Redis
+	// (harness.StoreEtcd: a three-member etcd cluster, one node of the
+	// harness; harness.StorePostgres: a PostgreSQL server), else "".
+	Store string `json:"store,omitempty"`
+	// Unavailable says why the level cannot be played here (its store's
+	// servers are not installed); the server sets it, and refuses to start
+	// the level.
+	Unavailable string `json:"unavailable,omitempty"`
 	// cs is the scenario on the strategy, resolved when the level is made.
 	cs harness.Case
 }
@@ -73,6 +83,27 @@ var levelDefs = []Level{
 	{ID: "failover", Scenario: "failover-loses-lock", Strategy: "set-nx-px", Docs: "setnxex.md",
 		Title: "The replica never saw it",
 		Goal:  "n1 has an asynchronous replica. Make C1 and C2 both hold set-nx-px by failing over at the right moment."},
+	{ID: "etcd-pause", Scenario: "pause-past-ttl", Strategy: "etcd-lease", Docs: "etcd.md",
+		Title: "etcd: consensus does not wake a sleeper",
+		Goal: "etcd-lease on a three-member etcd cluster: the lock is a key on a lease, replicated by Raft before any answer. " +
+			"C1 sleeps past its lease's TTL. Make C1 write to the resource after C2, its successor, has written."},
+	{ID: "etcd-fenced", Scenario: "pause-past-ttl-fenced", Strategy: "etcd-lease", Docs: "etcd.md", Safe: true,
+		Title: "etcd's revision as a fence (you can't: why?)",
+		Goal: "The same pause, but the resource now refuses a fence number lower than one it has seen, and etcd-lease's " +
+			"fence is the lock key's revision. Try to get C1's stale write through; then play the run to its end.",
+		Why: "C1's lease still ran out while it slept, and C2 took the lock: no lease can stop a paused holder. But the " +
+			"fence is the create revision of the lock key, and etcd's one revision counter grows with every write: " +
+			"C2's key was created after C1's, so C2's fence is higher, and once the resource has taken C2's write it " +
+			"refuses C1's. The resource, not the lock, has the last word."},
+	{ID: "pg-restart", Scenario: "restart-loses-lock", Strategy: "pg-advisory", Docs: "postgres.md",
+		Title: "PostgreSQL: a restart ends the session",
+		Goal: "pg-advisory holds the lock in C1's database session, with no TTL: it lasts as long as that session. " +
+			"Make C1 and C2 both hold it by restarting the PostgreSQL server at the right moment.",
+		Story: "C1 takes pg-advisory's lock: pg_try_advisory_lock, on a connection it keeps for as long as it holds " +
+			"the lock. The lock belongs to that session, not to anything on disk. The server restarts: it keeps its " +
+			"data directory (a lock table's row would still be there), but every session ends, and C1's lock with " +
+			"it. C2 acquires while C1, which has sent nothing since and does not know, works on; C1's release then " +
+			"fails on its dead connection."},
 }
 
 // Levels returns the challenges, each with its scenario's story and needs:
@@ -95,8 +126,12 @@ var builtin = sync.OnceValue(func() []Level {
 func (l Level) of(cs harness.Case) Level {
 	sc := cs.Scenario
 	l.cs = cs
-	l.Property, l.Story, l.Nodes = sc.Property, sc.Story, sc.NodesNeeded()
+	l.Property, l.Nodes = sc.Property, sc.NodesNeeded()
+	if l.Story == "" {
+		l.Story = sc.Story
+	}
 	l.Replica = slices.Contains(sc.Needs, node.Failover)
+	l.Store = harness.StoreOfStrategy(cs.Strategy.Name)
 	return l
 }
 

@@ -1,5 +1,7 @@
 // The servers a session plays on: its own node.Cluster, with a replica of
-// n1 when its level fails over, kept while the next level fits it.
+// n1 when its level fails over, or its own etcd cluster or PostgreSQL
+// server when its strategy locks there; kept while the next level fits
+// them.
 
 package play
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/stores"
 )
 
 // Servers are the Redis servers one session plays on: its own, so that its
@@ -29,9 +32,14 @@ type StartServers func(ctx context.Context, l Level) (Servers, error)
 // ClusterServers starts a node.Cluster per session on backend ("docker" or
 // "process"; "" picks as node.Start does): the level's node count, and a
 // replica of n1 when it fails over. The addrs backend cannot give each
-// participant servers of their own and is refused.
+// participant servers of their own and is refused. A level of another
+// store gets servers of that store instead, as local processes whatever
+// the backend (StoreServers).
 func ClusterServers(backend, image string) StartServers {
 	return func(ctx context.Context, l Level) (Servers, error) {
+		if l.Store != "" {
+			return StoreServers(ctx, l)
+		}
 		c, err := node.Start(ctx, node.Options{Backend: backend, Image: image, N: l.Nodes, Label: "play"})
 		if err != nil {
 			return nil, err
@@ -66,8 +74,50 @@ type clusterServers struct {
 func (s *clusterServers) Nodes() []harness.Node { return s.nodes }
 func (s *clusterServers) Close() error          { return s.c.Close() }
 
-// Fits: enough nodes, and a replica exactly when the level fails over (a
-// replicated n1 that failed over once serves as master of a fresh one).
+// Fits: a Redis level, enough nodes, and a replica exactly when the level
+// fails over (a replicated n1 that failed over once serves as master of a
+// fresh one).
 func (s *clusterServers) Fits(l Level) bool {
-	return len(s.nodes) >= l.Nodes && s.replica == l.Replica
+	return l.Store == "" && len(s.nodes) >= l.Nodes && s.replica == l.Replica
+}
+
+// StoreServers starts the servers of a level whose strategy locks on
+// another store than Redis: a three-member etcd cluster (internal/tooling/etcdproc)
+// or a throwaway PostgreSQL server (internal/tooling/pgproc), local processes of
+// their own, which Close stops and removes with their directories.
+func StoreServers(ctx context.Context, l Level) (Servers, error) {
+	if l.Store == "" {
+		return nil, fmt.Errorf("level %s plays on Redis", l.ID)
+	}
+	if err := stores.Installed(l.Store); err != nil {
+		return nil, err
+	}
+	sv, err := stores.Start(ctx, node.BackendProcess, []string{l.Strategy}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &storeServers{s: sv, store: l.Store, nodes: sv.Nodes[l.Store]}, nil
+}
+
+type storeServers struct {
+	s     *stores.Servers
+	store string
+	nodes []harness.Node
+}
+
+func (s *storeServers) Nodes() []harness.Node { return s.nodes }
+func (s *storeServers) Close() error          { return s.s.Close() }
+
+// Fits: a level of the same store (each is one node of the harness).
+func (s *storeServers) Fits(l Level) bool { return l.Store == s.store }
+
+// storeName is how messages name what a level plays on.
+func storeName(store string) string {
+	switch store {
+	case harness.StoreEtcd:
+		return "etcd"
+	case harness.StorePostgres:
+		return "PostgreSQL"
+	}
+	return "Redis"
 }

@@ -23,6 +23,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/locklab/locklab/internal/tooling/stores"
 )
 
 //go:embed assets
@@ -42,11 +44,18 @@ type Options struct {
 	DocsURL string
 	// HintSchedules bounds the exploration behind a hint (default 3000).
 	HintSchedules int
-	// WarmHints explores every level in the background from the start, so
-	// that the first hint of a level need not wait for it.
+	// WarmHints explores every Redis level in the background from the
+	// start, so that the first hint of a level need not wait for it. A level
+	// on another store is explored when its first hint is asked for: its
+	// servers start only for a participant who plays it.
 	WarmHints bool
 	// Extra levels come first in the list (see CustomLevel).
 	Extra []Level
+	// Installed says whether the servers of a store other than Redis can
+	// be started here (default: stores.Installed, the binaries found); a
+	// level on a store without them is listed as unavailable, with the
+	// error as its reason.
+	Installed func(store string) error
 	// Log, when set, receives one line per session started or ended.
 	Log io.Writer
 }
@@ -88,8 +97,19 @@ func New(o Options) (*Server, error) {
 	if o.HintSchedules <= 0 {
 		o.HintSchedules = 3000
 	}
+	if o.Installed == nil {
+		o.Installed = stores.Installed
+	}
 	s := &Server{opts: o, m: newManager(o.Start, o.MaxSessions, o.Idle), hints: map[string]*hint{},
 		all: append(slices.Clone(o.Extra), Levels()...)}
+	for i, l := range s.all {
+		if l.Store == "" {
+			continue
+		}
+		if err := o.Installed(l.Store); err != nil {
+			s.all[i].Unavailable = fmt.Sprintf("this level plays on %s: %v", storeName(l.Store), err)
+		}
+	}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -119,6 +139,9 @@ func New(o Options) (*Server, error) {
 			return
 		}
 		for _, l := range s.all {
+			if l.Unavailable != "" || l.Store != "" {
+				continue
+			}
 			if _, err := s.counterexample(ctx, l); err != nil && ctx.Err() == nil {
 				s.logf("exploring level %s for hints: %v", l.ID, err)
 			}

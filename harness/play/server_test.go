@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,12 +26,15 @@ import (
 // c1c2 is the C1/C2 schedule of the SETNX page.
 var c1c2 = strings.Fields("c3 time c1 c2 c1 c2 c1 c1 c2 c2")
 
-// counted starts real redis-server processes per session and keeps the
-// addresses of every server it started and how many are still open.
+// counted starts real redis-server processes per session (an etcd cluster
+// or a PostgreSQL server for a level on those) and keeps the addresses of
+// every server it started and how many are still open.
 type counted struct {
 	open  atomic.Int64
 	mu    sync.Mutex
 	addrs []string
+	// ports are the host:port of the other stores' servers.
+	ports []string
 }
 
 func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
@@ -41,7 +45,16 @@ func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
 	c.open.Add(1)
 	c.mu.Lock()
 	for _, n := range sv.Nodes() {
-		c.addrs = append(c.addrs, n.Addr())
+		switch n := n.(type) {
+		case *harness.EtcdNode:
+			for _, e := range n.Cluster.Endpoints() {
+				c.ports = append(c.ports, strings.TrimPrefix(e, "http://"))
+			}
+		case *harness.PGNode:
+			c.ports = append(c.ports, n.Addr())
+		default:
+			c.addrs = append(c.addrs, n.Addr())
+		}
 	}
 	c.mu.Unlock()
 	return &countedServers{Servers: sv, c: c}, nil
@@ -72,6 +85,13 @@ func (c *counted) assertGone(t testing.TB) {
 			conn.Close()
 		}
 		assert.Error(t, err, "the server at %s still answers", a)
+	}
+	for _, a := range c.ports {
+		conn, err := net.DialTimeout("tcp", a, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		assert.Error(t, err, "the server at %s still listens", a)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
-	"github.com/locklab/locklab/internal/browsertest"
+	"github.com/locklab/locklab/internal/tooling/browsertest"
 )
 
 // safeCell is a SAFE cell of the recorded matrix: clicking it shows its bound.

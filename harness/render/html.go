@@ -45,7 +45,7 @@ type Meta struct {
 	// Version is the locklab build (module version or VCS revision).
 	Version string
 	// MaxPreemptions, MaxSchedules and Workers are the matrix's bounds as
-	// given (0: the harness's default).
+	// given (0: the harness's default; a negative MaxPreemptions: none).
 	MaxPreemptions int
 	MaxSchedules   int
 	Workers        int
@@ -276,8 +276,11 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 
 func bounds(m Meta) string {
 	def := func(v, d int) string {
-		if v == 0 {
+		switch {
+		case v == 0:
 			return fmt.Sprintf("%d (default)", d)
+		case v < 0:
+			return "0"
 		}
 		return fmt.Sprint(v)
 	}

@@ -1,12 +1,15 @@
 // Labels: how every renderer names what a history holds. A lease token is
 // named after the client that wrote it ("c1's"), a timestamp lock's stamp
-// after its offset from the harness's epoch ("@30.012s"), the lock key "K";
-// anything else is cut to the width the renderer has room for.
+// after its offset from the harness's epoch ("@30.012s"), the lock key "K"
+// (also inside another key: "{K}:fence"); an opaque value (a random token, a
+// long number) is cut to the width the renderer has room for, and words
+// stay whole.
 
 package render
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +21,8 @@ import (
 // labels names the values of one history.
 type labels struct {
 	owner map[string]string
+	// key is the lock key.
+	key string
 }
 
 // labelsOf maps each lease token written by exactly one client to a label
@@ -37,7 +42,7 @@ func labelsOf(h *harness.History) labels {
 			out[t] = cs[0] + "'s"
 		}
 	}
-	return labels{owner: out}
+	return labels{owner: out, key: h.Key}
 }
 
 // name is the label of a token or a stamp, quoted or not.
@@ -61,25 +66,59 @@ func (l labels) value(s string, width int, more string) string {
 	return cut(s, width, more)
 }
 
-// args labels a command's arguments: the command as it is, tokens and
-// stamps by name, the lock key as "K", the rest cut to width.
+// args labels a command's arguments: the command as it is, and each
+// argument as phrase labels it.
 func (l labels) args(args []string, width int, more string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		n, ok := l.name(a)
-		switch {
-		case i == 0:
+		if i == 0 {
 			out[i] = a
-		case ok:
-			out[i] = n
-		case strings.HasPrefix(a, "lock:"):
-			out[i] = "K"
-		default:
-			out[i] = cut(a, width, more)
+			continue
 		}
+		out[i] = l.phrase(a, width, more)
 	}
 	return out
 }
+
+// maxPhrase bounds a labelled argument or reply, in characters.
+const maxPhrase = 48
+
+// phrase labels an argument or a reply: its name when it has one, else
+// word by word (word), at most maxPhrase characters.
+func (l labels) phrase(s string, width int, more string) string {
+	if n, ok := l.name(s); ok {
+		return n
+	}
+	ws := strings.Split(s, " ")
+	for i, w := range ws {
+		ws[i] = l.word(w, width, more)
+	}
+	return cut(strings.Join(ws, " "), maxPhrase, more)
+}
+
+// word labels one word: a token or a stamp by its name, the lock key as
+// "K" (inside another key too), an opaque value longer than width cut to
+// width; other words (a script's name, "create(P/L1)=0") stay whole.
+func (l labels) word(w string, width int, more string) string {
+	if n, ok := l.name(w); ok {
+		return n
+	}
+	if l.key != "" && w != l.key && strings.Contains(w, l.key) {
+		w = strings.ReplaceAll(w, l.key, "K")
+	} else if strings.HasPrefix(w, "lock:") {
+		return "K"
+	}
+	if opaque(w) {
+		return cut(w, width, more)
+	}
+	return w
+}
+
+// opaqueRun is what makes a word opaque: 8 hex digits or more in a row,
+// the mark of a random token, a hash or a long number.
+var opaqueRun = regexp.MustCompile(`[0-9a-fA-F]{8,}`)
+
+func opaque(w string) bool { return opaqueRun.MatchString(w) }
 
 // cut shortens s to n characters, the last one being more, when it is
 // longer.
@@ -89,6 +128,26 @@ func cut(s string, n int, more string) string {
 		return s
 	}
 	return string(r[:n-1]) + more
+}
+
+// wrap breaks s into lines of at most width characters at its spaces, the
+// lines after the first indented by indent; a word longer than a line gets
+// a line of its own (and is cut where the line is).
+func wrap(s string, width int, indent string) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len(line)+1+len(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = indent + w
+		}
+	}
+	return append(lines, line)
 }
 
 // stampLabel shows a Unix time in milliseconds near harness.Epoch (a

@@ -118,8 +118,9 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 // strategyOrder and scenarioOrder are the orders the docs present them in;
 // names not listed follow, sorted.
 var (
-	strategyOrder = []string{"setnx-del", "setnx-getset", "incr-expire", "incr-expire-lua", "incr-expire-multi",
-		"setnx-expire", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
+	strategyOrder = []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
+		"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock",
+		"pg-lock-table", "pg-for-update", "pg-advisory", "etcd-lease"}
 	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
 		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
 		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-restart-delayed",
@@ -167,6 +168,10 @@ func cellText(c harness.Cell) string {
 // shortest counterexample; preemptions and schedules are the bounds it ran
 // with, for the legend. It writes nothing that varies between runs.
 func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string {
+	return matrixMarkdown(m, preemptions, schedules, false)
+}
+
+func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores bool) string {
 	strats := ordered(m.Strategies, strategyOrder)
 	scens := ordered(m.Scenarios, scenarioOrder)
 	var b strings.Builder
@@ -207,8 +212,13 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 	if partial {
 		fmt.Fprintf(&b, " safe\\*: the %d-schedule limit was reached before the bound was explored in full.", schedules)
 	}
-	b.WriteString("\n\n**Shortest counterexamples.** Replay any of them with " +
-		"`locklab explore --strategy S --scenario X`, or look at it step by step with `locklab demo X --strategy S`.\n")
+	if stores {
+		b.WriteString("\n\n**Counterexamples** (the first found with the fewest preemptions). Look at any of them step " +
+			"by step with `locklab demo X --strategy S --schedule '...'`.\n")
+	} else {
+		b.WriteString("\n\n**Shortest counterexamples.** Replay any of them with " +
+			"`locklab explore --strategy S --scenario X`, or look at it step by step with `locklab demo X --strategy S`.\n")
+	}
 	for _, sc := range scens {
 		var lines []string
 		for _, s := range strats {
@@ -224,13 +234,97 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 		fmt.Fprintf(&b, "\n- `%s`\n%s", sc, strings.Join(lines, "\n"))
 	}
 	b.WriteString("\n")
-	countsMarkdown(&b, m, strats, scens)
+	countsMarkdown(&b, m, strats, scens, stores)
+	return b.String()
+}
+
+// storeCounts writes the schedules each cell of another store ran (each
+// level of preemptions counts the lower levels' schedules again).
+func storeCounts(b *strings.Builder, m *harness.MatrixResult, strats, scens []string) {
+	b.WriteString("\n**Schedules run** (each level of preemptions runs the lower levels' schedules again).\n\n| scenario |")
+	for _, s := range strats {
+		fmt.Fprintf(b, " `%s` |", s)
+	}
+	b.WriteString("\n|---|")
+	for range strats {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	run := 0
+	for _, sc := range scens {
+		fmt.Fprintf(b, "| `%s` |", sc)
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			if !ok || c.Outcome == harness.NA {
+				b.WriteString(" · |")
+				continue
+			}
+			fmt.Fprintf(b, " %d |", c.Schedules)
+			run += c.Schedules
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "\nIn all: %d schedules run.\n", run)
+}
+
+// StoresMarkdown renders the matrix of the strategies of the stores other
+// than Redis as MatrixMarkdown does, with preemptions and schedules their
+// cells' bounds, followed by why each n/a cell is n/a: on these stores a
+// scenario is n/a for a reason of the store's, which the table's dot
+// does not tell. It writes nothing that varies between runs.
+func StoresMarkdown(m *harness.MatrixResult, preemptions, schedules int) string {
+	var b strings.Builder
+	b.WriteString(matrixMarkdown(m, preemptions, schedules, true))
+	type group struct {
+		why    string
+		cells  []string
+		strats []string
+	}
+	var groups []*group
+	for _, s := range ordered(m.Strategies, strategyOrder) {
+		for _, c := range m.Cells {
+			if c.Strategy != s || c.Outcome != harness.NA || c.Message == "" {
+				continue
+			}
+			i := slices.IndexFunc(groups, func(g *group) bool { return g.why == c.Message })
+			if i < 0 {
+				groups = append(groups, &group{why: c.Message})
+				i = len(groups) - 1
+			}
+			g := groups[i]
+			if !slices.Contains(g.cells, c.Scenario) {
+				g.cells = append(g.cells, c.Scenario)
+			}
+			if !slices.Contains(g.strats, s) {
+				g.strats = append(g.strats, s)
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return b.String()
+	}
+	b.WriteString("\n**Not applicable, and why.**\n\n")
+	for _, g := range groups {
+		scs := ordered(g.cells, scenarioOrder)
+		for i := range scs {
+			scs[i] = "`" + scs[i] + "`"
+		}
+		sts := slices.Clone(g.strats)
+		for i := range sts {
+			sts[i] = "`" + sts[i] + "`"
+		}
+		fmt.Fprintf(&b, "- %s on %s: %s.\n", strings.Join(scs, ", "), strings.Join(sts, ", "), g.why)
+	}
 	return b.String()
 }
 
 // countsMarkdown writes, when m has them, the schedules each cell ran and
 // those the plain enumeration runs within the same bound.
-func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens []string) {
+func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens []string, stores bool) {
+	if stores {
+		storeCounts(b, m, strats, scens)
+		return
+	}
 	if !slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 }) {
 		return
 	}

@@ -36,7 +36,7 @@ func Mermaid(h *harness.History) string {
 			c := fmt.Sprintf("c%d", e.Client)
 			n := fmt.Sprintf("n%d", e.Node)
 			fmt.Fprintf(&b, "    %s->>%s: %d. %s\n", c, n, e.Step, mermaidText(strings.Join(l.args(e.Command, 10, "~"), " ")))
-			fmt.Fprintf(&b, "    %s-->>%s: %s\n", n, c, mermaidText(l.value(e.Reply, 12, "~")))
+			fmt.Fprintf(&b, "    %s-->>%s: %s\n", n, c, mermaidText(l.phrase(e.Reply, 12, "~")))
 		default:
 			fmt.Fprintf(&b, "    Note over c%d: %d. %s\n", e.Client, e.Step, mermaidText(strings.Join(e.Command, " ")))
 		}

@@ -61,7 +61,7 @@ func sequenceSVG(h *harness.History, id string) template.HTML {
 			}
 			y += seqCmdH
 			arrow(&body, marker, "seq-cmd", cx, nx, y, cmd, strings.Join(e.Command, " "))
-			reply := l.value(e.Reply, 16, "…")
+			reply := l.phrase(e.Reply, 16, "…")
 			if reply == "" {
 				reply = "(no reply)"
 			}

@@ -13,7 +13,8 @@ import (
 // column per client (what it sent, what came back, what it concluded), one
 // column per node with the lock key's value after the step, and the
 // violation marked in the row where it happens. Tokens are shown as the
-// client that wrote them ("c1's"). About 100 columns wide for 3 clients
+// client that wrote them ("c1's"). A command, a reply or a note longer than
+// its column goes on over the next lines. About 100 columns wide for 3 clients
 // and one node.
 func Timeline(h *harness.History) string {
 	nc := len(h.Clients)
@@ -43,12 +44,12 @@ func Timeline(h *harness.History) string {
 		cells := make([][]string, nc)
 		if e.Client > 0 && e.Client <= nc {
 			cmd := strings.Join(l.args(e.Command, 10, "~"), " ")
-			lines := []string{cmd}
+			lines := wrap(cmd, colW, "  ")
 			if e.Reply != "" {
-				lines = append(lines, "-> "+l.value(e.Reply, 12, "~"))
+				lines = append(lines, wrap("-> "+l.phrase(e.Reply, 12, "~"), colW, "   ")...)
 			}
 			for _, n := range e.Notes {
-				lines = append(lines, strings.TrimPrefix(n, fmt.Sprintf("c%d ", e.Client)))
+				lines = append(lines, wrap(strings.TrimPrefix(n, fmt.Sprintf("c%d ", e.Client)), colW, "  ")...)
 			}
 			cells[e.Client-1] = lines
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/wrapconn"
+	"github.com/locklab/locklab/internal/tooling/wrapconn"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -33,10 +33,29 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		nodes = []locklab.ConnSource{sp}
 		sleepCtx(ctx, r.o.stagger(id))
 	}
+	if r.o.RedisCluster != nil {
+		// Each client has a cluster pool of its own, as separate
+		// programs would, which finds the new master on its own.
+		cp, err := r.o.clusterPool()
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		defer cp.Close()
+		nodes = []locklab.ConnSource{cp}
+	}
 	for ctx.Err() == nil {
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}
 		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
-		if desc.Properties.MultiNode {
+		var closeStore func()
+		if r.etcd != nil {
+			cli, err := r.etcd.client(cr)
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			cfg.Store, closeStore = cli, func() { cli.Close() }
+		} else if desc.Properties.MultiNode {
 			for _, n := range nodes {
 				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
 			}
@@ -53,6 +72,9 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 			return
 		}
 		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
+		if closeStore != nil {
+			closeStore()
+		}
 	}
 }
 

@@ -73,4 +73,23 @@
 // that have not yet asked the Sentinels again. For that while two masters
 // grant the lock, each to its own clients, and the register counts what
 // that does.
+//
+// # Redis Cluster failover
+//
+// With Options.RedisCluster the lock lives on a Redis Cluster (three
+// masters, a replica each, cluster-node-timeout 1s), reached through a
+// locklab.ClusterPool per client, and the node fault node.ClusterFailover
+// fails over the master of the lock key's slot: it turns that master's
+// default user off, which cuts its replication link (the replica logs in
+// as the default user; the clients do not), for FaultFor while the clients
+// keep taking the lock on it; it kills the master (SIGKILL); the other
+// masters flag it failing after the node timeout and elect its replica,
+// which serves the slot with what it had at the cut; the old master is
+// started again with its nodes.conf and rejoins as a replica. A Redis
+// Cluster replicates asynchronously and a failover always loses what the
+// replica had not received; on loopback that is microseconds of writes, so
+// the cut makes the loss certain instead of rare. What the new master has
+// lost shows in the register: its fence counter is behind the fences
+// already handed out, and a holder still inside from before the kill
+// overlaps the next client the new master grants the lock to.
 package stress

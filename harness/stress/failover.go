@@ -14,6 +14,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // Bounds of the stages of a failover fault that depend on the Sentinels:
@@ -39,21 +40,21 @@ func (o *Options) checkSentinels() error {
 	}
 	if o.Sentinels == nil {
 		if failover {
-			return locklab.Invalid("node fault %s needs a Sentinel group (Options.Sentinels)", node.Failover)
+			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels)", node.Failover)
 		}
 		return nil
 	}
 	if len(o.Nodes) > 0 || len(o.Addrs) > 0 || len(o.FaultNodes) > 0 {
-		return locklab.Invalid("a run on a Sentinel group takes no Nodes, Addrs or FaultNodes: " +
+		return lockkit.Invalid("a run on a Sentinel group takes no Nodes, Addrs or FaultNodes: " +
 			"its clients find the master through the Sentinels")
 	}
 	for _, f := range o.Faults {
 		if f != node.Failover {
-			return locklab.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, node.Failover)
+			return lockkit.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, node.Failover)
 		}
 	}
 	if o.desc.Properties.MultiNode {
-		return locklab.Invalid("strategy %s needs several independent masters; a Sentinel group has one: "+
+		return lockkit.Invalid("strategy %s needs several independent masters; a Sentinel group has one: "+
 			"use a single-node strategy such as set-nx-px", o.Strategy)
 	}
 	return nil
@@ -79,10 +80,10 @@ const (
 	clientPassword = "locklab-stress"
 )
 
-// addClientUser creates the clients' ACL user on every data node of the
-// group: any of them may become the master.
-func addClientUser(ctx context.Context, g *node.SentinelGroup) error {
-	for _, n := range g.Nodes() {
+// addClientUser creates the clients' ACL user on every data node of a
+// Sentinel group or a Redis Cluster: any of them may become a master.
+func addClientUser(ctx context.Context, nodes []*node.Node) error {
+	for _, n := range nodes {
 		if _, err := n.Do(ctx, "ACL", "SETUSER", clientUser, "reset", "on", ">"+clientPassword, "~*", "&*", "+@all"); err != nil {
 			return fmt.Errorf("node %s: creating the clients' ACL user: %w", n.Name(), err)
 		}

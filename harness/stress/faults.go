@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // FaultNode is a Redis node a run may fault. *node.Node satisfies it; on
@@ -34,11 +34,15 @@ var FaultKinds = []node.Fault{node.Pause, node.Restart, node.RestartKeep, node.P
 // (Options.Sentinels): a failover of its master.
 var SentinelFaultKinds = []node.Fault{node.Failover}
 
+// RedisClusterFaultKinds are the node faults of a run on a Redis Cluster
+// (Options.RedisCluster): a failover of the master of the key's slot.
+var RedisClusterFaultKinds = []node.Fault{node.ClusterFailover}
+
 // ParseFaults reads fault names as the CLI takes them ("pause",
 // "restart-keep", "failover"). A name that is not one of FaultKinds or
 // SentinelFaultKinds is an error that lists them.
 func ParseFaults(names []string) ([]node.Fault, error) {
-	known := slices.Concat(FaultKinds, SentinelFaultKinds)
+	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill})
 	out := make([]node.Fault, 0, len(names))
 	for _, s := range names {
 		f, err := node.ParseFault(s)
@@ -54,8 +58,8 @@ func ParseFaults(names []string) ([]node.Fault, error) {
 type NodeFault struct {
 	Kind node.Fault    `json:"kind"`
 	Node string        `json:"node"`
-	At   time.Duration `json:"at"`
-	For  time.Duration `json:"for"`
+	At   time.Duration `json:"at_ns"`
+	For  time.Duration `json:"for_ns"`
 	// Err is set when the fault or its healing failed.
 	Err string `json:"error,omitempty"`
 	// Steps are the stages of a failover, as they happened: the pause,
@@ -71,13 +75,13 @@ func (o *Options) faultDefaults() error {
 		return nil
 	}
 	for _, k := range o.Faults {
-		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) {
-			return locklab.Invalid("node fault %v is not one a run injects (want %s)", k,
-				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds)))
+		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) && !slices.Contains(RedisClusterFaultKinds, k) && !slices.Contains(EtcdFaultKinds, k) {
+			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k,
+				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill})))
 		}
 	}
-	if len(o.FaultNodes) == 0 && o.Sentinels == nil {
-		return locklab.Invalid("node faults need nodes to fault")
+	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil {
+		return lockkit.Invalid("node faults need nodes to fault")
 	}
 	if o.FaultEvery <= 0 {
 		o.FaultEvery = 2 * time.Second
@@ -102,9 +106,14 @@ func (r *recorder) faults(ctx context.Context) {
 		case <-t.C:
 		}
 		kind := r.o.Faults[rng.IntN(len(r.o.Faults))]
-		if kind == node.Failover {
+		switch {
+		case r.etcd != nil:
+			r.etcdFault(ctx, kind)
+		case kind == node.Failover:
 			r.failover(ctx)
-		} else {
+		case kind == node.ClusterFailover:
+			r.clusterFailover(ctx)
+		default:
 			r.nodeFault(ctx, kind, r.o.FaultNodes[rng.IntN(len(r.o.FaultNodes))])
 		}
 		t.Reset(r.o.FaultEvery)

@@ -4,14 +4,21 @@
 package stress
 
 import (
+	"math"
 	"time"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/namespace"
+	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
 )
 
-// Options configure a run. Zero values pick the defaults in brackets.
+// Options configure a run. Zero values pick the defaults in brackets. A
+// negative count or duration, a TTL under 1ms and a probability above 1
+// are refused with locklab.ErrInvalid when the run starts, never replaced
+// by a default; a negative probability turns its fault off.
 type Options struct {
 	Strategy string
 	// Nodes are the Redis servers: the first is used by single-node
@@ -40,7 +47,7 @@ type Options struct {
 	// the default [0.005].
 	CrashProb float64
 	// Skew, when positive, gives each client a clock offset drawn from
-	// [-Skew, +Skew].
+	// [-Skew, +Skew] [0: none].
 	Skew time.Duration
 	// Fence makes the register check fence numbers [true]: an access
 	// carrying a smaller fence than one already seen is refused.
@@ -55,6 +62,16 @@ type Options struct {
 	Seed uint64
 	// Key is the lock key ["locklab:stress"].
 	Key string
+	// Shared says the servers hold data of others (the addrs backend): the
+	// run then locks Key inside a fresh namespace of its own
+	// (internal/tooling/namespace: "{locklab:<random id>}:" + Key), writes no
+	// other key, and at the end deletes the keys of that namespace and
+	// nothing else, where an owned server is emptied with FLUSHALL first.
+	Shared bool
+	// CheckTimeout bounds porcupine's linearizability check of the run's
+	// history [10s]; past it the result is Unknown. Negative skips the
+	// check.
+	CheckTimeout time.Duration
 	// StopOnViolation ends the run at the first violation.
 	StopOnViolation bool
 	// Progress, if set, is called about every 250ms.
@@ -93,18 +110,77 @@ type Options struct {
 	// has one master: multi-node strategies are refused.
 	Sentinels *node.SentinelGroup
 
+	// RedisCluster, when set, is the Redis Cluster the lock lives on: the
+	// clients (each worker process, or each goroutine) reach it through a
+	// locklab.ClusterPool of their own, and Nodes, Addrs and FaultNodes
+	// stay empty. Its node fault is node.ClusterFailover, which kills the
+	// master of Key's slot once its replica has fallen behind for
+	// FaultFor, lets the cluster elect the replica and starts the old
+	// master again as a replica (see "Redis Cluster failover" in the
+	// package documentation). Strategies that cannot run on a cluster
+	// (strategies.Description.NoCluster) are refused.
+	RedisCluster *node.RedisCluster
+
+	// Etcd, when set, is the etcd cluster an etcd-family strategy
+	// (etcd-lease) locks on: each client (each goroutine incarnation, or
+	// each worker process) has an etcd client of its own, which reaches
+	// the members through a loopback proxy per member, and Nodes, Addrs
+	// and FaultNodes stay empty. Its node faults are EtcdFaultKinds,
+	// which strike the member that leads when each begins. The TTL
+	// defaults to 1s, etcd's lease granularity. The run empties the
+	// cluster's key space first: the cluster is the run's own.
+	Etcd *etcdproc.Cluster
+
 	// desc and factory are Strategy resolved, once, by defaults: every
 	// client's Locker is built by factory.
 	desc    strategies.Description
 	factory strategies.Factory
+	// ns is the namespace of a Shared run.
+	ns namespace.Namespace
+}
+
+// check refuses values out of their range (see Options).
+func (o *Options) check() error {
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{{"Clients", int64(o.Clients)}, {"Cycles", o.Cycles}} {
+		if c.v < 0 {
+			return lockkit.Invalid("stress: %s %d: want 0 (the default) or more", c.name, c.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Duration", o.Duration}, {"TTL", o.TTL}, {"HoldMax", o.HoldMax}, {"PauseFor", o.PauseFor},
+		{"Skew", o.Skew}, {"Stuck", o.Stuck}, {"FaultEvery", o.FaultEvery}, {"FaultFor", o.FaultFor}} {
+		if d.v < 0 {
+			return lockkit.Invalid("stress: %s %v: want 0 (the default) or more", d.name, d.v)
+		}
+	}
+	if o.TTL > 0 && o.TTL < time.Millisecond {
+		return lockkit.Invalid("stress: TTL %v: want at least 1ms, the resolution of a lease", o.TTL)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"PauseProb", o.PauseProb}, {"CrashProb", o.CrashProb}} {
+		if math.IsNaN(p.v) || p.v > 1 {
+			return lockkit.Invalid("stress: %s %v: want a probability up to 1 (0: the default; negative: never)", p.name, p.v)
+		}
+	}
+	return nil
 }
 
 func (o *Options) defaults() error {
 	if o.Strategy == "" {
-		return locklab.Invalid("no strategy")
+		return lockkit.Invalid("no strategy")
 	}
-	if len(o.Nodes) == 0 && o.Sentinels == nil {
-		return locklab.Invalid("no Redis nodes")
+	if err := o.check(); err != nil {
+		return err
+	}
+	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil {
+		return lockkit.Invalid("no Redis nodes")
 	}
 	if o.Clients <= 0 {
 		o.Clients = 8
@@ -114,6 +190,9 @@ func (o *Options) defaults() error {
 	}
 	if o.TTL <= 0 {
 		o.TTL = 100 * time.Millisecond
+		if o.Etcd != nil {
+			o.TTL = time.Second
+		}
 	}
 	if o.HoldMax <= 0 {
 		o.HoldMax = 2 * time.Millisecond
@@ -127,18 +206,25 @@ func (o *Options) defaults() error {
 	if o.CrashProb == 0 {
 		o.CrashProb = 0.005
 	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = 10 * time.Second
+	}
 	if o.Stuck <= 0 {
 		o.Stuck = max(20*o.TTL, time.Second)
 	}
 	if o.Key == "" {
 		o.Key = "locklab:stress"
 	}
+	if o.Shared && o.ns.IsZero() {
+		o.ns = namespace.New()
+		o.Key = o.ns.Key(o.Key)
+	}
 	if o.Processes {
 		if len(o.WorkerCommand) == 0 {
-			return locklab.Invalid("process mode needs a worker command")
+			return lockkit.Invalid("process mode needs a worker command")
 		}
-		if o.Sentinels == nil && len(o.Addrs) != len(o.Nodes) {
-			return locklab.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
+		if o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && len(o.Addrs) != len(o.Nodes) {
+			return lockkit.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
 		}
 	}
 	var err error
@@ -148,11 +234,11 @@ func (o *Options) defaults() error {
 	if err := o.checkSentinels(); err != nil {
 		return err
 	}
-	if err := o.faultDefaults(); err != nil {
+	if err := o.checkRedisCluster(); err != nil {
 		return err
 	}
-	if o.PauseProb > 1 || o.CrashProb > 1 {
-		return locklab.Invalid("probabilities must be at most 1")
+	if err := o.checkEtcd(); err != nil {
+		return err
 	}
-	return nil
+	return o.faultDefaults()
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 // workerArg0 makes the test binary a stress worker: the process-mode tests

@@ -51,6 +51,7 @@ func (r *recorder) enter(id int, fence int64) (int64, bool) {
 	}
 	r.inside[id] = r.now()
 	v, ok := r.access(fence)
+	r.opEnter(id, fence, v, ok)
 	if ok {
 		r.event(id, fmt.Sprintf("reads %d", v))
 	} else {
@@ -66,10 +67,18 @@ func (r *recorder) leave(id int, fence, v int64, readOK bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inside, id)
-	if _, wok := r.access(fence); readOK && wok {
-		if r.value != v {
+	_, wok := r.access(fence)
+	r.opLeave(id, readOK && wok)
+	if readOK && wok {
+		switch {
+		case r.value > v:
 			lost := r.value - v
 			r.violateLocked(KindLostUpdate, lost, fmt.Sprintf("client %d read %d and wrote %d, but the register held %d by then: %d increment(s) lost", id, v, v+1, r.value, lost))
+		case r.value < v:
+			// A stale write set the register back after this client read
+			// it (that write's loss was counted then); this write puts it
+			// forward again and loses the stale write's own increment.
+			r.violateLocked(KindLostUpdate, 1, fmt.Sprintf("client %d read %d and wrote %d, over the %d a stale write had set back: 1 increment lost", id, v, v+1, r.value))
 		}
 		r.value = v + 1
 		r.writes++

@@ -7,7 +7,10 @@ package stress
 import (
 	"maps"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Progress is a snapshot during a run.
@@ -19,7 +22,7 @@ type Progress struct {
 
 // Event is one line of the timeline around a violation.
 type Event struct {
-	At     time.Duration `json:"at"`
+	At     time.Duration `json:"at_ns"`
 	Client int           `json:"client"`
 	What   string        `json:"what"`
 }
@@ -27,7 +30,7 @@ type Event struct {
 // Violation is the first occurrence of one kind of violation.
 type Violation struct {
 	Kind     string        `json:"kind"`
-	At       time.Duration `json:"at"`
+	At       time.Duration `json:"at_ns"`
 	Detail   string        `json:"detail"`
 	Timeline []Event       `json:"timeline,omitempty"`
 }
@@ -36,12 +39,12 @@ type Violation struct {
 type Report struct {
 	Strategy      string           `json:"strategy"`
 	Clients       int              `json:"clients"`
-	TTL           time.Duration    `json:"ttl"`
-	Elapsed       time.Duration    `json:"elapsed"`
+	TTL           time.Duration    `json:"ttl_ns"`
+	Elapsed       time.Duration    `json:"elapsed_ns"`
 	Cycles        int64            `json:"cycles"`
 	Throughput    float64          `json:"cycles_per_second"`
-	AcquireP50    time.Duration    `json:"acquire_p50"`
-	AcquireP99    time.Duration    `json:"acquire_p99"`
+	AcquireP50    time.Duration    `json:"acquire_p50_ns"`
+	AcquireP99    time.Duration    `json:"acquire_p99_ns"`
 	Errors        int64            `json:"errors"`
 	Pauses        int64            `json:"pauses"`
 	Crashes       int64            `json:"crashes"`
@@ -57,15 +60,30 @@ type Report struct {
 	// FirstInFaults is the first of each kind among them.
 	InFaults      map[string]int64 `json:"violations_in_faults,omitempty"`
 	FirstInFaults []Violation      `json:"first_in_faults,omitempty"`
+	// Linearizability is porcupine's verdict on the run's history (see
+	// linearizability.go), nil when Options.CheckTimeout is negative.
+	Linearizability *Linearizability `json:"linearizability,omitempty"`
+
+	// model and info are what Visualize draws.
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
 }
 
-// Violated reports whether any violation was seen.
-func (r *Report) Violated() bool { return len(r.First) > 0 }
+// KindLabel is kind as a text report writes it: "lost update".
+func KindLabel(kind string) string { return strings.ReplaceAll(kind, "_", " ") }
 
-// Violation kinds.
+// Violated reports whether any violation was seen, a history porcupine
+// found not linearizable included (a check that timed out is not one).
+func (r *Report) Violated() bool {
+	return len(r.First) > 0 || (r.Linearizability != nil && r.Linearizability.Result == NotLinearizable)
+}
+
+// Violation kinds: the keys of Report.Counts and Report.InFaults, and
+// Violation.Kind. Words are joined by underscores, so that a kind is a
+// plain JSON key; KindLabel spells it for people.
 const (
-	KindOverlap    = "overlapping holds"
-	KindLostUpdate = "lost update"
+	KindOverlap    = "overlapping_holds"
+	KindLostUpdate = "lost_update"
 	KindDeadlock   = "deadlock"
 	KindStarvation = "starvation"
 )
@@ -98,6 +116,9 @@ func (r *recorder) report() *Report {
 	if len(r.inFaults) > 0 {
 		rep.InFaults = maps.Clone(r.inFaults)
 		rep.FirstInFaults = append([]Violation(nil), r.firstIn...)
+	}
+	if r.o.CheckTimeout >= 0 {
+		rep.Linearizability, rep.model, rep.info = r.linearizability(el)
 	}
 	if el > 0 {
 		rep.Throughput = float64(rep.Cycles) / el.Seconds()

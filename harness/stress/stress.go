@@ -11,21 +11,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/strategies"
 )
 
 // Run stresses the strategy until the duration or cycle count is reached, a
 // liveness violation ends the run, or ctx is done. A violation is a result,
 // not an error.
-func Run(ctx context.Context, o Options) (*Report, error) {
+func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
 	if o.Sentinels != nil {
-		if err := addClientUser(ctx, o.Sentinels); err != nil {
+		if err := addClientUser(ctx, o.Sentinels.Nodes()); err != nil {
 			return nil, err
 		}
 		sp, err := o.sentinelPool()
@@ -35,11 +37,46 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer sp.Close()
 		o.Nodes = []locklab.ConnSource{sp}
 	}
+	if g := o.RedisCluster; g != nil {
+		if err := addClientUser(ctx, g.Nodes()); err != nil {
+			return nil, err
+		}
+		if err := flushCluster(ctx, g); err != nil {
+			return nil, err
+		}
+		cp, err := o.clusterPool()
+		if err != nil {
+			return nil, err
+		}
+		defer cp.Close()
+		o.Nodes = []locklab.ConnSource{cp}
+	}
+	var etcd *etcdRun
+	if o.Etcd != nil {
+		var err error
+		if etcd, err = startEtcd(ctx, o.Etcd); err != nil {
+			return nil, err
+		}
+		defer etcd.close()
+	}
 	desc := o.desc
-	if err := flush(ctx, o.Nodes); err != nil {
-		return nil, err
+	if o.ns.IsZero() {
+		// A Redis Cluster was emptied above, master by master, and an
+		// etcd cluster by startEtcd.
+		if o.RedisCluster == nil && o.Etcd == nil {
+			if err := flush(ctx, o.Nodes); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		defer func() {
+			if err := namespace.SweepAll(o.ns, o.Nodes); err != nil && rerr == nil {
+				rep, rerr = nil, err
+			}
+		}()
 	}
 	r := newRecorder(o)
+	r.etcd = etcd
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	r.stop = cancel
@@ -111,6 +148,7 @@ type recorder struct {
 	o     Options
 	start time.Time
 	stop  context.CancelFunc
+	etcd  *etcdRun // with Options.Etcd
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
@@ -138,6 +176,10 @@ type recorder struct {
 	liveness string
 	nfaults  []NodeFault
 	fatal    error
+	// ops is the history of the register (linearizability.go), and open
+	// the operation each client inside is in, by client.
+	ops  []porcupine.Operation
+	open map[int]int
 }
 
 // fail ends the run with an error rather than a report.
@@ -157,7 +199,7 @@ func (r *recorder) fatalErr() error {
 }
 
 func newRecorder(o Options) *recorder {
-	return &recorder{o: o, start: time.Now(), inside: map[int]time.Duration{}, counts: map[string]int64{}, inFaults: map[string]int64{}}
+	return &recorder{o: o, start: time.Now(), inside: map[int]time.Duration{}, counts: map[string]int64{}, inFaults: map[string]int64{}, open: map[int]int{}}
 }
 
 func (r *recorder) now() time.Duration { return time.Since(r.start) }
@@ -218,6 +260,9 @@ func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (stri
 	last := time.Duration(max(r.lastAcquire.Load(), r.faultEnded.Load(), r.workerReady.Load()))
 	if r.now()-last < r.o.Stuck {
 		return "", false
+	}
+	if r.etcd != nil {
+		return r.etcd.stuckKind(ctx, r.o.Key)
 	}
 	// A key without TTL never frees itself: deadlock. One with a TTL that
 	// keeps being pushed forward: starvation.

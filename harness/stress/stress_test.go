@@ -11,7 +11,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/internal/redistest"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 func nodes(t *testing.T) []locklab.ConnSource {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
@@ -51,7 +52,7 @@ type WorkerReply struct {
 
 // workerArgs are the flags of a worker, built by the parent and parsed by
 // Worker.
-func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
+func workerArgs(o *Options, etcd *etcdRun, id int, seed uint64, skew time.Duration) []string {
 	args := []string{
 		"--strategy", o.Strategy, "--key", o.Key, "--ttl", o.TTL.String(),
 		"--hold-max", o.HoldMax.String(), "--seed", fmt.Sprint(seed), "--id", fmt.Sprint(id),
@@ -66,6 +67,16 @@ func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
 			args = append(args, "--sentinel", a)
 		}
 	}
+	if g := o.RedisCluster; g != nil {
+		for _, a := range g.Addrs() {
+			args = append(args, "--cluster", a)
+		}
+	}
+	if etcd != nil {
+		for _, a := range etcd.endpoints {
+			args = append(args, "--etcd", a)
+		}
+	}
 	return args
 }
 
@@ -74,7 +85,10 @@ func workerArgs(o *Options, id int, seed uint64, skew time.Duration) []string {
 // the servers given with --addr (host:port, password@host:port or a
 // redis:// URL, as node.ParseAddr reads them), or on the master that the
 // Sentinels given with --sentinel (host:port) name --master-name, through a
-// locklab.SentinelPool of its own; it reports
+// locklab.SentinelPool of its own, or on the Redis Cluster whose nodes
+// --cluster (host:port) gives, through a locklab.ClusterPool of its own, or
+// on the etcd cluster whose endpoints --etcd (http://host:port) gives,
+// through an etcd client of its own (EtcdClientConfig); it reports
 // each step on out as a JSON WorkerEvent line, and takes its register
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
@@ -85,6 +99,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		strategy, key string
 		addrs         []string
 		sentinels     []string
+		cluster       []string
+		etcd          []string
 		masterName    string
 		ttl, holdMax  time.Duration
 		skew, stagger time.Duration
@@ -95,6 +111,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs.StringVar(&key, "key", "locklab:stress", "")
 	fs.Func("addr", "", func(s string) error { addrs = append(addrs, s); return nil })
 	fs.Func("sentinel", "", func(s string) error { sentinels = append(sentinels, s); return nil })
+	fs.Func("cluster", "", func(s string) error { cluster = append(cluster, s); return nil })
+	fs.Func("etcd", "", func(s string) error { etcd = append(etcd, s); return nil })
 	fs.StringVar(&masterName, "master-name", "", "")
 	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
@@ -105,8 +123,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(addrs) == 0 && len(sentinels) == 0 {
-		return errors.New("worker: no --addr and no --sentinel")
+	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && len(etcd) == 0 {
+		return errors.New("worker: no --addr, --sentinel, --cluster or --etcd")
 	}
 	desc, factory, err := strategies.Lookup(strategy)
 	if err != nil {
@@ -126,6 +144,28 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		}
 		defer sp.Close()
 		cfg.Pool = sp
+	}
+	if len(cluster) > 0 {
+		if len(addrs) > 0 || len(sentinels) > 0 {
+			return errors.New("worker: --cluster takes no --addr and no --sentinel")
+		}
+		cp, err := newClusterPool(cluster)
+		if err != nil {
+			return err
+		}
+		defer cp.Close()
+		cfg.Pool = cp
+	}
+	if len(etcd) > 0 {
+		if len(addrs) > 0 || len(sentinels) > 0 || len(cluster) > 0 {
+			return errors.New("worker: --etcd takes no --addr, --sentinel or --cluster")
+		}
+		cli, err := clientv3.New(EtcdClientConfig(etcd))
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		cfg.Store = cli
 	}
 	var pools []*redis.Pool
 	for _, a := range addrs {

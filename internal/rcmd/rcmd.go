@@ -6,12 +6,14 @@ package rcmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // Do sends one command on c. A context that can be cancelled is passed to the
@@ -26,12 +28,12 @@ func Do(ctx context.Context, c redis.Conn, cmd string, args ...any) (any, error)
 		v, err = c.Do(cmd, args...)
 	} else {
 		if err = ctx.Err(); err != nil {
-			return nil, locklab.Unavailable(err)
+			return nil, lockkit.Unavailable(err)
 		}
 		v, err = redis.DoContext(c, ctx, cmd, args...)
 	}
 	if err != nil {
-		return nil, locklab.Unavailable(err)
+		return nil, lockkit.Unavailable(err)
 	}
 	return v, nil
 }
@@ -41,19 +43,32 @@ func Do(ctx context.Context, c redis.Conn, cmd string, args ...any) (any, error)
 // run allocates only for the caller's keys and arguments.
 type Script struct {
 	hash, src, keyCount any
-	sha                 string
+	sha, name           string
 }
 
-// NewScript wraps src, a script that takes keyCount keys.
-func NewScript(keyCount int, src string) Script {
+// NewScript wraps src, a script that takes keyCount keys, named name
+// ("set-nx-px.acquire": the lock it belongs to, and what it does).
+func NewScript(name string, keyCount int, src string) Script {
 	sha := redis.NewScript(keyCount, src).Hash()
-	return Script{hash: sha, src: src, keyCount: keyCount, sha: sha}
+	return Script{
+		hash:     scriptArg{name: name, value: sha},
+		src:      scriptArg{name: name, value: src},
+		keyCount: keyCount,
+		sha:      sha,
+		name:     name,
+	}
 }
 
 // Hash is the script's SHA1.
 func (s Script) Hash() string { return s.sha }
 
+// Name is the script's name.
+func (s Script) Name() string { return s.name }
+
 // Do runs the script on c: EVALSHA, then EVAL if the server answers NOSCRIPT.
+// The script's SHA1 and its source go as arguments that carry its name
+// (ScriptName reads it): a connection wrapper can show the script by name,
+// and Redis receives the SHA1 or the source as they are.
 func (s Script) Do(ctx context.Context, c redis.Conn, keysAndArgs ...any) (any, error) {
 	args := make([]any, 2+len(keysAndArgs))
 	args[0], args[1] = s.hash, s.keyCount
@@ -64,6 +79,21 @@ func (s Script) Do(ctx context.Context, c redis.Conn, keysAndArgs ...any) (any, 
 		v, err = Do(ctx, c, "EVAL", args...)
 	}
 	return v, err
+}
+
+// scriptArg is a script's SHA1 or source as the first argument of EVALSHA
+// or EVAL: redigo (and internal/adapt, for the other clients) writes its
+// RedisArg, the value; ScriptName finds the name.
+type scriptArg struct{ name, value string }
+
+// RedisArg is the value Redis receives.
+func (a scriptArg) RedisArg() any { return a.value }
+
+// ScriptName returns the name of the script that a Script's EVALSHA or
+// EVAL carries as its first argument arg, and whether arg is one.
+func ScriptName(arg any) (string, bool) {
+	a, ok := arg.(scriptArg)
+	return a.name, ok
 }
 
 // IsNil reports whether src is nil or an interface holding a nil pointer
@@ -80,6 +110,15 @@ func IsNil(src locklab.ConnSource) bool {
 	return false
 }
 
+// NilWhat names a nil connection source for an error message: "nil", or
+// "a nil *redis.Pool" for a typed nil.
+func NilWhat(src locklab.ConnSource) string {
+	if src == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("a nil %T", src)
+}
+
 // Conn takes a connection from src for one operation. The caller closes it.
 func Conn(ctx context.Context, src locklab.ConnSource) (redis.Conn, error) {
 	c, err := src.GetContext(ctx)
@@ -87,7 +126,7 @@ func Conn(ctx context.Context, src locklab.ConnSource) (redis.Conn, error) {
 		if c != nil {
 			c.Close()
 		}
-		return nil, locklab.Unavailable(err)
+		return nil, lockkit.Unavailable(err)
 	}
 	return c, nil
 }

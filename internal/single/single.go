@@ -12,6 +12,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/rcmd"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // Base is embedded by single-node strategies.
@@ -29,7 +30,7 @@ func New(cfg locklab.Config, name string, reads ...string) (Base, error) {
 		return Base{}, err
 	}
 	if rcmd.IsNil(cfg.Pool) {
-		return Base{}, locklab.Invalid("Config.Pool is nil (%T): a single-node strategy needs a connection source such as a *redis.Pool", cfg.Pool)
+		return Base{}, lockkit.Invalid("Config.Pool is %s: a single-node strategy needs a connection source such as a *redis.Pool", rcmd.NilWhat(cfg.Pool))
 	}
 	return Base{Pool: cfg.Pool, Clock: cfg.ClockOrDefault(), Tokens: cfg.Tokens()}, nil
 }
@@ -37,7 +38,7 @@ func New(cfg locklab.Config, name string, reads ...string) (Base, error) {
 // BeginAcquire validates an Acquire's arguments and takes a connection. The
 // caller closes it.
 func (b Base) BeginAcquire(ctx context.Context, key string, ttl time.Duration) (redis.Conn, error) {
-	if err := locklab.CheckAcquire(ctx, key, ttl); err != nil {
+	if err := lockkit.CheckAcquire(ctx, key, ttl); err != nil {
 		return nil, err
 	}
 	return rcmd.Conn(ctx, b.Pool)
@@ -46,7 +47,7 @@ func (b Base) BeginAcquire(ctx context.Context, key string, ttl time.Duration) (
 // BeginRelease validates a lease given back and takes a connection. The
 // caller closes it.
 func (b Base) BeginRelease(ctx context.Context, lease locklab.Lease) (redis.Conn, error) {
-	if err := locklab.CheckLease(ctx, lease); err != nil {
+	if err := lockkit.CheckLease(ctx, lease); err != nil {
 		return nil, err
 	}
 	return rcmd.Conn(ctx, b.Pool)
@@ -64,9 +65,16 @@ func (b Base) BlindDel(ctx context.Context, lease locklab.Lease) error {
 	return Del(ctx, c, lease.Key)
 }
 
-// Millis is ttl in whole milliseconds, at least 1.
+// Millis is ttl in whole milliseconds, at least 1: what PX, PEXPIRE and
+// the scripts send.
 func Millis(ttl time.Duration) int64 {
 	return max(ttl.Milliseconds(), 1)
+}
+
+// Sent is the ttl the server is given, Millis(ttl) milliseconds: a lease's
+// Until counts from it, so that it never ends after the key does.
+func Sent(ttl time.Duration) time.Duration {
+	return time.Duration(Millis(ttl)) * time.Millisecond
 }
 
 // NotAcquired is the error of a refused acquire.
@@ -109,9 +117,10 @@ func Del(ctx context.Context, c redis.Conn, key string) error {
 	return DelReleased(key, v, err)
 }
 
-// Lease builds the lease of an acquire that started at start.
+// Lease builds the lease of an acquire that started at start and sent ttl
+// in whole milliseconds (Sent).
 func Lease(key, token string, fence int64, start time.Time, ttl time.Duration) locklab.Lease {
-	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(ttl)}
+	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(Sent(ttl))}
 }
 
 // Build checks cfg (as New) and wraps the resulting Base in a strategy; it

@@ -31,6 +31,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/single"
+	"github.com/locklab/locklab/lockkit"
 )
 
 // token is the value a holder sees: the counter that INCR returned.
@@ -46,7 +47,11 @@ func acquired(key string, n int64, start time.Time, ttl time.Duration) (locklab.
 
 // IncrExpire is "incr-expire": INCR key; if it returned 1, PEXPIRE key ttl as
 // a second command. Release is DEL.
-type IncrExpire struct{ single.Base }
+//
+// Broken by design, kept to be raced and watched failing: never protect
+// anything with it. strategies.Info says how it breaks; set-nx-px is this
+// family's lock to use instead.
+type IncrExpire struct{ base single.Base }
 
 // NewIncrExpire builds an IncrExpire from cfg.
 func NewIncrExpire(cfg locklab.Config) (*IncrExpire, error) {
@@ -56,15 +61,15 @@ func NewIncrExpire(cfg locklab.Config) (*IncrExpire, error) {
 // Acquire sends INCR and, when it returned 1, PEXPIRE. As in the original,
 // the PEXPIRE's outcome is not checked.
 func (l *IncrExpire) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	c, err := l.BeginAcquire(ctx, key, ttl)
+	c, err := l.base.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locklab.Lease{}, err
 	}
 	defer c.Close()
-	start := l.Clock.Now()
+	start := l.base.Clock.Now()
 	n, err := redis.Int64(rcmd.Do(ctx, c, "INCR", key))
 	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
+		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	if n == 1 {
 		rcmd.Do(ctx, c, "PEXPIRE", key, single.Millis(ttl)) // unchecked, as in the original
@@ -74,17 +79,21 @@ func (l *IncrExpire) Acquire(ctx context.Context, key string, ttl time.Duration)
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpire) Release(ctx context.Context, lease locklab.Lease) error {
-	return l.BlindDel(ctx, lease)
+	return l.base.BlindDel(ctx, lease)
 }
 
 //go:embed acquire.lua
 var acquireSrc string
 
-var acquireScript = rcmd.NewScript(1, acquireSrc)
+var acquireScript = rcmd.NewScript("incr-expire-lua.acquire", 1, acquireSrc)
 
 // IncrExpireLua is "incr-expire-lua": INCR and, when it returned 1, PEXPIRE,
 // in one Lua script. Release is DEL.
-type IncrExpireLua struct{ single.Base }
+//
+// Broken by design, kept to be raced and watched failing: never protect
+// anything with it. strategies.Info says how it breaks; set-nx-px is this
+// family's lock to use instead.
+type IncrExpireLua struct{ base single.Base }
 
 // NewIncrExpireLua builds an IncrExpireLua from cfg.
 func NewIncrExpireLua(cfg locklab.Config) (*IncrExpireLua, error) {
@@ -93,28 +102,32 @@ func NewIncrExpireLua(cfg locklab.Config) (*IncrExpireLua, error) {
 
 // Acquire runs the script: one command.
 func (l *IncrExpireLua) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	c, err := l.BeginAcquire(ctx, key, ttl)
+	c, err := l.base.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locklab.Lease{}, err
 	}
 	defer c.Close()
-	start := l.Clock.Now()
+	start := l.base.Clock.Now()
 	n, err := redis.Int64(acquireScript.Do(ctx, c, key, single.Millis(ttl)))
 	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
+		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	return acquired(key, n, start, ttl)
 }
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpireLua) Release(ctx context.Context, lease locklab.Lease) error {
-	return l.BlindDel(ctx, lease)
+	return l.base.BlindDel(ctx, lease)
 }
 
 // IncrExpireMulti is "incr-expire-multi": MULTI, INCR, PEXPIRE, EXEC, each
 // sent as its own command. The PEXPIRE runs whatever INCR returned, so a
 // failed attempt extends the holder's TTL. Release is DEL.
-type IncrExpireMulti struct{ single.Base }
+//
+// Broken by design, kept to be raced and watched failing: never protect
+// anything with it. strategies.Info says how it breaks; set-nx-px is this
+// family's lock to use instead.
+type IncrExpireMulti struct{ base single.Base }
 
 // NewIncrExpireMulti builds an IncrExpireMulti from cfg.
 func NewIncrExpireMulti(cfg locklab.Config) (*IncrExpireMulti, error) {
@@ -124,12 +137,12 @@ func NewIncrExpireMulti(cfg locklab.Config) (*IncrExpireMulti, error) {
 // Acquire sends MULTI, INCR, PEXPIRE and EXEC, and reads INCR's result from
 // EXEC's reply.
 func (l *IncrExpireMulti) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	c, err := l.BeginAcquire(ctx, key, ttl)
+	c, err := l.base.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locklab.Lease{}, err
 	}
 	defer c.Close()
-	start := l.Clock.Now()
+	start := l.base.Clock.Now()
 	if _, err := rcmd.Do(ctx, c, "MULTI"); err != nil {
 		return locklab.Lease{}, err
 	}
@@ -141,18 +154,18 @@ func (l *IncrExpireMulti) Acquire(ctx context.Context, key string, ttl time.Dura
 	}
 	replies, err := redis.Values(rcmd.Do(ctx, c, "EXEC"))
 	if err != nil || len(replies) != 2 {
-		return locklab.Lease{}, locklab.Unavailable(fmtExec(err, replies))
+		return locklab.Lease{}, lockkit.Unavailable(fmtExec(err, replies))
 	}
 	n, err := redis.Int64(replies[0], nil)
 	if err != nil {
-		return locklab.Lease{}, locklab.Unavailable(err)
+		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	return acquired(key, n, start, ttl)
 }
 
 // Release deletes the key, whoever holds it.
 func (l *IncrExpireMulti) Release(ctx context.Context, lease locklab.Lease) error {
-	return l.BlindDel(ctx, lease)
+	return l.base.BlindDel(ctx, lease)
 }
 
 func fmtExec(err error, replies []any) error {
@@ -161,3 +174,15 @@ func fmtExec(err error, replies []any) error {
 	}
 	return fmt.Errorf("EXEC returned %d replies, want 2", len(replies))
 }
+
+// LeaseClock is the Clock Lease.Until is read from (Config.Clock), on
+// which locklab.Watch judges expiry.
+func (l *IncrExpire) LeaseClock() locklab.Clock { return l.base.Clock }
+
+// LeaseClock is the Clock Lease.Until is read from (Config.Clock), on
+// which locklab.Watch judges expiry.
+func (l *IncrExpireLua) LeaseClock() locklab.Clock { return l.base.Clock }
+
+// LeaseClock is the Clock Lease.Until is read from (Config.Clock), on
+// which locklab.Watch judges expiry.
+func (l *IncrExpireMulti) LeaseClock() locklab.Clock { return l.base.Clock }

@@ -29,6 +29,16 @@
 //     The caller retries after a random delay: Wait does that with the
 //     Config's Retry policy.
 //
+// A failed round is told apart by what the nodes answered. When the nodes
+// that refused leave no majority to win (even if every node that failed had
+// granted, the round would have lost), the lock is held by others:
+// locklab.ErrNotAcquired. Otherwise, when too few nodes answered to decide
+// (refusals and failures mixed, as long as the failed nodes could have made
+// the majority), or when the round took so long that no validity was left,
+// it is locklab.ErrUnavailable. Of five nodes, two granting, one refusing and
+// two timing out is unavailable; one granting, three refusing and one timing
+// out is refused.
+//
 // Release runs a compare-and-delete script on every node, whatever the node
 // answered at acquire. Extend runs a compare-and-PEXPIRE script on every node
 // and needs a majority again; it refuses a lease that has already expired
@@ -41,6 +51,46 @@
 // The number of nodes must be odd. An even N needs N/2+1 nodes for a majority
 // and so survives no more node failures than N-1 nodes would: the extra node
 // only adds a way to fail. New refuses it and says so.
+//
+// # Retrying, and connections being set up
+//
+// Acquire is one round, and the harness drives it as one. The spec's "retry
+// on failure" applies to a round that failed for any reason: "it will try to
+// unlock all the instances", then "try again after a random delay in order
+// to try to desynchronize multiple clients". locklab.Wait (and Redlock.Wait)
+// does that: the error of every round that failed unavailable is marked
+// lockkit.Retryable, so Wait retries it as it retries a refused one, with
+// the policy's jittered backoff, until a round wins or ctx ends. Its final
+// error still tells the last round's outcome: errors.Is finds
+// locklab.ErrNotAcquired when a majority refused, locklab.ErrUnavailable when
+// the round could not decide.
+//
+// The node timeout (by default a fiftieth of the TTL, 2ms to 50ms) bounds how
+// long a round waits for each node, connection set-up included: the spec
+// sets that timeout so that "a Redis node which is down" cannot hold the
+// client, and a node that is cut off is one whose dial does not finish. A
+// connection's set-up on a cold pool (dial, AUTH, a TLS handshake: several
+// round trips) can take longer than the timeout although the node is fine,
+// so the round stops waiting for it but does not cut it short: the set-up
+// goes on, bounded by the connection source's own timeouts and by
+// SetupTimeout where the source honours its context, and its connection goes
+// back to the source, where the next round (Wait's retry) finds it ready. The node counts as failed in that round and gets no
+// release, since nothing was sent to it. A first acquire on cold connections
+// can therefore fail as unavailable, but it does not fail a Wait.
+//
+// Excluding set-up from the timed round altogether (connecting to every node
+// before reading the start time) would be safe: nothing is locked before the
+// SET, and the spec's safety argument needs only a start time read before
+// the first key is set. It is not done, for two reasons. A node whose dial
+// hangs would then hold every attempt for the whole dial timeout, which is
+// what the node timeout prevents. And sources over go-redis and rueidis
+// clients set up connections inside the command itself, where a round
+// cannot tell set-up from the SET; what becomes of a set-up that outlasts
+// the node timeout is then the client's own business (go-redis finishes a
+// dial in the background, rueidis gives it up with the command), and it is
+// Wait's retries that carry a cold start. Where set-up always takes longer
+// than the node timeout (TLS across a long round trip), set
+// Config.NodeTimeout to cover it.
 //
 // # Fencing
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/rcmd"
+	"github.com/locklab/locklab/lockkit"
 )
 
 var (
@@ -23,8 +24,8 @@ var (
 	//go:embed extend.lua
 	extendSrc string
 
-	releaseScript = rcmd.NewScript(1, releaseSrc)
-	extendScript  = rcmd.NewScript(1, extendSrc)
+	releaseScript = rcmd.NewScript("redlock.release", 1, releaseSrc)
+	extendScript  = rcmd.NewScript("redlock.extend", 1, extendSrc)
 )
 
 // Defaults applied by New where the Config leaves a field zero.
@@ -78,15 +79,15 @@ func New(cfg locklab.Config) (*Redlock, error) {
 	}
 	n := len(cfg.Nodes)
 	if n == 0 {
-		return nil, locklab.Invalid("redlock: Config.Nodes is empty: give the independent Redis masters (3 or 5 is usual)")
+		return nil, lockkit.Invalid("redlock: Config.Nodes is empty: give the independent Redis masters (3 or 5 is usual)")
 	}
 	for i, nd := range cfg.Nodes {
 		if rcmd.IsNil(nd) {
-			return nil, locklab.Invalid("redlock: Config.Nodes[%d] is nil (%T)", i, nd)
+			return nil, lockkit.Invalid("redlock: Config.Nodes[%d] is %s", i, rcmd.NilWhat(nd))
 		}
 	}
 	if n%2 == 0 {
-		return nil, locklab.Invalid("redlock: %d nodes: an even count needs %d of them for a majority and so "+
+		return nil, lockkit.Invalid("redlock: %d nodes: an even count needs %d of them for a majority and so "+
 			"tolerates %d failed nodes, no more than %d nodes would; use %d or %d nodes",
 			n, n/2+1, n/2-1, n-1, n-1, n+1)
 	}
@@ -95,13 +96,13 @@ func New(cfg locklab.Config) (*Redlock, error) {
 		drift = DefaultDriftFactor
 	}
 	if math.IsNaN(drift) || drift < 0 || drift >= 1 {
-		return nil, locklab.Invalid("redlock: DriftFactor %v: want a fraction of the TTL in [0, 1)", cfg.DriftFactor)
+		return nil, lockkit.Invalid("redlock: DriftFactor %v: want a fraction of the TTL in [0, 1)", cfg.DriftFactor)
 	}
 	if err := cfg.Retry.Validate(); err != nil {
 		return nil, fmt.Errorf("redlock: Config.Retry: %w", err)
 	}
 	if cfg.NodeTimeout < 0 {
-		return nil, locklab.Invalid("redlock: negative NodeTimeout %v", cfg.NodeTimeout)
+		return nil, lockkit.Invalid("redlock: negative NodeTimeout %v", cfg.NodeTimeout)
 	}
 	r := &Redlock{
 		nodes:       append([]locklab.ConnSource(nil), cfg.Nodes...),
@@ -152,40 +153,53 @@ func (r *Redlock) DriftAllowance(ttl time.Duration) time.Duration {
 	return time.Duration(r.drift*float64(ttl)) + driftFloor
 }
 
-// Wait acquires key, retrying after a random delay while other clients hold
-// it, with the Config's Retry policy, until ctx is done or the attempts run
-// out. See locklab.Wait.
+// Wait acquires key with the Config's Retry policy: after every round that
+// did not win, whether refused or failed (too few nodes answered in time, or
+// no validity left), it waits a random delay and runs another, until a
+// round wins, ctx is done or the attempts run out. See locklab.Wait and the
+// package documentation.
 func (r *Redlock) Wait(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
 	return locklab.Wait(ctx, r, key, ttl, r.retry)
 }
 
-// checkTTL validates ttl beyond locklab.CheckAcquire: whole milliseconds, as
+// checkTTL validates ttl beyond lockkit.CheckAcquire: whole milliseconds, as
 // Redis keeps them, and longer than the drift allowance.
 func (r *Redlock) checkTTL(ttl time.Duration) (time.Duration, error) {
 	ttl = ttl.Truncate(time.Millisecond)
 	if a := r.DriftAllowance(ttl); ttl <= a {
-		return 0, locklab.Invalid("redlock: ttl %v leaves no validity after the clock drift allowance of %v", ttl, a)
+		return 0, lockkit.Invalid("redlock: ttl %v leaves no validity after the clock drift allowance of %v", ttl, a)
 	}
 	return ttl, nil
 }
 
-// Acquire makes one attempt to take key on a majority of the nodes, as the
-// package documentation describes. All nodes are asked at once and share one
-// deadline, NodeTimeout(ttl) after the start of the attempt (and ctx's, if
-// earlier). The lease's Fence is 0 (the package documentation says why) and
-// its Until is the end of the validity time, counted from the start.
+// Acquire makes one attempt (one round) to take key on a majority of the
+// nodes, as the package documentation describes. All nodes are asked at once
+// and share one deadline, NodeTimeout(ttl) after the start of the attempt
+// (and ctx's, if earlier). The lease's Fence is 0 (the package documentation
+// says why) and its Until is the end of the validity time, counted from the
+// start.
 //
-// It fails with an error wrapping locklab.ErrNotAcquired when the nodes that
-// refused, holding the key for other clients, leave no majority to win; that
-// error names any failed nodes in its text but does not wrap their errors,
-// so errors.Is(err, locklab.ErrUnavailable) stays false. It fails with an
-// error wrapping locklab.ErrUnavailable when too few nodes answered to
-// decide, or when the attempt took so long that no validity was left; that
-// error joins a *NodeError for every failed node, so errors.As finds them
-// and errors.Is sees the causes (context errors included). Either way the key
-// has been released on every node that granted it or did not answer.
+// Each node's answer is awaited until the deadline, its connection's set-up
+// included; a set-up that outlasts it is not cut short but left to finish
+// for the next round (the package documentation says why). A failed round is
+// not retried here: locklab.Wait, or Redlock.Wait, retries it.
+//
+// The outcome is decided by what the nodes answered. A round fails with an
+// error wrapping locklab.ErrNotAcquired when the nodes that refused, holding
+// the key for other clients, leave no majority to win: even if every node
+// that failed had granted, the round would have lost. That error names any
+// failed nodes in its text but does not wrap their errors, so
+// errors.Is(err, locklab.ErrUnavailable) stays false. Otherwise a round
+// without a majority of grants fails with an error wrapping
+// locklab.ErrUnavailable: too few nodes answered to decide (refusals and
+// failures mixed count as undecided as long as the failed nodes could have
+// made the majority), or the attempt took so long that no validity was left.
+// That error joins a *NodeError for every failed node, so errors.As finds
+// them and errors.Is sees the causes (context errors included), and it is
+// marked lockkit.Retryable, so that Wait tries again. Either way the key has
+// been released on every node that granted it or may have set it.
 func (r *Redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
-	if err := locklab.CheckAcquire(ctx, key, ttl); err != nil {
+	if err := lockkit.CheckAcquire(ctx, key, ttl); err != nil {
 		return locklab.Lease{}, err
 	}
 	ttl, err := r.checkTTL(ttl)
@@ -211,7 +225,8 @@ func (r *Redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return locklab.Lease{Key: key, Token: token, Until: until}, nil
 	}
 
-	// Failed: take the key back wherever it may have been set.
+	// Failed: take the key back wherever it may have been set (not where
+	// the command was refused, answered with an error, or never sent).
 	release := false
 	for i := range rd.replies {
 		rd.send[i] = rd.replies[i].st == stGranted || rd.replies[i].st == stFailed
@@ -223,11 +238,17 @@ func (r *Redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		outcome = fmt.Errorf("%w: redlock: %q granted by %d of %d nodes, but the attempt took %v of the %v ttl "+
 			"(drift allowance %v): no validity left", locklab.ErrUnavailable, key, granted, len(r.nodes),
 			now.Sub(start), ttl, r.DriftAllowance(ttl))
-	case granted+refused >= r.quorum:
+	case granted+failed < r.quorum:
+		// The refusals alone leave no majority: lost, whatever the failed
+		// nodes would have said.
 		outcome = fmt.Errorf("%w: redlock: %q: %s", locklab.ErrNotAcquired, key, rd.tally(granted, refused, failed))
-	default:
+	case refused == 0:
 		outcome = fmt.Errorf("%w: redlock: %q: only %d of %d nodes answered, %d needed for a majority",
-			locklab.ErrUnavailable, key, granted+refused, len(r.nodes), r.quorum)
+			locklab.ErrUnavailable, key, granted, len(r.nodes), r.quorum)
+	default:
+		outcome = fmt.Errorf("%w: redlock: %q: undecided: granted by %d of %d nodes, refused by %d, %d failed; "+
+			"%d needed for a majority, which the failed nodes could have made", locklab.ErrUnavailable, key,
+			granted, len(r.nodes), refused, failed, r.quorum)
 	}
 	var nodeErrs error
 	if !errors.Is(outcome, locklab.ErrNotAcquired) {
@@ -244,7 +265,11 @@ func (r *Redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if nodeErrs != nil {
 		outcome = fmt.Errorf("%w\n%w", outcome, nodeErrs)
 	}
-	return locklab.Lease{}, withCtx(ctx, outcome)
+	outcome = withCtx(ctx, outcome)
+	if errors.Is(outcome, locklab.ErrUnavailable) {
+		outcome = lockkit.Retryable(outcome)
+	}
+	return locklab.Lease{}, outcome
 }
 
 // withCtx adds ctx's error to err when ctx is done and err does not say so
@@ -303,7 +328,7 @@ func (r *Redlock) Extend(ctx context.Context, lease locklab.Lease, ttl time.Dura
 	if err := checkLease(ctx, lease); err != nil {
 		return locklab.Lease{}, err
 	}
-	if err := locklab.CheckAcquire(ctx, lease.Key, ttl); err != nil {
+	if err := lockkit.CheckAcquire(ctx, lease.Key, ttl); err != nil {
 		return locklab.Lease{}, err
 	}
 	ttl, err := r.checkTTL(ttl)
@@ -338,14 +363,14 @@ func (r *Redlock) Extend(ctx context.Context, lease locklab.Lease, ttl time.Dura
 		locklab.ErrUnavailable, lease.Key, done, len(r.nodes), failed, rd.nodeErrors()))
 }
 
-// checkLease is locklab.CheckLease plus a token: a Redlock lease always has
+// checkLease is lockkit.CheckLease plus a token: a Redlock lease always has
 // one.
 func checkLease(ctx context.Context, lease locklab.Lease) error {
-	if err := locklab.CheckLease(ctx, lease); err != nil {
+	if err := lockkit.CheckLease(ctx, lease); err != nil {
 		return err
 	}
 	if lease.Token == "" {
-		return locklab.Invalid("redlock: lease of %q has no token", lease.Key)
+		return lockkit.Invalid("redlock: lease of %q has no token", lease.Key)
 	}
 	return nil
 }
@@ -388,3 +413,7 @@ func isAnswer(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
 }
+
+// LeaseClock is the Clock Lease.Until is read from (Config.Clock), on
+// which locklab.Watch judges expiry.
+func (r *Redlock) LeaseClock() locklab.Clock { return r.clock }

@@ -2,7 +2,7 @@
 -- whose one field is its holder's id, counting how many times the holder
 -- has entered.
 -- KEYS[1]  the lock key
--- ARGV[1]  the holder's id
+-- ARGV[1]  the holder's field (its id and owner)
 -- ARGV[2]  the TTL in milliseconds
 -- Returns the holder's entry count (1 on a first acquire) when the lock was
 -- free or already the holder's, with the TTL reset; when another holder has

@@ -19,6 +19,7 @@ package strategytest
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -64,7 +65,7 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 	d, err := strategies.Info(name)
 	require.NoError(t, err)
 	p := d.Properties
-	s := &suite{name: name, props: p, options: d.Options, newConfig: newConfig}
+	s := &suite{name: name, props: p, noExpiry: d.NoExpiry, options: d.Options, newConfig: newConfig}
 	s.timing(t, newConfig())
 
 	for _, sub := range []struct {
@@ -76,6 +77,7 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 		{"AcquireAfterTTL", s.acquireAfterTTL},
 		{"ReleaseOfLeaseNotHeld", s.releaseNotHeld},
 		{"ServerTTL", s.serverTTL},
+		{"UntilWithinServerTTL", s.untilWithinServerTTL},
 		{"Fencing", s.fencing},
 		{"Extend", s.extend},
 		{"ExtendLapsed", s.extendLapsed},
@@ -96,6 +98,7 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 type suite struct {
 	name      string
 	props     strategies.Properties
+	noExpiry  bool
 	newConfig func() locklab.Config
 	// short is the TTL of the tests that wait for expiry; nodeTimeout,
 	// when set, is the Config.NodeTimeout of a multi-node strategy. Both
@@ -223,7 +226,10 @@ func (s *suite) secondRefused(t *testing.T) {
 // some three short TTLs, as a caller would: with the short TTL a strategy's
 // own timeouts are short too (set-nx-px-wait waits a tenth of the TTL for
 // its replica), and a loaded machine can miss them; these tests are about
-// what follows the TTL.
+// what follows the TTL. A Locker that keeps its own locks alive (the
+// watchdog hash-reentrant runs by default) is closed first (io.Closer), as
+// the end of the holder's process would stop it: a strategy whose leases
+// renew themselves must implement io.Closer.
 func (s *suite) expire(t *testing.T, l locklab.Locker, k string) locklab.Lease {
 	t.Helper()
 	lease, err := l.Acquire(context.Background(), k, s.short)
@@ -233,6 +239,9 @@ func (s *suite) expire(t *testing.T, l locklab.Locker, k string) locklab.Lease {
 		lease, err = l.Acquire(context.Background(), k, s.short)
 	}
 	require.NoError(t, err)
+	if c, ok := l.(io.Closer); ok {
+		require.NoError(t, c.Close())
+	}
 	time.Sleep(s.short + s.short/2)
 	return lease
 }
@@ -241,8 +250,17 @@ func (s *suite) acquireAfterTTL(t *testing.T) {
 	a, _ := s.locker(t)
 	b, _ := s.locker(t)
 	k := key(t)
-	s.expire(t, a, k)
+	held := s.expire(t, a, k)
 	lease, err := b.Acquire(context.Background(), k, longTTL)
+	if s.noExpiry {
+		require.ErrorIs(t, err, locklab.ErrNotAcquired, "expected weakness: the lock never expires")
+		t.Logf("%s: expected weakness confirmed: the lock outlived its TTL; only its holder's release frees it", s.name)
+		require.NoError(t, a.Release(context.Background(), held))
+		lease, err = b.Acquire(context.Background(), k, longTTL)
+		require.NoError(t, err, "acquire after the holder's release")
+		require.NoError(t, b.Release(context.Background(), lease))
+		return
+	}
 	require.NoError(t, err, "the lock of a holder that never released must become free after its TTL")
 	require.NoError(t, b.Release(context.Background(), lease))
 }
@@ -258,6 +276,14 @@ func (s *suite) releaseNotHeld(t *testing.T) {
 	k := key(t)
 	stale := s.expire(t, a, k)
 	bl, err := b.Acquire(ctx, k, longTTL)
+	if s.noExpiry {
+		// No lease lapses: A still holds the lock, and its release is
+		// no stale one.
+		require.ErrorIs(t, err, locklab.ErrNotAcquired, "expected weakness: the lock never expires")
+		require.NoError(t, a.Release(ctx, stale))
+		require.ErrorIs(t, a.Release(ctx, locklab.Lease{}), locklab.ErrInvalid, "zero lease")
+		return
+	}
 	require.NoError(t, err)
 
 	err = a.Release(ctx, stale)
@@ -289,6 +315,36 @@ func (s *suite) serverTTL(t *testing.T) {
 	} else {
 		assert.Equal(t, int64(-1), pttl, "expected weakness: the key has no TTL; a crashed holder's lock stays until a client recovers it")
 		t.Logf("%s: expected weakness confirmed: the lock key has no server-side TTL", s.name)
+	}
+}
+
+// untilWithinServerTTL: a TTL with a fraction of a millisecond reaches the
+// server in whole milliseconds, rounded down; Lease.Until, read from the
+// strategy's Clock (held still here), must not end after the TTL the
+// server was given, nor must an extend's.
+func (s *suite) untilWithinServerTTL(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := s.newConfig()
+	if s.nodeTimeout > 0 {
+		cfg.NodeTimeout = s.nodeTimeout
+	}
+	cfg.Clock = locklab.ClockFunc(func() time.Time { return t0 })
+	l, err := strategies.New(s.name, cfg)
+	require.NoError(t, err)
+	lc, ok := l.(locklab.LeaseClock)
+	require.True(t, ok, "a strategy tells the Clock its leases are read from (locklab.LeaseClock), for Watch")
+	assert.Equal(t, t0, lc.LeaseClock().Now())
+	ctx := context.Background()
+	ttl := longTTL + 900*time.Microsecond
+	sent := t0.Add(longTTL.Truncate(time.Millisecond))
+	lease, err := l.Acquire(ctx, key(t), ttl)
+	require.NoError(t, err)
+	defer l.Release(ctx, lease)
+	assert.False(t, lease.Until.After(sent), "Until %v is after the %v the server was given", lease.Until.Sub(t0), longTTL)
+	if ext, ok := l.(locklab.Extender); ok {
+		lease, err = ext.Extend(ctx, lease, ttl)
+		require.NoError(t, err)
+		assert.False(t, lease.Until.After(sent), "extend: Until %v is after the %v the server was given", lease.Until.Sub(t0), longTTL)
 	}
 }
 

@@ -62,12 +62,30 @@ function renderLevels() {
     a.href = "#" + l.id;
     a.onclick = (ev) => { ev.preventDefault(); switchLevel(l.id); };
     li.appendChild(a);
+    if (l.unavailable) {
+      // Listed, with the reason, but not started.
+      li.classList.add("unavailable");
+      a.title = l.unavailable;
+      const why = document.createElement("span");
+      why.className = "why";
+      why.textContent = " (unavailable here)";
+      why.title = l.unavailable;
+      li.appendChild(why);
+    }
     ol.appendChild(li);
   }
 }
 
+// unavailable says why a level cannot be played here; false when it can.
+function unavailable(id) {
+  const l = levels.find((x) => x.id === id);
+  if (!l || !l.unavailable) return false;
+  notice(l.title + " is unavailable here: " + l.unavailable);
+  return true;
+}
+
 async function switchLevel(id) {
-  if (busy) return;
+  if (busy || unavailable(id)) return;
   localStorage.setItem(LEVEL_KEY, id);
   history.replaceState(null, "", "#" + id);
   $("hint-text").hidden = true;
@@ -78,7 +96,7 @@ async function switchLevel(id) {
 }
 
 async function start(levelID, prefix) {
-  setBusy(true, "starting Redis…");
+  setBusy(true, "starting servers…");
   const { status, data } = await api("/api/sessions", { level: levelID, prefix: prefix });
   if (status !== 200) {
     setBusy(false);
@@ -193,6 +211,13 @@ function cmdText(args, own) {
   return args.map((a, i) => (i === 0 ? a : short(a, own))).join(" ");
 }
 
+// servers says what a level plays on.
+function servers(l) {
+  if (l.store === "etcd") return "a three-member etcd cluster";
+  if (l.store === "postgres") return "a PostgreSQL server";
+  return l.nodes + (l.nodes > 1 ? " Redis nodes" : " Redis node");
+}
+
 function td(cls, text) {
   const c = document.createElement("td");
   if (cls) c.className = cls;
@@ -208,7 +233,7 @@ function render() {
   $("level-title").textContent = l.title;
   $("level-goal").textContent = l.goal;
   $("level-meta").textContent = "strategy " + l.strategy + " · scenario " + l.scenario + " · checks " + l.property +
-    " · " + l.nodes + (l.nodes > 1 ? " Redis nodes" : " Redis node");
+    " · " + servers(l);
   $("level-docs").href = l.docs;
   $("level-story").textContent = l.story;
 
@@ -351,7 +376,15 @@ window.addEventListener("pagehide", () => {
   if (status !== 200) { notice(data.error, true); return; }
   levels = data;
   renderLevels();
-  let id = location.hash.slice(1) || localStorage.getItem(LEVEL_KEY) || levels[0].id;
-  if (!levels.some((l) => l.id === id)) id = levels[0].id;
+  const playable = levels.filter((l) => !l.unavailable);
+  if (playable.length === 0) { notice("No level can be played here: " + levels[0].unavailable, true); return; }
+  let id = location.hash.slice(1) || localStorage.getItem(LEVEL_KEY) || playable[0].id;
+  if (!levels.some((l) => l.id === id)) id = playable[0].id;
+  if (unavailable(id)) {
+    const why = $("notice").textContent;
+    id = playable[0].id;
+    if (await start(id, "")) notice(why);
+    return;
+  }
   await start(id, "");
 })();

@@ -1,0 +1,420 @@
+// bench --stores: the locks of every store measured in one run, so that
+// their ratios hold on a noisy machine: Redis's set-nx-px and Redlock on 3
+// and 5 masters, etcd-lease on a three-member etcd cluster, and the three
+// PostgreSQL locks on a throwaway server.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/benchutil"
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/namespace"
+	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/strategies"
+)
+
+// storeRedis names Redis among --stores.
+const storeRedis = "redis"
+
+// benchStores are the stores --stores knows, in the order of the rows.
+var benchStores = []string{storeRedis, harness.StoreEtcd, harness.StorePostgres}
+
+// storeRow is one lock of the comparison: a strategy of a store, on so
+// many of its nodes (Redlock's masters; 1 elsewhere).
+type storeRow struct {
+	store, strategy string
+	nodes           int
+}
+
+// name is the row's name in the table: the strategy, and Redlock's
+// masters.
+func (r storeRow) name() string {
+	if r.nodes > 1 {
+		return fmt.Sprintf("%s (%d masters)", r.strategy, r.nodes)
+	}
+	return r.strategy
+}
+
+// storeRows are the rows of store.
+func storeRows(store string) []storeRow {
+	switch store {
+	case storeRedis:
+		return []storeRow{{storeRedis, "set-nx-px", 1}, {storeRedis, "redlock", 3}, {storeRedis, "redlock", 5}}
+	case harness.StoreEtcd:
+		return []storeRow{{harness.StoreEtcd, "etcd-lease", 1}}
+	case harness.StorePostgres:
+		return []storeRow{{harness.StorePostgres, "pg-lock-table", 1}, {harness.StorePostgres, "pg-for-update", 1}, {harness.StorePostgres, "pg-advisory", 1}}
+	}
+	return nil
+}
+
+// storesOptions are the flags of bench --stores.
+type storesOptions struct {
+	stores         []string
+	rounds, cycles int
+	contenders     int
+	contendFor     time.Duration
+	asJSON         bool
+}
+
+// checkStores refuses a --stores value that names no store known, before
+// anything starts, and returns the stores in the order of the rows.
+func (g *globals) checkStores(cmd *cobra.Command, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, g.args.badFlag(cmd, "stores", "", "names no store; the stores are %s", strings.Join(benchStores, ", "))
+	}
+	for _, s := range names {
+		if !slices.Contains(benchStores, s) {
+			return nil, g.args.badFlag(cmd, "stores", s, "unknown store; the stores are %s", strings.Join(benchStores, ", "))
+		}
+	}
+	var out []string
+	for _, s := range benchStores {
+		if slices.Contains(names, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// storesReport is bench --stores' JSON document (docs/schemas/bench.schema.json).
+type storesReport struct {
+	Rounds     int             `json:"rounds"`
+	Cycles     int             `json:"cycles"`
+	Contenders int             `json:"contenders"`
+	ContendNs  int64           `json:"contend_ns"`
+	Servers    []storesServer  `json:"servers"`
+	Rows       []storesRowJSON `json:"rows"`
+}
+
+type storesServer struct {
+	Store    string `json:"store"`
+	Describe string `json:"describe"`
+}
+
+type storesRowJSON struct {
+	Name     string `json:"name"`
+	Store    string `json:"store"`
+	Strategy string `json:"strategy"`
+	Masters  int    `json:"masters,omitempty"`
+	Skipped  string `json:"skipped,omitempty"`
+
+	CycleMeanNs    int64   `json:"cycle_mean_ns,omitempty"`
+	CycleP50Ns     int64   `json:"cycle_p50_ns,omitempty"`
+	CycleP99Ns     int64   `json:"cycle_p99_ns,omitempty"`
+	CycleRatio     float64 `json:"cycle_ratio,omitempty"`
+	Locks          int64   `json:"locks,omitempty"`
+	LocksPerSecond float64 `json:"locks_per_second,omitempty"`
+	WaitP50Ns      int64   `json:"wait_p50_ns,omitempty"`
+	WaitP99Ns      int64   `json:"wait_p99_ns,omitempty"`
+	RetriedCycles  int     `json:"retried_cycles,omitempty"`
+}
+
+// measuredRow is a row and, unless skipped, what builds its lockers.
+type measuredRow struct {
+	storeRow
+	skipped   string
+	newLocker func() (locklab.Locker, error)
+	key       string
+	cycle     benchutil.Latency
+	contended benchutil.ContendResult
+	// retried counts the uncontended acquires tried again after a
+	// failure the strategy marks worth another try (a Redlock round
+	// whose nodes answered too late).
+	retried int
+}
+
+// retriedCycles is how many times an uncontended cycle tries an acquire
+// that failed without being refused.
+const retriedCycles = 5
+
+// cycleOnce is one uncontended acquire and release on the row's key, the
+// acquire tried again, up to retriedCycles times, after a failure the
+// strategy marks worth another try (locklab.IsRetryable): on a loaded
+// machine a Redlock round may find its nodes too slow. Its time counts:
+// a caller would wait for it too.
+func (r *measuredRow) cycleOnce(ctx context.Context, l locklab.Locker) error {
+	for try := 1; ; try++ {
+		lease, err := l.Acquire(ctx, r.key, benchTTL)
+		if err != nil && try < retriedCycles && !errors.Is(err, locklab.ErrNotAcquired) && locklab.IsRetryable(err) {
+			r.retried++
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx, lease)
+	}
+}
+
+// benchStoresRun starts the servers of the stores asked for (those
+// installed; the others' rows are skipped, saying why), measures every
+// row in one run and prints the table or, with --json, the document.
+func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error) {
+	ctx := cmd.Context()
+	var rows []*measuredRow
+	var others []string // strategies of the other stores to start
+	for _, st := range o.stores {
+		var skipped string
+		if st != storeRedis {
+			if err := stores.Installed(st); err != nil {
+				skipped = fmt.Sprintf("%s is not installed: %v", st, err)
+			}
+		}
+		for _, r := range storeRows(st) {
+			rows = append(rows, &measuredRow{storeRow: r, skipped: skipped})
+			if skipped == "" && st != storeRedis {
+				others = append(others, r.strategy)
+			}
+		}
+	}
+	var servers []storesServer
+	var srv *stores.Servers
+	if len(others) > 0 {
+		backend, err := stores.Backend(ctx, g.backend)
+		if err != nil && !g.addrsBackend() {
+			return err
+		}
+		srv, err = g.startStores(ctx, io.Discard, backend, others)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := srv.Close(); err != nil && rerr == nil {
+				rerr = err
+			}
+		}()
+	}
+	for _, st := range o.stores {
+		switch st {
+		case storeRedis:
+			c, _, err := g.cluster(ctx, io.Discard, 5)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			servers = append(servers, storesServer{storeRedis, c.Describe()})
+			var nodes []locklab.ConnSource
+			for _, n := range c.Nodes() {
+				nodes = append(nodes, n.Pool())
+			}
+			// The keys are a namespace's of their own, deleted at the
+			// end: on a server the user runs, bench touches nothing else.
+			ns := namespace.New()
+			defer func() {
+				if err := namespace.SweepAll(ns, nodes); err != nil && rerr == nil {
+					rerr = err
+				}
+			}()
+			for _, r := range rows {
+				if r.store != storeRedis {
+					continue
+				}
+				if r.nodes > len(nodes) {
+					r.skipped = fmt.Sprintf("it takes %d Redis servers, and --addr gives %d", r.nodes, len(nodes))
+					continue
+				}
+				cfg := locklab.Config{Pool: nodes[0]}
+				if r.nodes > 1 {
+					cfg = locklab.Config{Nodes: nodes[:r.nodes]}
+				}
+				r.key = ns.Key(fmt.Sprintf("bench:%s:%d", r.strategy, r.nodes))
+				r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
+			}
+		case harness.StoreEtcd:
+			if srv == nil || srv.Etcd == nil {
+				continue
+			}
+			cli, err := srv.Etcd.Client()
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			servers = append(servers, storesServer{harness.StoreEtcd, fmt.Sprintf("%d member processes %s (%s)", len(srv.Etcd.Members()),
+				strings.Join(srv.Etcd.Endpoints(), ","), etcdproc.Version(srv.Etcd.Bin))})
+			for _, r := range rows {
+				if r.store == harness.StoreEtcd {
+					r.key = "bench:" + r.strategy
+					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, locklab.Config{Store: cli}) }
+				}
+			}
+		case harness.StorePostgres:
+			if srv == nil || srv.PG == nil {
+				continue
+			}
+			// Enough connections that no contender waits for one: a
+			// pg-for-update holder keeps its own for the lease.
+			pool, err := pgxpool.New(ctx, fmt.Sprintf("%s&pool_max_conns=%d", srv.PG.DSN(), 2*o.contenders+4))
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			servers = append(servers, storesServer{harness.StorePostgres, fmt.Sprintf("process 127.0.0.1:%d (%s)", srv.PG.Port, pgproc.Version(srv.PG.BinDir))})
+			for _, r := range rows {
+				if r.store == harness.StorePostgres {
+					r.key = "bench:" + r.strategy
+					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, locklab.Config{Store: pool}) }
+				}
+			}
+		}
+	}
+	var live []*measuredRow
+	for _, r := range rows {
+		if r.skipped == "" {
+			live = append(live, r)
+		}
+	}
+	if err := measureStores(ctx, live, o); err != nil {
+		return err
+	}
+	if o.asJSON {
+		return render.JSON(cmd.OutOrStdout(), storesJSON(o, servers, rows))
+	}
+	return printStores(cmd.OutOrStdout(), o, servers, rows)
+}
+
+// benchTTL is every lease's: long enough that none expires during a
+// cycle, and whole seconds for etcd.
+const benchTTL = time.Minute
+
+// measureStores measures the uncontended cycles of rows in strict
+// alternation (benchutil.InterleavedLatency), then their contended runs,
+// one row after the other, round after round.
+func measureStores(ctx context.Context, rows []*measuredRow, o storesOptions) error {
+	entries := make([]benchutil.TimedEntry, len(rows))
+	for i, r := range rows {
+		l, err := r.newLocker()
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name(), err)
+		}
+		entries[i] = benchutil.TimedEntry{Name: r.name(), F: func() error { return r.cycleOnce(ctx, l) }}
+	}
+	res, err := benchutil.InterleavedLatency(entries, o.rounds, o.cycles)
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		r.cycle = res[i]
+	}
+	for round := 0; round < o.rounds; round++ {
+		for k := range rows {
+			r := rows[(k+round)%len(rows)]
+			c, err := benchutil.Contend(ctx, r.newLocker, r.key+":contended", o.contenders, benchTTL, o.contendFor)
+			if err != nil {
+				return fmt.Errorf("%s, contended: %w", r.name(), err)
+			}
+			if c.Locks == 0 {
+				return fmt.Errorf("%s, contended: no lock acquired in %v: give --contend-time more", r.name(), o.contendFor)
+			}
+			r.contended.Add(c)
+		}
+	}
+	return nil
+}
+
+// storesJSON is the document of the rows measured.
+func storesJSON(o storesOptions, servers []storesServer, rows []*measuredRow) storesReport {
+	rep := storesReport{Rounds: o.rounds, Cycles: o.cycles, Contenders: o.contenders, ContendNs: o.contendFor.Nanoseconds(),
+		Servers: append([]storesServer{}, servers...), Rows: []storesRowJSON{}}
+	base := baseline(rows)
+	for _, r := range rows {
+		j := storesRowJSON{Name: r.name(), Store: r.store, Strategy: r.strategy, Skipped: r.skipped}
+		if r.nodes > 1 {
+			j.Masters = r.nodes
+		}
+		if r.skipped == "" {
+			w := benchutil.Summarize(r.contended.Waits)
+			j.CycleMeanNs, j.CycleP50Ns, j.CycleP99Ns = int64(r.cycle.Mean), int64(r.cycle.P50), int64(r.cycle.P99)
+			j.CycleRatio = float64(r.cycle.Mean) / float64(base.cycle.Mean)
+			j.Locks, j.LocksPerSecond = r.contended.Locks, r.contended.PerSecond()
+			j.WaitP50Ns, j.WaitP99Ns = int64(w.P50), int64(w.P99)
+			j.RetriedCycles = r.retried
+		}
+		rep.Rows = append(rep.Rows, j)
+	}
+	return rep
+}
+
+// baseline is the row the cycles are compared to: the first measured.
+func baseline(rows []*measuredRow) *measuredRow {
+	for _, r := range rows {
+		if r.skipped == "" {
+			return r
+		}
+	}
+	return nil
+}
+
+// printStores prints the table of the rows.
+func printStores(w io.Writer, o storesOptions, servers []storesServer, rows []*measuredRow) error {
+	for _, s := range servers {
+		fmt.Fprintf(w, "%s: %s\n", storeTitle(s.Store), s.Describe)
+	}
+	fmt.Fprintf(w, "uncontended: %d rounds of %d cycles of each lock, one of each in turn, every cycle counted; contended: %d clients on one key, locklab.Wait's default policy, empty critical section, %d rounds of %v\n",
+		o.rounds, o.cycles, o.contenders, o.rounds, o.contendFor)
+	base := baseline(rows)
+	ratio := "x"
+	if base != nil {
+		ratio = "x " + base.name()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "store\tlock\tcycle mean\tp50\tp99\t%s\tlocks/s\twait p50\twait p99\t\n", ratio)
+	round := func(d time.Duration) time.Duration {
+		if d >= time.Millisecond {
+			return d.Round(10 * time.Microsecond)
+		}
+		return d.Round(time.Microsecond)
+	}
+	for _, r := range rows {
+		if r.skipped != "" {
+			continue
+		}
+		wt := benchutil.Summarize(r.contended.Waits)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%v\t%.2f\t%.0f\t%v\t%v\t\n", r.store, r.name(),
+			round(r.cycle.Mean), round(r.cycle.P50), round(r.cycle.P99), float64(r.cycle.Mean)/float64(base.cycle.Mean),
+			r.contended.PerSecond(), round(wt.P50), round(wt.P99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.skipped != "" {
+			fmt.Fprintf(w, "%s %s: skipped, %s\n", r.store, r.name(), r.skipped)
+		}
+		if r.retried > 0 {
+			what := "acquires"
+			if r.retried == 1 {
+				what = "acquire"
+			}
+			fmt.Fprintf(w, "%s %s: %d uncontended %s tried again after a failure worth another try (nodes too slow to answer)\n", r.store, r.name(), r.retried, what)
+		}
+	}
+	return nil
+}
+
+// storeTitle is how the table's header names a store.
+func storeTitle(store string) string {
+	switch store {
+	case storeRedis:
+		return "Redis"
+	case harness.StorePostgres:
+		return "PostgreSQL"
+	}
+	return store
+}

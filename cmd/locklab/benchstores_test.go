@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/stores"
+)
+
+// TestBenchStores runs bench --stores on real servers of every store, with
+// counts small enough for -short, and checks that every row was measured
+// and has every figure: cycles, contended locks and waits. (No timing is
+// asserted: the machine may be loaded.)
+func TestBenchStores(t *testing.T) {
+	t.Parallel()
+	for _, st := range []string{harness.StoreEtcd, harness.StorePostgres} {
+		require.NoError(t, stores.Installed(st), "bench --stores %s needs its servers here", st)
+	}
+	out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "postgres,redis,etcd",
+		"--cycles", "10", "--rounds", "2", "--contenders", "3", "--contend-time", "500ms", "--json")
+	require.NoError(t, err, errOut)
+	var rep storesReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+
+	var got, names []string
+	for _, s := range rep.Servers {
+		got = append(got, s.Store)
+		assert.NotEmpty(t, s.Describe, s.Store)
+	}
+	assert.Equal(t, []string{"redis", "etcd", "postgres"}, got, "a server per store, in the rows' order whatever the flag's")
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+		assert.Empty(t, r.Skipped, r.Name)
+		assert.Positive(t, r.CycleMeanNs, "%s: cycle mean", r.Name)
+		assert.Positive(t, r.CycleP50Ns, "%s: cycle p50", r.Name)
+		assert.GreaterOrEqual(t, r.CycleP99Ns, r.CycleP50Ns, "%s: cycle p99", r.Name)
+		assert.Positive(t, r.CycleRatio, "%s: ratio", r.Name)
+		assert.Positive(t, r.Locks, "%s: contended locks", r.Name)
+		assert.Positive(t, r.LocksPerSecond, "%s: locks per second", r.Name)
+		assert.Positive(t, r.WaitP50Ns, "%s: wait p50", r.Name)
+		assert.GreaterOrEqual(t, r.WaitP99Ns, r.WaitP50Ns, "%s: wait p99", r.Name)
+	}
+	assert.Equal(t, []string{"set-nx-px", "redlock (3 masters)", "redlock (5 masters)", "etcd-lease",
+		"pg-lock-table", "pg-for-update", "pg-advisory"}, names)
+	require.NotEmpty(t, rep.Rows)
+	assert.InDelta(t, 1, rep.Rows[0].CycleRatio, 1e-9, "the ratios are to the first row")
+
+	// The text table has the same rows.
+	out, errOut, err = run(t, "bench", "--backend", "process", "--stores", "redis",
+		"--cycles", "5", "--rounds", "1", "--contenders", "2", "--contend-time", "100ms")
+	require.NoError(t, err, errOut)
+	assert.Contains(t, out, "x set-nx-px")
+	for _, n := range names[:3] {
+		assert.Contains(t, out, n)
+	}
+}
+
+// TestBenchStoresSkipsMissing: the rows of a store whose servers are not
+// installed are skipped, saying why, and nothing of it starts.
+func TestBenchStoresSkipsMissing(t *testing.T) {
+	t.Setenv("LOCKLAB_ETCD", "/nonexistent/etcd")
+	t.Setenv("LOCKLAB_PG_BINDIR", t.TempDir())
+	out, errOut, err := run(t, "bench", "--stores", "etcd,postgres", "--json")
+	require.NoError(t, err, errOut)
+	var rep storesReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	assert.Empty(t, rep.Servers)
+	require.Len(t, rep.Rows, 4)
+	for _, r := range rep.Rows {
+		assert.True(t, strings.HasPrefix(r.Skipped, r.Store+" is not installed: "), r.Skipped)
+		assert.Zero(t, r.CycleMeanNs)
+	}
+	assert.Contains(t, rep.Rows[0].Skipped, "LOCKLAB_ETCD")
+
+	out, errOut, err = run(t, "bench", "--stores", "etcd")
+	require.NoError(t, err, errOut)
+	assert.Contains(t, out, "etcd etcd-lease: skipped, etcd is not installed: ")
+}

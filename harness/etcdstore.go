@@ -1,0 +1,428 @@
+// The etcd store: the etcd family's lock (strategies/etcdlock) on a real
+// etcd cluster. Each client gets an etcd client of its own whose every
+// request is a step (a gRPC interceptor submits it to the scheduler).
+// Time passes on leases as it does on Redis keys: the store keeps each
+// lease's expiry on the run's virtual clock and, when a time step passes
+// it, revokes the lease, which is what the leader does when a lease's TTL
+// runs out with no keepalive. The leases' own TTL is the harness's 30s,
+// which no run lasts.
+
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+)
+
+// StoreEtcd is the store of the strategies of family "etcd".
+const StoreEtcd = "etcd"
+
+// EtcdNode is an etcd cluster that runs of the etcd family's strategies
+// lock on: one node of the harness, however many members. Its faults
+// strike the cluster's leader: Kill kills it (the others elect a new one),
+// Restart restarts it on its data directory (the raft log: a member comes
+// back with every committed key, whatever keepData says), Pause stops it
+// (SIGSTOP) until Resume.
+type EtcdNode struct {
+	NodeName string
+	Cluster  *etcdproc.Cluster
+
+	mu     sync.Mutex
+	struck *etcdproc.Member // the member the last fault struck
+}
+
+// Name returns the node's name.
+func (n *EtcdNode) Name() string { return n.NodeName }
+
+// Addr returns the first member's client URL.
+func (n *EtcdNode) Addr() string { return n.Cluster.Endpoints()[0] }
+
+// Store returns StoreEtcd.
+func (n *EtcdNode) Store() string { return StoreEtcd }
+
+func (n *EtcdNode) leader(ctx context.Context) (*etcdproc.Member, error) {
+	m, err := n.Cluster.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.struck = m
+	n.mu.Unlock()
+	return m, nil
+}
+
+func (n *EtcdNode) last() *etcdproc.Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.struck
+}
+
+// Kill kills the leader (SIGKILL).
+func (n *EtcdNode) Kill(ctx context.Context) error {
+	m, err := n.leader(ctx)
+	if err != nil {
+		return err
+	}
+	m.Kill()
+	return nil
+}
+
+// Restart starts the member the last Kill struck again, or kills the
+// leader and starts it again, on its data directory.
+func (n *EtcdNode) Restart(ctx context.Context, _ bool) error {
+	m := n.last()
+	if m == nil || m.Running() {
+		var err error
+		if m, err = n.leader(ctx); err != nil {
+			return err
+		}
+	}
+	if err := m.Restart(ctx); err != nil {
+		return err
+	}
+	return n.Cluster.WaitHealthy(ctx)
+}
+
+// Pause stops the leader (SIGSTOP).
+func (n *EtcdNode) Pause(ctx context.Context) error {
+	m, err := n.leader(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Stop()
+}
+
+// Resume continues the member Pause stopped.
+func (n *EtcdNode) Resume(context.Context) error {
+	if m := n.last(); m != nil {
+		return m.Cont()
+	}
+	return nil
+}
+
+// etcdStore is one etcd cluster.
+//
+// A client's etcd client outlives its run: the next run's client of the
+// same number takes it over, its gate bound to the new run, so that a
+// schedule dials no new connections to the members (three per client).
+// What a run's clients hold lives on the server (leases, keys), which
+// empty clears; after a fault struck a member every client is closed
+// (reconnect), and the next runs dial afresh.
+type etcdStore struct {
+	node  *EtcdNode
+	admin *clientv3.Client
+
+	mu sync.Mutex
+	// clients are the current run's; spare the earlier runs', by client
+	// number; restarted: a member was killed or restarted in the run.
+	clients   []*etcdClient
+	spare     map[int]*etcdClient
+	restarted bool
+	// now is the store's virtual clock: the time passed by advance.
+	now time.Duration
+	// leases are the expiries, on now's clock, of the leases granted;
+	// names how timelines name them (L1, L2, ... in the order granted in
+	// the run: their IDs differ from one cluster to the next).
+	leases map[clientv3.LeaseID]time.Duration
+	// revoked are the leases the run's clients revoked: empty need not
+	// revoke them again (a revoke is a write the cluster agrees on).
+	revoked map[clientv3.LeaseID]bool
+	names   map[int64]string
+	// lockKey is the key the runs lock (key).
+	lockKey string
+}
+
+func newEtcdStore(n *EtcdNode) (*etcdStore, error) {
+	admin, err := n.Cluster.Client()
+	if err != nil {
+		return nil, err
+	}
+	return &etcdStore{node: n, admin: admin, spare: map[int]*etcdClient{}, leases: map[clientv3.LeaseID]time.Duration{},
+		revoked: map[clientv3.LeaseID]bool{}, names: map[int64]string{}}, nil
+}
+
+// etcdClient is a client's etcd client and the gate its requests pass.
+type etcdClient struct {
+	id   int
+	cli  *clientv3.Client
+	gate *etcdGate
+}
+
+// connect gives client c an etcd client of its own, whose requests are
+// steps of run r: the one an earlier run's client of the same number
+// left, or a new one.
+func (s *etcdStore) connect(r *run, c *client, cfg *locklab.Config) {
+	s.mu.Lock()
+	ec := s.spare[c.id]
+	delete(s.spare, c.id)
+	s.mu.Unlock()
+	if ec == nil {
+		g := &etcdGate{s: s}
+		cc := s.node.Cluster.ClientConfig()
+		cc.DialOptions = append(cc.DialOptions, grpc.WithChainUnaryInterceptor(g.unary))
+		cli, err := clientv3.New(cc)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		ec = &etcdClient{id: c.id, cli: cli, gate: g}
+	}
+	ec.gate.bind(r, c)
+	s.mu.Lock()
+	s.clients = append(s.clients, ec)
+	s.mu.Unlock()
+	cfg.Store = ec.cli
+}
+
+// key notes the key the runs lock: what empty deletes, so that cells
+// locking other keys can run beside the store's.
+func (s *etcdStore) key(key string) string {
+	s.mu.Lock()
+	s.lockKey = key
+	s.mu.Unlock()
+	return key
+}
+
+// empty unbinds the earlier run's clients from it and keeps them for the
+// next run (closes them after a fault struck a member), revokes their
+// leases (all at once) and deletes the keys left under the runs' lock's
+// prefix.
+func (s *etcdStore) empty(ctx context.Context) error {
+	s.mu.Lock()
+	clients := s.clients
+	var leases []clientv3.LeaseID
+	for id := range s.leases {
+		if !s.revoked[id] {
+			leases = append(leases, id)
+		}
+	}
+	clear(s.revoked)
+	restarted := s.restarted
+	s.clients, s.leases, s.now, s.restarted = nil, map[clientv3.LeaseID]time.Duration{}, 0, false
+	clear(s.names)
+	s.mu.Unlock()
+	for _, ec := range clients {
+		ec.gate.mu.Lock()
+		c := ec.gate.c
+		ec.gate.mu.Unlock()
+		if cl, ok := c.locker.(io.Closer); ok {
+			cl.Close() // any keepalive it runs ends with its run
+		}
+		ec.gate.bind(nil, nil)
+		s.mu.Lock()
+		old := s.spare[ec.id]
+		keep := !restarted && old == nil
+		if keep {
+			s.spare[ec.id] = ec
+		}
+		s.mu.Unlock()
+		if !keep {
+			ec.cli.Close()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, id := range leases {
+		wg.Go(func() {
+			s.admin.Revoke(ctx, id) // gone already, or gone now
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	key := s.lockKey
+	s.mu.Unlock()
+	// The keys are the leases' (revoking a lease deletes its keys): a
+	// read, which the cluster answers without writing its log, finds
+	// most runs' prefix empty already, and only a prefix with keys left
+	// costs a delete, which every member writes.
+	prefix := etcdPrefix(key) + "/"
+	left, err := s.admin.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err == nil && left.Count > 0 {
+		_, err = s.admin.Delete(ctx, prefix, clientv3.WithPrefix())
+	}
+	if err != nil {
+		return fmt.Errorf("emptying etcd (%s): %w", s.node.Name(), err)
+	}
+	return nil
+}
+
+// advance moves the store's clock by d and revokes the leases whose TTL
+// it passes. It returns how many it revoked.
+func (s *etcdStore) advance(ctx context.Context, _ int, d time.Duration) (int, error) {
+	s.mu.Lock()
+	s.now += d
+	var due []clientv3.LeaseID
+	for id, exp := range s.leases {
+		if exp <= s.now {
+			due = append(due, id)
+			delete(s.leases, id)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		if _, err := s.admin.Revoke(ctx, id); err != nil && !strings.Contains(err.Error(), "requested lease not found") {
+			return 0, fmt.Errorf("expiring lease %x on %s: %w", int64(id), s.node.Name(), err)
+		}
+	}
+	return len(due), nil
+}
+
+// crashed does nothing: a lease lives its TTL whether its client lives or
+// not (the strategy's session renews nothing without Config.Watchdog).
+func (s *etcdStore) crashed(*client) {}
+
+// probe returns the key that holds the lock on key: the lowest create
+// revision under the lock's prefix, which is the holder's Lease.Token.
+func (s *etcdStore) probe(ctx context.Context, _ int, key string) (any, error) {
+	resp, err := s.admin.Get(ctx, etcdPrefix(key)+"/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return string(resp.Kvs[0].Key), nil
+}
+
+// etcdPrefix is etcdlock.Prefix: the lock's prefix for key.
+func etcdPrefix(key string) string {
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+}
+
+// reconnect closes the spare clients once a fault struck a member, and
+// has empty close the run's: the next runs dial the members afresh, as
+// they did before the store kept clients.
+func (s *etcdStore) reconnect(int) {
+	s.mu.Lock()
+	s.restarted = true
+	spare := s.spare
+	s.spare = map[int]*etcdClient{}
+	s.mu.Unlock()
+	for _, ec := range spare {
+		ec.cli.Close()
+	}
+}
+
+func (s *etcdStore) close(ctx context.Context) error {
+	err := s.empty(ctx)
+	s.mu.Lock()
+	spare := s.spare
+	s.spare = map[int]*etcdClient{}
+	s.mu.Unlock()
+	for _, ec := range spare {
+		ec.cli.Close()
+	}
+	s.admin.Close()
+	return err
+}
+
+var _ store = (*etcdStore)(nil)
+
+// etcdGate makes each unary request of one client a step: it waits for
+// the scheduler's grant, and records the answer in the step's event; a
+// lease it grants gets its expiry on the store's clock. Streams (the
+// keepalive a session opens and orphans at once) are not steps.
+type etcdGate struct {
+	s *etcdStore
+
+	mu sync.Mutex
+	// r and c are the run and client the etcd client serves now; nil
+	// between runs.
+	r *run
+	c *client
+}
+
+// bind makes the gate's requests steps of client c of run r (none when r
+// is nil).
+func (g *etcdGate) bind(r *run, c *client) {
+	g.mu.Lock()
+	g.r, g.c = r, c
+	g.mu.Unlock()
+}
+
+func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	g.mu.Lock()
+	r, c := g.r, g.c
+	g.mu.Unlock()
+	if r == nil {
+		return errStopped // no run: the client's run is over
+	}
+	name := method[strings.LastIndex(method, "/")+1:]
+	own := &owner{}
+	q, err := r.submit(ctx, c, own, 1, g.s.request(name, req), nil, "")
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	down := r.down[0] || c.isolated
+	r.mu.Unlock()
+	if down {
+		err := fmt.Errorf("%w: n1", errUnreachable)
+		r.reply(q, nil, err, false)
+		r.idle(c, own)
+		return err
+	}
+	w := r.watchRelease(c, 1)
+	err = invoker(ctx, method, req, reply, cc, opts...)
+	if lg, ok := reply.(interface {
+		GetID() int64
+		GetTTL() int64
+	}); ok && err == nil && name == "LeaseGrant" {
+		g.s.mu.Lock()
+		g.s.leases[clientv3.LeaseID(lg.GetID())] = g.s.now + time.Duration(lg.GetTTL())*time.Second
+		g.s.names[lg.GetID()] = fmt.Sprintf("L%d", len(g.s.names)+1)
+		g.s.mu.Unlock()
+	}
+	if rv, ok := req.(interface{ GetID() int64 }); ok && err == nil && name == "LeaseRevoke" {
+		g.s.mu.Lock()
+		g.s.revoked[clientv3.LeaseID(rv.GetID())] = true
+		g.s.mu.Unlock()
+	}
+	var v any
+	shown := err
+	if err == nil {
+		v = g.s.reply(reply)
+	} else {
+		shown = etcdError(err)
+	}
+	r.reply(q, v, shown, false)
+	w.judge(q)
+	r.idle(c, own)
+	return err
+}
+
+// names is how the run's timeline names keys and leases: keys under the
+// lock's prefix as P/..., leases by their names. The caller holds s.mu.
+func (s *etcdStore) namesLocked() etcdNames {
+	n := etcdNames{lease: func(id int64) string { return s.names[id] }}
+	if s.lockKey != "" {
+		n.prefix = etcdPrefix(s.lockKey) + "/"
+	}
+	return n
+}
+
+// request is how a timeline shows a request of method.
+func (s *etcdStore) request(method string, req any) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.namesLocked().request(method, req)
+}
+
+// reply is how a timeline shows a response.
+func (s *etcdStore) reply(resp any) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.namesLocked().reply(resp)
+}

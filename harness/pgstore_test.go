@@ -1,0 +1,281 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	_ "github.com/locklab/locklab/strategies/pglock" // registers the postgres family
+)
+
+// TestPostgresStore runs catalog scenarios on the postgres family's locks,
+// on a real PostgreSQL server, each statement a step, and checks the
+// verdicts that follow from how each lock is built: the lock table judges
+// expiry by the clients' clocks and releases blindly; the session locks
+// (advisory, FOR UPDATE) have no TTL, end with their session, and are not
+// replicated.
+func TestPostgresStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules on PostgreSQL")
+	}
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []Node{&PGNode{NodeName: "n1", Server: srv}}
+	for _, tc := range []struct {
+		scenario, strategy string
+		want               Outcome
+	}{
+		{"stale-recovery", "pg-lock-table", Safe},
+		{"clock-skew", "pg-lock-table", Violated},
+		{"release-after-expiry", "pg-lock-table", Violated},
+		{"pause-past-ttl", "pg-lock-table", Violated},
+		{"crash-before-expire", "pg-lock-table", Safe},
+		{"pause-past-ttl", "pg-advisory", Safe},
+		{"crash-before-expire", "pg-advisory", Safe},
+		{"release-after-expiry", "pg-advisory", Safe},
+		{"partitioned-holder", "pg-advisory", Violated},
+		{"restart-loses-lock", "pg-advisory", Violated},
+		{"restart-loses-lock", "pg-lock-table", Safe},
+		{"pause-past-ttl", "pg-for-update", Safe},
+		{"partitioned-holder", "pg-for-update", Violated},
+		{"clock-skew", "pg-for-update", Safe},
+	} {
+		t.Run(tc.scenario+"/"+tc.strategy, func(t *testing.T) {
+			cs, err := Resolve(tc.scenario, tc.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A violation found is enough; SAFE is within the bound.
+			max := 150
+			if tc.want != Safe {
+				max = 3000
+			}
+			res, err := Explore(context.Background(), ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: max,
+				StopAtFirst: tc.want != Safe})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Outcome
+			if got != tc.want {
+				msg := ""
+				if res.Counterexample != nil {
+					for _, e := range res.Counterexample.Events {
+						msg += fmt.Sprintf("%d %s %v -> %s %v %v\n", e.Step, e.Label, e.Command, e.Reply, e.Keys, e.Notes)
+					}
+				}
+				t.Fatalf("%s on %s: %s after %d schedules, want %s\n%s", tc.scenario, tc.strategy, got, res.Schedules, tc.want, msg)
+			}
+			t.Logf("%s after %d schedules (complete %v)", got, res.Schedules, res.Complete)
+		})
+	}
+}
+
+// TestPostgresCaseOnRedis: a postgres strategy on Redis nodes is refused
+// before anything runs, and a Redis strategy on a PostgreSQL node too.
+func TestPostgresCaseOnRedis(t *testing.T) {
+	cs, err := Resolve("stale-recovery", "pg-advisory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), RunOptions{Case: cs, Nodes: []Node{AddrNode{"n1", "127.0.0.1:1"}}})
+	if err == nil {
+		t.Fatal("a postgres strategy ran on a Redis node")
+	}
+	t.Log(err)
+}
+
+// TestPostgresFailover runs failover-loses-lock's cells on a primary with
+// an asynchronous streaming standby: the holder acquires on the primary,
+// the primary is killed, the standby (cut off since the run began) is
+// promoted and the clients move to it. The lock table's row and the
+// advisory lock are lost in the scenario's own schedule; the FOR UPDATE
+// lock takes three statements to acquire, and its violation lies past the
+// cell's PGFailoverSchedules, so the cell is SAFE within them, and the
+// schedule the full exploration finds is run here on its own. It runs on
+// both of pgproc's backends (docker where an engine answers), with the
+// same verdicts and schedule counts: in containers, where every server
+// numbers its processes from 1, the backends of the primary that failed
+// over must not be taken for the promoted server's.
+func TestPostgresFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("promotes PostgreSQL standbys")
+	}
+	for _, be := range []string{pgproc.BackendProcess, pgproc.BackendDocker} {
+		t.Run(be, func(t *testing.T) {
+			if be == pgproc.BackendDocker {
+				if _, err := dockerbox.Connect(context.Background()); err != nil {
+					t.Skipf("docker backend: %v", err)
+				}
+			}
+			testPostgresFailover(t, pgproc.Options{Backend: be})
+		})
+	}
+}
+
+func testPostgresFailover(t *testing.T, opts pgproc.Options) {
+	srv := pgtest.Start(t, opts)
+	n := &PGNode{NodeName: "n1", Server: srv}
+	t.Cleanup(func() { n.Close() })
+	nodes := []Node{n}
+	m, err := Matrix(context.Background(), MatrixOptions{
+		Strategies:       []string{"pg-lock-table", "pg-for-update", "pg-advisory"},
+		Scenarios:        []string{"failover-loses-lock"},
+		Stores:           map[string][]Node{StorePostgres: nodes},
+		StorePreemptions: StorePreemptions, StoreSchedules: StoreSchedules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Outcome{"pg-lock-table": Violated, "pg-for-update": Safe, "pg-advisory": Violated}
+	for _, c := range m.Cells {
+		t.Logf("%s: %s in %d schedules, %v: %s", c.Strategy, c.Outcome, c.Schedules, c.Elapsed.Round(time.Millisecond), c.Schedule)
+		if c.Outcome != want[c.Strategy] {
+			t.Errorf("%s on failover-loses-lock: %s %q, want %s", c.Strategy, c.Outcome, c.Message, want[c.Strategy])
+		}
+		if c.Outcome == Safe && (c.Complete || c.Schedules != PGFailoverSchedules+1) {
+			t.Errorf("%s: SAFE after %d schedules (complete %v), want the cap reached", c.Strategy, c.Schedules, c.Complete)
+		}
+	}
+	if n.Primary() == srv {
+		t.Error("the node's primary is still the first server: no failover ran")
+	}
+	n.mu.Lock()
+	sb := n.standby
+	n.mu.Unlock()
+	if sb != nil {
+		t.Error("the cell left a standby running")
+	}
+
+	cs, err := Resolve("failover-loses-lock", "pg-for-update")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Run(context.Background(), RunOptions{Case: cs, Nodes: nodes, Schedule: "c2 c2 c2 failover(n1) c1 c1 c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != Violated {
+		t.Errorf("pg-for-update, the primary failing over while c2 holds the row lock: %s, want VIOLATED", h.Verdict.Outcome)
+	}
+	if err := n.DropStandby(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPostgresStoreHousekeeping checks what the store does between a
+// schedule's steps and between schedules, on a real server: a client's
+// closed session has ended on the server when Close returns, without the
+// store asking the server (its socket saw the backend exit), and empty
+// deletes the key's rows from a table a client created after the store
+// listed the tables, and lists them again when one it listed is gone.
+func TestPostgresStoreHousekeeping(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx := context.Background()
+	srv := pgtest.Start(t, pgproc.Options{})
+	s, err := newPGStore(&PGNode{NodeName: "n1", Server: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.admin.Close() })
+
+	cfg, err := pgx.ParseConfig(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sock *pgSocket
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		sock = &pgSocket{Conn: c, s: s, server: s.node.Primary()}
+		return sock, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := conn.PgConn().PID()
+	sock.pid.Store(pid)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(42)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("backend %d is still on the server after its connection closed", pid)
+	}
+	s.mu.Lock()
+	seen := s.gone[pid]
+	s.mu.Unlock()
+	if !seen {
+		t.Errorf("the socket did not see backend %d end", pid)
+	}
+
+	count := func(table string) int {
+		t.Helper()
+		var n int
+		if err := s.admin.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE key = 'k'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := s.admin.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.key("k")
+	exec("CREATE TABLE locklab_hk_a (key text)")
+	exec("INSERT INTO locklab_hk_a VALUES ('k'), ('other')")
+	if err := s.empty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("locklab_hk_a"); n != 0 {
+		t.Errorf("locklab_hk_a keeps %d rows of the key after empty", n)
+	}
+	// A table a client creates after the listing: the tracer tells the
+	// store of the statement, as it does for a strategy's.
+	create := "CREATE TABLE IF NOT EXISTS locklab_hk_b (key text)"
+	exec(create)
+	s.created(create)
+	exec("INSERT INTO locklab_hk_a VALUES ('k')")
+	exec("INSERT INTO locklab_hk_b VALUES ('k')")
+	if err := s.empty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := count("locklab_hk_a"), count("locklab_hk_b"); a != 0 || b != 0 {
+		t.Errorf("after empty, the key has %d rows in locklab_hk_a and %d in locklab_hk_b, want none", a, b)
+	}
+	var other int
+	if err := s.admin.QueryRow(ctx, "SELECT count(*) FROM locklab_hk_a WHERE key = 'other'").Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	if other != 1 {
+		t.Errorf("empty deleted another key's row: %d left, want 1", other)
+	}
+	// A table listed, then gone: empty lists them again.
+	exec("DROP TABLE locklab_hk_a")
+	exec("INSERT INTO locklab_hk_b VALUES ('k')")
+	if err := s.empty(ctx); err != nil {
+		t.Fatalf("empty after a listed table was dropped: %v", err)
+	}
+	if n := count("locklab_hk_b"); n != 0 {
+		t.Errorf("locklab_hk_b keeps %d rows of the key after empty", n)
+	}
+}

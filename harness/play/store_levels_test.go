@@ -1,0 +1,138 @@
+package play
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+)
+
+// play plays schedule on the session from a reset to level, and returns
+// the state after its last step.
+func (ts *testServer) play(sess, level, schedule string) response {
+	ts.t.Helper()
+	var r response
+	require.Equal(ts.t, http.StatusOK, ts.post("/api/reset", map[string]any{"session": sess, "level": level}, &r), "reset to %s", level)
+	require.Equal(ts.t, 0, r.Seq)
+	for i, st := range strings.Fields(schedule) {
+		var a response
+		require.Equal(ts.t, http.StatusOK, ts.post("/api/step", stepReq(sess, i, st), &a), "%s: step %d (%s) of %q", level, i+1, st, schedule)
+		r = a
+	}
+	return r
+}
+
+// TestStoreLevels plays the etcd and PostgreSQL levels through the API on
+// real servers (a three-member etcd cluster, a throwaway PostgreSQL), in
+// one session that moves from one level to the next: a winning schedule
+// solves each, a losing one leaves it unsolved, and ending the session
+// stops every server it started.
+func TestStoreLevels(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	r := ts.create("etcd-pause")
+	id := r.Session
+	assert.Equal(t, harness.StoreEtcd, r.Level.Store)
+	assert.Empty(t, r.Level.Unavailable)
+	require.Len(t, r.State.History.Nodes, 1)
+	require.Len(t, r.State.Clients, 2)
+	assert.NotEmpty(t, r.State.Clients[0].Next[0].Command, "c1's next step has a label")
+
+	for _, tc := range []struct {
+		level, schedule string
+		won             bool
+		// sees is in the timeline after the schedule.
+		sees string
+	}{
+		// c1 leases and acquires, sleeps past its TTL (its lease is
+		// revoked); c2 leases, acquires and writes; c1 wakes and writes.
+		{"etcd-pause", "c1 c1 c1 c2 c2 c2 c1", true, "resource accepted c1's fence"},
+		// c1 is done, released or not, before c2 starts: one writer at a
+		// time.
+		{"etcd-pause", "c1 c1 c1 c1 c1 c1 c2 c2 c2 c2 c2", false, "verdict: SAFE"},
+		// The same pause against the fenced resource, played to the end:
+		// c1's write carries the older revision and is refused.
+		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1 c1 c1 c2 c2", true, "write refused"},
+		// The stale write is refused, but the run is not over yet.
+		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1", false, "write refused"},
+		// c1 holds the advisory lock in its session; the restart ends it,
+		// and c2 acquires while c1 works on.
+		{"pg-restart", "c1 restart(n1) c2", true, "c1 and c2 hold the lock at once"},
+		// A restart after c1 released: c2 takes a free lock.
+		{"pg-restart", "c1 c1 c1 restart(n1) c2 c2 c2", false, "verdict: SAFE"},
+	} {
+		r := ts.play(id, tc.level, tc.schedule)
+		l, _ := level(tc.level)
+		if tc.level == "pg-restart" {
+			assert.NotContains(t, r.Level.Story, "without persistence", "PostgreSQL's restart keeps its data: the level tells its own story")
+		}
+		assert.Equal(t, tc.won, r.Solved, "%s after %q:\n%s", tc.level, tc.schedule, r.Timeline)
+		assert.Contains(t, r.Timeline, tc.sees, "%s after %q", tc.level, tc.schedule)
+		switch {
+		case tc.won && l.Safe:
+			assert.True(t, r.State.Done)
+			assert.Nil(t, r.Violation)
+			assert.Contains(t, r.Message, "Nothing broke")
+		case tc.won:
+			require.NotNil(t, r.Violation)
+			assert.Equal(t, l.Property, r.Violation.Property)
+			assert.Equal(t, len(strings.Fields(tc.schedule)), r.Violation.Step)
+		default:
+			assert.Nil(t, r.Violation, "%s after %q:\n%s", tc.level, tc.schedule, r.Timeline)
+		}
+		if !tc.won && !l.Safe {
+			assert.True(t, r.State.Done, "the losing run of %s is over: it cannot be won by playing on", tc.level)
+		}
+	}
+	// Undo on PostgreSQL replays on the same server.
+	var u response
+	require.Equal(t, http.StatusOK, ts.post("/api/undo", map[string]any{"session": id, "seq": 7}, &u))
+	assert.Equal(t, "c1 c1 c1 restart(n1) c2 c2", u.State.Schedule)
+	require.Equal(t, http.StatusOK, ts.post("/api/end", map[string]any{"session": id}, nil))
+	assert.Zero(t, ts.srv.Sessions())
+	ts.c.assertGone(t)
+}
+
+// TestStoreLevelUnavailable: where a store's servers are not installed,
+// its levels are listed as unavailable with the reason, and starting one
+// is refused with it, without starting anything.
+func TestStoreLevelUnavailable(t *testing.T) {
+	ts := newTestServer(t, Options{Installed: func(store string) error {
+		if store == harness.StoreEtcd {
+			return errors.New("etcd not found on PATH")
+		}
+		return nil
+	}})
+	resp, err := ts.client.Get(ts.hs.URL + "/api/levels")
+	require.NoError(t, err)
+	var ls []Level
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ls))
+	resp.Body.Close()
+	seen := 0
+	for _, l := range ls {
+		switch l.Store {
+		case harness.StoreEtcd:
+			seen++
+			assert.Equal(t, "this level plays on etcd: etcd not found on PATH", l.Unavailable, l.ID)
+		default:
+			assert.Empty(t, l.Unavailable, l.ID)
+		}
+	}
+	assert.Equal(t, 2, seen, "etcd levels")
+	var e apiError
+	assert.Equal(t, http.StatusUnprocessableEntity, ts.post("/api/sessions", map[string]any{"level": "etcd-pause"}, &e))
+	assert.Equal(t, "level etcd-pause is unavailable: this level plays on etcd: etcd not found on PATH", e.Error)
+	r := ts.create("c1c2")
+	assert.Equal(t, http.StatusUnprocessableEntity, ts.post("/api/reset", map[string]any{"session": r.Session, "level": "etcd-fenced"}, &e))
+	assert.Contains(t, e.Error, "etcd not found")
+	// The session is still on its level.
+	var s response
+	require.Equal(t, http.StatusOK, ts.post("/api/step", stepReq(r.Session, 0, "c3"), &s))
+	assert.Equal(t, "c1c2", s.Level.ID)
+	assert.EqualValues(t, 1, ts.c.open.Load(), "only the Redis level's servers started")
+}

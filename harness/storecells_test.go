@@ -1,0 +1,113 @@
+package harness
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
+	_ "github.com/locklab/locklab/strategies/pglock"   // registers the postgres family
+)
+
+// TestStoreCellsSayWhyNA: on PostgreSQL and etcd, a scenario without
+// meaning there is n/a with the store's reason, before anything runs (the
+// nodes here reach no server), and the part of the matrix of those
+// strategies leaves out the rows of Redlock's independent masters.
+func TestStoreCellsSayWhyNA(t *testing.T) {
+	stores := map[string][]Node{StorePostgres: {&PGNode{NodeName: "n1"}}, StoreEtcd: {&EtcdNode{NodeName: "n1"}}}
+	m, err := Matrix(context.Background(), MatrixOptions{
+		Strategies: []string{"pg-advisory", "etcd-lease"},
+		Scenarios:  []string{"redlock-restart", "stale-recovery-getset"},
+		Stores:     stores,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// failover-loses-lock runs on PostgreSQL (a standby is promoted): it
+	// is n/a on etcd alone.
+	fo, err := Matrix(context.Background(), MatrixOptions{
+		Strategies: []string{"etcd-lease"}, Scenarios: []string{"failover-loses-lock"}, Stores: stores,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Cells = append(m.Cells, fo.Cells...)
+	want := map[[2]string]string{
+		{"etcd-lease", "failover-loses-lock"}:    "no asynchronous replica",
+		{"pg-advisory", "redlock-restart"}:       "lives on one server",
+		{"etcd-lease", "redlock-restart"}:        "one Raft cluster",
+		{"pg-advisory", "stale-recovery-getset"}: "stale-recovery's",
+		{"etcd-lease", "stale-recovery-getset"}:  "stale-recovery's",
+	}
+	for k, w := range want {
+		c, ok := m.Cell(k[0], k[1])
+		if !ok || c.Outcome != NA || !strings.Contains(c.Message, w) {
+			t.Errorf("%s × %s: %s %q, want n/a saying %q", k[0], k[1], c.Outcome, c.Message, w)
+		}
+	}
+	part := m.Only(func(s string) bool { return StoreOfStrategy(s) != "" })
+	if got := strings.Join(part.Scenarios, " "); got != "stale-recovery-getset" {
+		t.Errorf("the stores' part has scenarios %q; want Redlock's left out", got)
+	}
+	if StoreOfStrategy("set-nx-px") != "" || StoreOfStrategy("pg-lock-table") != StorePostgres {
+		t.Error("StoreOfStrategy names the wrong store")
+	}
+}
+
+// TestFaultStores: a cell that restarts the server runs on one of the
+// store's other servers (MatrixOptions.FaultStores), whose postmaster it
+// restarts, while the other cells run on the first, which nothing
+// restarts; each cell's verdict is the one it has alone on one server.
+func TestFaultStores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules on PostgreSQL")
+	}
+	main := pgtest.Start(t, pgproc.Options{})
+	spares := []*pgproc.Server{pgtest.Start(t, pgproc.Options{}), pgtest.Start(t, pgproc.Options{})}
+	mainNode := &PGNode{NodeName: "n1", Server: main}
+	spareNodes := []Node{&PGNode{NodeName: "n1", Server: spares[0]}, &PGNode{NodeName: "n1", Server: spares[1]}}
+	mainPid, sparePids := main.Pid(), []int{spares[0].Pid(), spares[1].Pid()}
+	m, err := Matrix(context.Background(), MatrixOptions{
+		Strategies:       []string{"pg-advisory"},
+		Scenarios:        []string{"restart-loses-lock", "pause-past-ttl", "ttl-pushed-by-waiters"},
+		Stores:           map[string][]Node{StorePostgres: {mainNode}},
+		FaultStores:      map[string][]Node{StorePostgres: spareNodes},
+		StorePreemptions: StorePreemptions, StoreSchedules: StoreSchedules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		scenario string
+		want     Outcome
+		onSpare  bool
+	}{
+		{"restart-loses-lock", Violated, true},
+		{"pause-past-ttl", Safe, false},
+		{"ttl-pushed-by-waiters", Safe, false},
+	} {
+		c, ok := m.Cell("pg-advisory", w.scenario)
+		if !ok || c.Outcome != w.want || len(c.storeNodes) != 1 {
+			t.Errorf("pg-advisory × %s: %s on %v, want %s", w.scenario, c.Outcome, c.storeNodes, w.want)
+			continue
+		}
+		if onSpare := c.storeNodes[0] != Node(mainNode); onSpare != w.onSpare {
+			t.Errorf("pg-advisory × %s ran on %s (port %d), want a spare server: %v", w.scenario, c.storeNodes[0].Name(),
+				c.storeNodes[0].(*PGNode).Server.Port, w.onSpare)
+		}
+	}
+	if main.Pid() != mainPid {
+		t.Error("a cell restarted the server the cells that fault nothing run on")
+	}
+	restarted := 0
+	for i, s := range spares {
+		if s.Pid() != sparePids[i] {
+			restarted++
+		}
+	}
+	if restarted != 1 {
+		t.Errorf("%d spare servers restarted, want the one restart-loses-lock ran on", restarted)
+	}
+}

@@ -1,0 +1,166 @@
+package benchutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/locklab/locklab"
+)
+
+// Latency sums up a set of timed calls: their count, mean, median and
+// 99th percentile.
+type Latency struct {
+	N    int
+	Mean time.Duration
+	P50  time.Duration
+	P99  time.Duration
+}
+
+// Summarize sums up samples (sorting them in place).
+func Summarize(samples []time.Duration) Latency {
+	if len(samples) == 0 {
+		return Latency{}
+	}
+	slices.Sort(samples)
+	var sum time.Duration
+	for _, s := range samples {
+		sum += s
+	}
+	return Latency{N: len(samples), Mean: sum / time.Duration(len(samples)),
+		P50: Percentile(samples, 50), P99: Percentile(samples, 99)}
+}
+
+// Percentile is the p-th percentile of sorted, by the nearest rank: the
+// smallest sample that at least p percent of them do not exceed.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// TimedEntry is one contender whose every call is timed.
+type TimedEntry struct {
+	Name string
+	F    func() error
+}
+
+// InterleavedLatency times every call of every entry, in strict
+// alternation: rounds rounds of n sweeps, each sweep one call of every
+// entry in turn, starting one entry further along each time, after a
+// warm-up of n/10 sweeps per round. It sums up each entry's calls of all
+// rounds together. The entries' calls are at most one sweep apart, so
+// the load of a machine that is shared and changes by the second weighs
+// on all of them alike: their ratios hold where rounds of one entry
+// after another would each catch a different load.
+func InterleavedLatency(entries []TimedEntry, rounds, n int) ([]Latency, error) {
+	samples := make([][]time.Duration, len(entries))
+	for r := 0; r < rounds; r++ {
+		for j := -(n / 10); j < n; j++ {
+			for k := range entries {
+				i := (k + j + n/10) % len(entries)
+				e := entries[i]
+				t0 := time.Now()
+				if err := e.F(); err != nil {
+					return nil, fmt.Errorf("%s: %w", e.Name, err)
+				}
+				if j >= 0 {
+					samples[i] = append(samples[i], time.Since(t0))
+				}
+			}
+		}
+	}
+	out := make([]Latency, len(entries))
+	for i, s := range samples {
+		out[i] = Summarize(s)
+	}
+	return out, nil
+}
+
+// ContendResult is what one contended run measured.
+type ContendResult struct {
+	Contenders int
+	Locks      int64
+	Elapsed    time.Duration
+	// Waits are the times the acquires that succeeded waited, each from
+	// the call of locklab.Wait to its return with the lease.
+	Waits []time.Duration
+}
+
+// PerSecond is the locks acquired per second.
+func (r ContendResult) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Locks) / r.Elapsed.Seconds()
+}
+
+// Add adds the locks, time and waits of o to r.
+func (r *ContendResult) Add(o ContendResult) {
+	r.Contenders = o.Contenders
+	r.Locks += o.Locks
+	r.Elapsed += o.Elapsed
+	r.Waits = append(r.Waits, o.Waits...)
+}
+
+// Contend runs contenders clients that each, for d, acquire key with a
+// Locker of its own built by newLocker, waiting with locklab.Wait's
+// default policy, and release it at once (an empty critical section). It
+// returns how many locks were acquired within d and how long each of
+// those acquires waited. No acquire is cut short at d, which could leave
+// the lock held on the server while its client gave up: each client ends
+// the acquire it is waiting for, and releases, before it stops (those
+// late locks are not counted).
+func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key string, contenders int, ttl, d time.Duration) (ContendResult, error) {
+	lockers := make([]locklab.Locker, contenders)
+	for i := range lockers {
+		l, err := newLocker()
+		if err != nil {
+			return ContendResult{}, err
+		}
+		lockers[i] = l
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		waits    []time.Duration
+		firstErr error
+	)
+	start := time.Now()
+	end := start.Add(d)
+	for _, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				waits = append(waits, mine...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil && time.Now().Before(end) {
+				t0 := time.Now()
+				lease, err := locklab.Wait(ctx, l, key, ttl, locklab.RetryPolicy{})
+				if err == nil && time.Now().Before(end) {
+					mine = append(mine, time.Since(t0))
+				}
+				if err == nil {
+					err = l.Release(context.WithoutCancel(ctx), lease)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ContendResult{Contenders: contenders, Locks: int64(len(waits)), Elapsed: d, Waits: waits}, firstErr
+}

@@ -1,0 +1,231 @@
+package docgen_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/docgen"
+)
+
+// TestDocsUpToDate regenerates every generated region of docs/*.md and
+// README.md on real redis-server processes and fails when the checked-in
+// files differ from what the current code produces. The verdict matrix it
+// runs for the docs is then checked against the design's expectations: the
+// matrix runs once for both.
+func TestDocsUpToDate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	nodes, stop, err := docgen.StartNodes(ctx)
+	require.NoError(t, err)
+	defer stop()
+	others, stopOthers, err := docgen.StartStores(ctx)
+	require.NoError(t, err)
+	defer stopOthers()
+
+	g := &docgen.Generator{Nodes: nodes, Stores: others, Root: "../../.."}
+	if testing.Short() {
+		// The whole matrix is the long part: the full run (CI, make
+		// test-long) checks it; -short checks every other region.
+		g.Keep = func(d docgen.Directive) bool { return d.Kind == "matrix" }
+	}
+	files, err := docgen.Files(g.Root)
+	require.NoError(t, err)
+	regions := 0
+	for _, f := range files {
+		src, err := readFile(f)
+		require.NoError(t, err)
+		rs, err := docgen.Regions(src)
+		require.NoError(t, err, f)
+		regions += len(rs)
+	}
+	require.NotZero(t, regions, "no generated regions found in %v", files)
+
+	changes, err := g.Update(ctx, false)
+	require.NoError(t, err)
+	for _, c := range changes {
+		assert.Failf(t, "docs out of date", "%s is out of date: run `make docs` and commit the result\n%s", c.Path, docgen.FirstDifference(c.Old, c.New))
+	}
+	t.Logf("%d generated regions in %d files", regions, len(files))
+
+	if testing.Short() {
+		t.Log("-short: the matrix regions and the matrix's match with the design are left to the full run")
+		return
+	}
+	m, err := g.Matrix(ctx) // the run the docs were generated from
+	require.NoError(t, err)
+	matchesDesign(t, m)
+}
+
+// expected is the verdict matrix the design's strategy tables predict (or,
+// where the runs refute a prediction, what docs/postgres.md explains), one
+// letter per scenario in this order: S safe, V violated, D deadlock,
+// T starvation, - n/a.
+var (
+	expectedScenarios = "clock-skew crash-before-expire failover-loses-lock partitioned-holder pause-past-ttl " +
+		"pause-past-ttl-fenced redlock-clock-jump redlock-minority-down redlock-pause redlock-restart " +
+		"redlock-restart-delayed redlock-restart-fsync release-after-expiry restart-loses-lock " +
+		"stale-recovery stale-recovery-getset ttl-pushed-by-waiters"
+	expected = map[string]string{
+		// Every single-node lock dies with its server's memory
+		// (restart-loses-lock). C1/C2 and clock skew; blind DEL after
+		// expiry.
+		"setnx-del": "V S V V V V - - - - - - V V V V S",
+		// GETSET closes C1/C2 but not clock skew or the release after expiry.
+		"setnx-getset": "V S V V V V - - - - - - V V S S S",
+		// The SETNX page's remedy for the release (check the own stamp,
+		// then GET-compare-DEL in one script) makes the late release
+		// safe; the client clocks still decide expiry.
+		"setnx-getset-lua": "V S V V V V - - - - - - S V S S S",
+		// LOCK_FOREVER: a crashed holder locks everyone out for good. With
+		// no expiry there is no TTL to run past: the paused, the cut-off
+		// and the late-releasing holder all still hold the lock.
+		"setnx-forever": "S D V S S S - - - - - - S V S S D",
+		// A crash between INCR and EXPIRE: deadlock.
+		"incr-expire":     "S D V V V V - - - - - - V V S S S",
+		"incr-expire-lua": "S S V V V V - - - - - - V V S S S",
+		// Failed tries push the TTL: starvation.
+		"incr-expire-multi": "S S V V V V - - - - - - V V S S T",
+		"setnx-expire":      "S D V V V V - - - - - - V V S S S",
+		// EXPIRE after every SETNX, a failed one too: the waiters push the
+		// TTL (starvation), and the crash between the two is a deadlock.
+		"setnx-expire-always": "S D V V V V - - - - - - V V S S T",
+		"set-nx-px-del":       "S S V V V V - - - - - - V V S S S",
+		"set-nx-px-getdel":    "S S V V V V - - - - - - V V S S S",
+		// Safe on one node without pauses; a pause past the TTL is caught
+		// only by a resource that checks the fence; failover loses it.
+		"set-nx-px": "S S V V V S - - - - - - S V S S S",
+		// WAIT for the replica: the failover to the replica that
+		// acknowledged keeps the lock; a restart without persistence
+		// loses it all the same.
+		"set-nx-px-wait": "S S S V V S - - - - - - S V S S S",
+		// Re-entry and a watchdog change nothing of set-nx-px's failures,
+		// and without a fence number the fenced pause is lost too.
+		"hash-reentrant": "S S V V V V - - - - - - S V S S S",
+		// Every story told for one node has its verdict on three: a node
+		// that forgets a key it granted (restart without persistence,
+		// failover to a replica that missed it), a clock jump on one node
+		// and a client pause past the validity break Redlock; a restart
+		// delayed past the TTL or replayed from an fsynced append-only
+		// file, a node cut off during the race, a crash mid-acquire, a
+		// late release (compare-and-delete) and racing recoverers do not.
+		"redlock": "S S V V V V V S V V S S S V S S S",
+		// The lock table: expiry by the clients' clocks and a blind
+		// release; its recovery's DELETE re-checks the expiry on the row,
+		// so the C1/C2 race is closed; no fence. Its row reaches the
+		// standby asynchronously: the promoted standby, cut off during
+		// the run, never saw it.
+		"pg-lock-table": "V S V V V V - - - - - - V S S - S",
+		// Session locks: no TTL, so a pause is waited out; a partition
+		// the server detects, a restart or a failover ends the session
+		// and the lock. pg-for-update's partitioned holder needs isolate
+		// and time after its three-statement acquire: deeper than the
+		// cell's 300 schedules, and its failover deeper than the cell's
+		// PGFailoverSchedules (safe*; docs/postgres.md replays both).
+		"pg-for-update": "S S S S S S - - - - - - S V S - S",
+		"pg-advisory":   "S S V V S S - - - - - - S V S - S",
+		// Jepsen's etcd 3.4.3: a holder paused or cut off past its lease
+		// works beside its successor; the revision fences it; the lock
+		// survives the leader's restart.
+		"etcd-lease": "S S - V V S - - - - - - S S S - S",
+	}
+	letter = map[harness.Outcome]string{harness.Safe: "S", harness.Violated: "V", harness.Deadlock: "D",
+		harness.Starvation: "T", harness.NA: "-"}
+)
+
+// matchesDesign compares the verdict matrix with the design's
+// expectations.
+func matchesDesign(t *testing.T, m *harness.MatrixResult) {
+	t.Helper()
+	scs := strings.Fields(expectedScenarios)
+	require.ElementsMatch(t, scs, m.Scenarios, "the catalog changed: update the expectations")
+	require.Len(t, m.Strategies, len(expected), "the registry changed: update the expectations")
+	for strat, row := range expected {
+		want := strings.Fields(row)
+		for i, sc := range scs {
+			cell, ok := m.Cell(strat, sc)
+			require.True(t, ok, "%s × %s missing", strat, sc)
+			assert.Equal(t, want[i], letter[cell.Outcome], "%s × %s: %s %s", strat, sc, cell.Outcome, cell.Message)
+			if cell.Outcome == harness.Violated || cell.Outcome == harness.Deadlock || cell.Outcome == harness.Starvation {
+				assert.NotEmpty(t, cell.Schedule, "%s × %s: a failure comes with its counterexample", strat, sc)
+			}
+		}
+	}
+	t.Logf("matrix: %d cells in %v", len(m.Cells), m.Elapsed)
+}
+
+func TestParseDirective(t *testing.T) {
+	d, err := docgen.ParseDirective(` run release-after-expiry set-nx-px-del schedule="c1 c1 time c2 c1" `)
+	require.NoError(t, err)
+	assert.Equal(t, "run", d.Kind)
+	assert.Equal(t, []string{"release-after-expiry", "set-nx-px-del"}, d.Args)
+	assert.Equal(t, "c1 c1 time c2 c1", d.Options["schedule"])
+
+	_, err = docgen.ParseDirective(`run x y schedule="c1`)
+	assert.Error(t, err)
+	_, err = docgen.ParseDirective(`  `)
+	assert.Error(t, err)
+}
+
+func TestRewriteReplacesOnlyRegions(t *testing.T) {
+	src := "# T\n\nbefore\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\nstale\ncontent\n<!-- end -->\nafter\n"
+	g := &docgen.Generator{Root: "../../.."}
+	out, err := g.Rewrite(context.Background(), []byte(src))
+	require.NoError(t, err)
+	want := "# T\n\nbefore\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\n\n```lua\nreturn 1\n```\n" +
+		"<sub>internal/tooling/docgen/testdata/hello.lua</sub>\n\n<!-- end -->\nafter\n"
+	assert.Equal(t, want, string(out))
+	again, err := g.Rewrite(context.Background(), out)
+	require.NoError(t, err)
+	assert.Equal(t, string(out), string(again), "rewriting is idempotent")
+
+	g.Keep = func(d docgen.Directive) bool { return d.Kind == "file" }
+	kept, err := g.Rewrite(context.Background(), []byte(src))
+	require.NoError(t, err)
+	assert.Equal(t, src, string(kept), "a kept region is left as it is")
+}
+
+func TestRegionErrors(t *testing.T) {
+	for _, src := range []string{
+		"<!-- generated:matrix -->\nno end\n",
+		"<!-- generated:matrix -->\n<!-- generated:matrix -->\n<!-- end -->\n",
+		"<!-- generated:matrix\n-->\n<!-- end -->\n",
+	} {
+		_, err := docgen.Regions([]byte(src))
+		assert.Error(t, err, strings.ReplaceAll(src, "\n", `\n`))
+	}
+	g := &docgen.Generator{Root: "../../.."}
+	_, err := g.Rewrite(context.Background(), []byte("<!-- generated:nonsense -->\n<!-- end -->\n"))
+	assert.ErrorContains(t, err, "unknown directive")
+}
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func TestMarkersInCodeBlocksAreIgnored(t *testing.T) {
+	src := "```\n<!-- generated:matrix -->\n```\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\n<!-- end -->\n"
+	rs, err := docgen.Regions([]byte(src))
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	assert.Equal(t, "file", rs[0].Directive.Kind)
+}
+
+func TestExampleDirective(t *testing.T) {
+	g := &docgen.Generator{Root: "../../.."}
+	d, err := docgen.ParseDirective("example Example")
+	require.NoError(t, err)
+	out, err := g.Block(context.Background(), d)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(out, "```go\npool := locklab.NewPool(addr)\n"), out)
+	assert.Contains(t, out, "\nif err != nil {\n\tpanic(err)\n}\n", "one tab of the function's indentation less")
+	assert.True(t, strings.HasSuffix(out, "// second release: true\n```"), out)
+
+	d, _ = docgen.ParseDirective("example NoSuchExample")
+	_, err = g.Block(context.Background(), d)
+	assert.Error(t, err)
+}

@@ -1,0 +1,52 @@
+package docgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/strategies"
+)
+
+// StartNodes starts the servers generation runs on: three redis-server
+// processes on loopback ports, the first with an asynchronous replica for
+// the failover scenario, as `locklab matrix --backend process` does. The
+// caller calls stop when done.
+func StartNodes(ctx context.Context) (nodes []harness.Node, stop func() error, err error) {
+	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.Replicated(ctx, c.Nodes()[0])
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Close())
+	}
+	return []harness.Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
+}
+
+// StartStores starts the servers of the other stores the matrix and the
+// family pages run on, as `locklab matrix` does (internal/tooling/stores): a
+// PostgreSQL server and a three-member etcd cluster, as local processes.
+// Generation needs both installed (make servers). The caller calls stop
+// when done.
+func StartStores(ctx context.Context) (nodes map[string][]harness.Node, stop func() error, err error) {
+	var names []string
+	for _, st := range []string{harness.StorePostgres, harness.StoreEtcd} {
+		if err := stores.Installed(st); err != nil {
+			return nil, nil, fmt.Errorf("the docs run the %s strategies: %w", st, err)
+		}
+	}
+	for _, d := range strategies.All() {
+		if stores.Of(d.Name) != "" {
+			names = append(names, d.Name)
+		}
+	}
+	s, err := stores.Start(ctx, node.BackendProcess, names, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Nodes, s.Close, nil
+}

@@ -1,0 +1,92 @@
+// Package procid tells whether the process that created something (a
+// container, a temporary directory) still runs: a pid and the process's
+// start time identify it even after the pid is reused.
+package procid
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Start returns the start time of process pid (field 22 of /proc/pid/stat),
+// or "" where /proc is not available.
+func Start(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// Alive reports whether the process pid, started at start ("" if unknown),
+// still runs on this host.
+func Alive(pid int, start string) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	if err != nil && err != syscall.EPERM {
+		return false
+	}
+	if start != "" {
+		if now := Start(pid); now != "" && now != start {
+			return false // the pid was reused
+		}
+	}
+	return true
+}
+
+// Tag is "pid-starttime-" of this process. A temporary directory named
+// prefix + Tag() + something names the process that owns it, which
+// RemoveStale reads back.
+func Tag() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + "-" + Start(pid) + "-"
+}
+
+// RemoveStale removes the directories in base whose names are prefix + a
+// Tag + something and whose owning process is gone (a run killed before it
+// could remove them); those of live processes, and names without an
+// owner, stay. before, when set, is called with each directory before it
+// is removed. It returns the directories removed.
+func RemoveStale(base, prefix string, before func(dir string)) []string {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		f := strings.SplitN(rest, "-", 3)
+		if len(f) != 3 {
+			continue // no owner in the name: leave it alone
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil || Alive(pid, f[1]) {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		if before != nil {
+			before(dir)
+		}
+		if os.RemoveAll(dir) == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed
+}

@@ -1,0 +1,67 @@
+package locklab_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayering keeps the library apart from the tooling: no package a
+// service imports (the root, lockkit, strategies and its families, the
+// adapters, and the internal packages they use) imports, outside its tests,
+// a package of internal/tooling, which holds the servers, the docs
+// generator and the other helpers of the harness, the CLI and the tests.
+// A library package that did would pull the harness's dependencies into
+// every service that locks.
+func TestLayering(t *testing.T) {
+	const tooling = "github.com/locklab/locklab/internal/tooling"
+	var library []string
+	for _, root := range []string{".", "lockkit", "strategies", "adapters", "internal"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				return nil
+			}
+			if path == filepath.Join("internal", "tooling") || strings.HasPrefix(d.Name(), ".") ||
+				d.Name() == "testdata" || (root == "." && path != ".") {
+				return filepath.SkipDir
+			}
+			library = append(library, path)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(library) < 10 {
+		t.Fatalf("found only %d library directories: %v", len(library), library)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, dir := range library {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			for _, imp := range af.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if p == tooling || strings.HasPrefix(p, tooling+"/") {
+					t.Errorf("%s imports %s: the library must not depend on the tooling", f, p)
+				}
+			}
+		}
+	}
+	t.Logf("%d files in %d library directories", checked, len(library))
+}

@@ -1,0 +1,665 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
+	"github.com/locklab/locklab/strategies"
+	"github.com/locklab/locklab/strategies/etcdlock"
+)
+
+// The shared cluster of the tests that need no faults, started on first
+// use.
+var shared struct {
+	once sync.Once
+	c    *etcdproc.Cluster
+	cli  *clientv3.Client
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cli != nil {
+		shared.cli.Close()
+	}
+	if shared.c != nil {
+		shared.c.Close()
+	}
+	os.Exit(code)
+}
+
+// sharedClient returns a client on the shared three-member cluster.
+func sharedClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if shared.c, shared.err = etcdproc.Start(ctx, etcdproc.Options{}); shared.err != nil {
+			return
+		}
+		shared.cli, shared.err = shared.c.Client()
+	})
+	if shared.err != nil {
+		t.Fatalf("starting etcd: %v", shared.err)
+	}
+	return shared.cli
+}
+
+// testCtx bounds a test's calls: long enough for an election on a loaded
+// machine, short enough to fail a test that hangs.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// clock is a manual clock.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+func newLock(t *testing.T, cli *clientv3.Client, opts etcdlock.Options) *etcdlock.LeaseLock {
+	t.Helper()
+	l, err := etcdlock.New(cli, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// keys counts the keys key made.
+var keys atomic.Int64
+
+// key is a key no other call uses, named after the running test.
+func key(t *testing.T) string {
+	return "locklab:test:" + t.Name() + ":" + strconv.FormatInt(keys.Add(1), 10)
+}
+
+// leaseOf is the etcd lease id a lock lease holds, read from etcd.
+func leaseOf(t *testing.T, cli *clientv3.Client, lease locklab.Lease) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), lease.Token)
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "the lock key %q is there", lease.Token)
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+// holders lists the keys under the lock's prefix.
+func holders(t *testing.T, cli *clientv3.Client, k string) []string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), etcdlock.Prefix(k)+"/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	var out []string
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key))
+	}
+	return out
+}
+
+// acquireEventually retries Acquire while it is refused, until ctx ends.
+func acquireEventually(ctx context.Context, l locklab.Locker, k string, ttl time.Duration) (locklab.Lease, error) {
+	for {
+		lease, err := l.Acquire(ctx, k, ttl)
+		if !errors.Is(err, locklab.ErrNotAcquired) && !errors.Is(err, locklab.ErrUnavailable) {
+			return lease, err
+		}
+		select {
+		case <-ctx.Done():
+			return lease, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	d, err := strategies.Info("etcd-lease")
+	require.NoError(t, err)
+	assert.Equal(t, etcdlock.Family, d.Family)
+	assert.Equal(t, strategies.Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true, Extend: true}, d.Properties)
+	assert.ElementsMatch(t, []string{strategies.OptStore, strategies.OptWatchdog}, d.Options)
+	assert.Contains(t, d.Source, "Jepsen")
+	assert.Contains(t, d.Source, "concurrency")
+	require.NotEmpty(t, d.Weaknesses)
+	assert.Contains(t, d.Weaknesses[0], "fence")
+}
+
+func TestConfig(t *testing.T) {
+	cli := sharedClient(t)
+	l, err := strategies.New("etcd-lease", locklab.Config{Store: cli})
+	require.NoError(t, err)
+	assert.IsType(t, &etcdlock.LeaseLock{}, l)
+	l, err = strategies.New("etcd-lease", locklab.Config{Store: cli, Watchdog: true})
+	require.NoError(t, err)
+	l.(*etcdlock.LeaseLock).Close()
+
+	for name, cfg := range map[string]locklab.Config{
+		"no store":      {},
+		"another store": {Store: struct{}{}},
+		"nil client":    {Store: (*clientv3.Client)(nil)},
+		"a pool too":    {Store: cli, Pool: locklab.NewPool("127.0.0.1:1")},
+		"notify":        {Store: cli, Notify: true},
+	} {
+		_, err := strategies.New("etcd-lease", cfg)
+		require.ErrorIs(t, err, locklab.ErrInvalid, name)
+	}
+	_, err = etcdlock.New(nil, etcdlock.Options{})
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+	_, err = etcdlock.New(cli, etcdlock.Options{Timeout: -time.Second})
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+}
+
+func TestAcquireRelease(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	clk := newClock()
+	a := newLock(t, cli, etcdlock.Options{Clock: clk})
+	b := newLock(t, cli, etcdlock.Options{Clock: clk})
+	k := key(t)
+
+	lease, err := a.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, k, lease.Key)
+	assert.True(t, strings.HasPrefix(lease.Token, etcdlock.Prefix(k)+"/"), lease.Token)
+	assert.Positive(t, lease.Fence)
+	assert.Equal(t, clk.Now().Add(30*time.Second), lease.Until)
+	resp, err := cli.Get(ctx, lease.Token)
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	assert.Equal(t, lease.Fence, resp.Kvs[0].CreateRevision, "the fence is the key's create revision")
+	id := clientv3.LeaseID(resp.Kvs[0].Lease)
+	ttl, err := cli.TimeToLive(ctx, id)
+	require.NoError(t, err)
+	assert.EqualValues(t, 30, ttl.GrantedTTL, "the key carries a lease of the TTL")
+
+	_, err = b.Acquire(ctx, k, 30*time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired)
+	assert.NotErrorIs(t, err, locklab.ErrUnavailable)
+	assert.Contains(t, err.Error(), k, "the refusal names the key")
+	_, err = a.Acquire(ctx, k, 30*time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "no re-entry")
+	assert.Equal(t, []string{lease.Token}, holders(t, cli, k), "refused attempts leave no key")
+
+	require.NoError(t, a.Release(ctx, lease))
+	assert.Empty(t, holders(t, cli, k))
+	ttl, err = cli.TimeToLive(ctx, id)
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, ttl.TTL, "the lease is revoked")
+	require.ErrorIs(t, a.Release(ctx, lease), locklab.ErrNotHeld, "a second release")
+
+	again, err := b.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err, "free after release")
+	assert.Greater(t, again.Fence, lease.Fence)
+	require.NoError(t, a.Release(ctx, again), "any LeaseLock on the cluster releases a lease")
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	clk := newClock()
+	l := newLock(t, cli, etcdlock.Options{Clock: clk})
+	k := key(t)
+	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond, 999 * time.Millisecond} {
+		_, err := l.Acquire(ctx, k, ttl)
+		require.ErrorIs(t, err, locklab.ErrInvalid, "ttl %v", ttl)
+	}
+	_, err := l.Acquire(ctx, "", time.Minute)
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+	assert.Empty(t, holders(t, cli, k), "nothing written")
+
+	require.ErrorIs(t, l.Release(ctx, locklab.Lease{}), locklab.ErrInvalid)
+	for _, bad := range []locklab.Lease{
+		{Key: k, Token: "elsewhere/1", Fence: 5},
+		{Key: k, Token: etcdlock.Prefix(k) + "/zz", Fence: 5},
+		{Key: k, Token: etcdlock.Prefix(k) + "/1"},
+	} {
+		require.ErrorIs(t, l.Release(ctx, bad), locklab.ErrInvalid, "%+v", bad)
+		_, err := l.Extend(ctx, bad, time.Minute)
+		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", bad)
+	}
+
+	// 1.5s is a 2s lease; Until keeps the 1.5s asked for.
+	lease, err := l.Acquire(ctx, k, 1500*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, clk.Now().Add(1500*time.Millisecond), lease.Until)
+	ttl, err := cli.TimeToLive(ctx, leaseOf(t, cli, lease))
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, ttl.GrantedTTL)
+	_, err = l.Extend(ctx, lease, 500*time.Millisecond)
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+	require.NoError(t, l.Release(ctx, lease))
+
+	secs, err := etcdlock.LeaseSeconds(time.Second)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, secs)
+	secs, err = etcdlock.LeaseSeconds(time.Second + time.Nanosecond)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, secs)
+	_, err = etcdlock.LeaseSeconds(1<<63 - 1)
+	require.ErrorIs(t, err, locklab.ErrInvalid)
+}
+
+// TestPrefixEscaped: locks "a" and "a/b" are independent, where etcd's
+// recipe, taking the key as its prefix, makes "a" wait for "a/b".
+func TestPrefixEscaped(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	l := newLock(t, cli, etcdlock.Options{})
+	parent := key(t) + "/a"
+	child := parent + "/b"
+	assert.Equal(t, strings.ReplaceAll(child, "/", "%2F"), etcdlock.Prefix(child))
+	assert.Equal(t, "100%25", etcdlock.Prefix("100%"))
+
+	held, err := l.Acquire(ctx, child, time.Minute)
+	require.NoError(t, err)
+	other, err := l.Acquire(ctx, parent, time.Minute)
+	require.NoError(t, err, "the parent's lock is another lock")
+	require.NoError(t, l.Release(ctx, other))
+
+	// The same keys unescaped: the child's holder blocks the parent.
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
+	require.NoError(t, err)
+	defer sess.Close()
+	m := concurrency.NewMutex(sess, parent)
+	put, err := cli.Grant(ctx, 60)
+	require.NoError(t, err)
+	defer cli.Revoke(ctx, put.ID)
+	_, err = cli.Put(ctx, child+"/1", "", clientv3.WithLease(put.ID))
+	require.NoError(t, err)
+	require.ErrorIs(t, m.TryLock(ctx), concurrency.ErrLocked, "the unescaped recipe counts the child's key as a holder")
+	require.NoError(t, l.Release(ctx, held))
+}
+
+// TestLeaseExpires: without keepalive the lock frees itself at its TTL,
+// not before; the holder's late release is refused and leaves the new
+// holder's lock in place; fences grow.
+func TestLeaseExpires(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	a := newLock(t, cli, etcdlock.Options{})
+	b := newLock(t, cli, etcdlock.Options{})
+	k := key(t)
+
+	began := time.Now()
+	first, err := a.Acquire(ctx, k, time.Second)
+	require.NoError(t, err)
+	second, err := acquireEventually(ctx, b, k, time.Minute)
+	require.NoError(t, err, "the lock frees itself")
+	assert.GreaterOrEqual(t, time.Since(began), time.Second, "not before the TTL")
+	assert.Greater(t, second.Fence, first.Fence)
+
+	require.ErrorIs(t, a.Release(ctx, first), locklab.ErrNotHeld, "the lost lease")
+	_, err = a.Extend(ctx, first, time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotHeld, "a lost lease is not extended")
+	assert.Equal(t, []string{second.Token}, holders(t, cli, k), "the successor's key stays")
+	_, err = a.Acquire(ctx, k, time.Minute)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the successor still holds")
+	require.NoError(t, b.Release(ctx, second))
+}
+
+// TestKeepAlive: with keepalive the lock outlives its TTL while the
+// holder's process runs; once the keepalive stops (Close, as the process
+// dying) it expires, and the holder's release is refused.
+func TestKeepAlive(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	a, err := etcdlock.New(cli, etcdlock.Options{KeepAlive: true})
+	require.NoError(t, err)
+	b := newLock(t, cli, etcdlock.Options{})
+	k := key(t)
+
+	held, err := a.Acquire(ctx, k, time.Second)
+	require.NoError(t, err)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		_, err := b.Acquire(ctx, k, time.Minute)
+		require.ErrorIs(t, err, locklab.ErrNotAcquired, "kept alive past its 1s TTL")
+	}
+	require.NoError(t, a.Close())
+	next, err := acquireEventually(ctx, b, k, time.Minute)
+	require.NoError(t, err, "expires once nobody renews it")
+	require.ErrorIs(t, a.Release(ctx, held), locklab.ErrNotHeld)
+	require.NoError(t, b.Release(ctx, next))
+
+	// Release stops the keepalive and revokes the lease.
+	held, err = a.Acquire(ctx, k, time.Second)
+	require.NoError(t, err)
+	id := leaseOf(t, cli, held)
+	require.NoError(t, a.Release(ctx, held))
+	ttl, err := cli.TimeToLive(ctx, id)
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, ttl.TTL)
+}
+
+// TestExtend: Extend keeps a lock past its TTL, and its Until never passes
+// the TTL the lease was granted with.
+func TestExtend(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	clk := newClock()
+	a := newLock(t, cli, etcdlock.Options{Clock: clk})
+	b := newLock(t, cli, etcdlock.Options{})
+	k := key(t)
+
+	lease, err := a.Acquire(ctx, k, 2*time.Second)
+	require.NoError(t, err)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		lease, err = a.Extend(ctx, lease, 2*time.Second)
+		require.NoError(t, err)
+		_, err = b.Acquire(ctx, k, time.Minute)
+		require.ErrorIs(t, err, locklab.ErrNotAcquired, "extended past its 2s TTL")
+	}
+	assert.Equal(t, clk.Now().Add(2*time.Second), lease.Until)
+	longer, err := a.Extend(ctx, lease, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, clk.Now().Add(2*time.Second), longer.Until, "etcd renews to the granted TTL")
+	assert.Equal(t, lease.Fence, longer.Fence)
+	require.NoError(t, a.Release(ctx, longer))
+	_, err = a.Extend(ctx, longer, 2*time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotHeld, "released: nothing to extend")
+}
+
+func TestFencesGrow(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	ls := []*etcdlock.LeaseLock{newLock(t, cli, etcdlock.Options{}), newLock(t, cli, etcdlock.Options{})}
+	k, other := key(t), key(t)+":other"
+	var last int64
+	for i := range 6 {
+		l := ls[i%2]
+		lease, err := l.Acquire(ctx, k, time.Minute)
+		require.NoError(t, err)
+		assert.Greater(t, lease.Fence, last, "holder %d", i)
+		last = lease.Fence
+		o, err := l.Acquire(ctx, other, time.Minute) // another lock's writes in between
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx, lease))
+		require.NoError(t, l.Release(ctx, o))
+	}
+}
+
+// TestClientAgainstServer: the parts of the client the concurrency
+// package uses work against the etcd the tests run (Debian's 3.4, older
+// than the client): a watch delivers a deletion, and a Mutex.Lock waiting
+// behind this strategy's holder (a watch on its predecessor) returns once
+// the holder releases.
+func TestClientAgainstServer(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	l := newLock(t, cli, etcdlock.Options{})
+	k := key(t)
+	held, err := l.Acquire(ctx, k, time.Minute)
+	require.NoError(t, err)
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	watch := cli.Watch(wctx, held.Token, clientv3.WithRev(held.Fence))
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
+	require.NoError(t, err)
+	defer sess.Close()
+	waiter := concurrency.NewMutex(sess, etcdlock.Prefix(k))
+	locked := make(chan error, 1)
+	go func() { locked <- waiter.Lock(ctx) }()
+	for len(holders(t, cli, k)) < 2 {
+		select {
+		case err := <-locked:
+			t.Fatalf("Lock returned while the lock was held: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-locked:
+		t.Fatalf("Lock returned while the lock was held: %v", err)
+	default:
+	}
+
+	require.NoError(t, l.Release(ctx, held))
+	require.NoError(t, <-locked, "the waiter's watch saw its predecessor go")
+	assert.Equal(t, []string{waiter.Key()}, holders(t, cli, k))
+	var events []string
+	for len(events) < 2 {
+		resp := <-watch
+		require.NoError(t, resp.Err())
+		for _, ev := range resp.Events {
+			events = append(events, ev.Type.String())
+		}
+	}
+	assert.Equal(t, []string{"PUT", "DELETE"}, events, "the lock key's history, from its create revision")
+	require.NoError(t, waiter.Unlock(ctx))
+}
+
+// blackHole accepts connections and never answers: a member that hangs.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// client opens a client on endpoint, closed when the test ends.
+func client(t *testing.T, endpoint string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(etcdproc.ClientConfig(endpoint))
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func TestContextCancelled(t *testing.T) {
+	t.Parallel()
+	lease := locklab.Lease{Key: "k", Token: etcdlock.Prefix("k") + "/1", Fence: 1}
+	l := newLock(t, sharedClient(t), etcdlock.Options{})
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Acquire(done, "k", time.Minute)
+	require.ErrorIs(t, err, locklab.ErrUnavailable)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, l.Release(done, lease), context.Canceled)
+	_, err = l.Extend(done, lease, time.Minute)
+	require.ErrorIs(t, err, context.Canceled)
+
+	// Cancelled during the call, on a member that never answers.
+	hung := newLock(t, client(t, blackHole(t)), etcdlock.Options{Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = hung.Acquire(ctx, "k", time.Minute)
+	require.ErrorIs(t, err, locklab.ErrUnavailable)
+	require.ErrorIs(t, err, context.Canceled)
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, hung.Release(ctx, lease), context.DeadlineExceeded)
+}
+
+// TestUnavailable: a cluster nobody answers for is ErrUnavailable, never a
+// refusal, within the call timeout when ctx has no deadline.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := ln.Addr().String()
+	ln.Close()
+	lease := locklab.Lease{Key: "k", Token: etcdlock.Prefix("k") + "/1", Fence: 1}
+	for name, endpoint := range map[string]string{"refused": refused, "hung": blackHole(t)} {
+		l := newLock(t, client(t, endpoint), etcdlock.Options{Timeout: 300 * time.Millisecond})
+		_, err := l.Acquire(context.Background(), "k", time.Minute)
+		require.ErrorIs(t, err, locklab.ErrUnavailable, name)
+		assert.NotErrorIs(t, err, locklab.ErrNotAcquired, name)
+		require.ErrorIs(t, l.Release(context.Background(), lease), locklab.ErrUnavailable, name)
+		_, err = l.Extend(context.Background(), lease, time.Minute)
+		require.ErrorIs(t, err, locklab.ErrUnavailable, name)
+	}
+}
+
+// TestRace20: twenty clients acquiring a free key at once: exactly one
+// wins, and the others are refused, not failed.
+func TestRace20(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	for round := range 3 {
+		k := key(t) + ":" + string(rune('a'+round))
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		var refused atomic.Int32
+		winner := make(chan locklab.Lease, 20)
+		errs := make(chan error, 20)
+		start := make(chan struct{})
+		for range 20 {
+			l := newLock(t, cli, etcdlock.Options{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				lease, err := l.Acquire(ctx, k, time.Minute)
+				switch {
+				case err == nil:
+					won.Add(1)
+					winner <- lease
+				case errors.Is(err, locklab.ErrNotAcquired):
+					refused.Add(1)
+				default:
+					errs <- err
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", round, err)
+		}
+		assert.EqualValues(t, 1, won.Load(), "round %d: exactly one winner", round)
+		assert.EqualValues(t, 19, refused.Load(), "round %d", round)
+		assert.Len(t, holders(t, cli, k), 1, "round %d: the losers' keys are gone", round)
+		close(winner)
+		for lease := range winner {
+			require.NoError(t, newLock(t, cli, etcdlock.Options{}).Release(ctx, lease))
+		}
+	}
+}
+
+// TestSurvivesLeaderKill: the lock is raft's: killing the leader elects
+// another, and the holder still holds it, on every member.
+func TestSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Start(t, etcdproc.Options{})
+	cli := etcdtest.Client(t, c)
+	a := newLock(t, cli, etcdlock.Options{})
+	b := newLock(t, etcdtest.Client(t, c), etcdlock.Options{})
+	k := key(t)
+
+	held, err := a.Acquire(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	old, err := c.KillLeader(ctx)
+	require.NoError(t, err)
+	leader, err := c.Leader(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, old.Name, leader.Name, "a new leader")
+
+	// A refusal, once the cluster answers again.
+	for {
+		_, err = b.Acquire(ctx, k, time.Minute)
+		if !errors.Is(err, locklab.ErrUnavailable) || ctx.Err() != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the holder still holds")
+	held, err = a.Extend(ctx, held, 10*time.Second)
+	require.NoError(t, err, "and can extend")
+
+	require.NoError(t, old.Restart(ctx))
+	resp, err := old.Client().Get(ctx, held.Token, clientv3.WithSerializable())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "the restarted member has the lock key")
+	assert.Equal(t, held.Fence, resp.Kvs[0].CreateRevision)
+
+	require.NoError(t, a.Release(ctx, held))
+	next, err := b.Acquire(ctx, k, time.Minute)
+	require.NoError(t, err)
+	assert.Greater(t, next.Fence, held.Fence)
+	require.NoError(t, b.Release(ctx, next))
+}
+
+// BenchmarkCycle: an acquire and a release of a free lock (grant, txn,
+// txn, revoke: four round trips through raft), next to a linearizable get
+// and to a refused acquire (grant, txn, delete, revoke), on a
+// three-member cluster of its own.
+func BenchmarkCycle(b *testing.B) {
+	c := etcdtest.Start(b, etcdproc.Options{})
+	cli := etcdtest.Client(b, c)
+	ctx := context.Background()
+	b.Run("get", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cli.Get(ctx, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	l, err := strategies.New("etcd-lease", locklab.Config{Store: cli})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("acquire-release", func(b *testing.B) {
+		for b.Loop() {
+			lease, err := l.Acquire(ctx, "bench", time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx, lease); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("refused", func(b *testing.B) {
+		held, err := l.Acquire(ctx, "bench", time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Release(ctx, held)
+		for b.Loop() {
+			if _, err := l.Acquire(ctx, "bench", time.Minute); !errors.Is(err, locklab.ErrNotAcquired) {
+				b.Fatal(err)
+			}
+		}
+	})
+}
