@@ -178,6 +178,27 @@ func do(t testing.TB, n *Node, cmd string, args ...any) any {
 	return v
 }
 
+// setAcked sets key to v on n and returns how many replicas acknowledged
+// it within 10s: WAIT on the connection that wrote, for WAIT counts the
+// replicas that have the writes of its own connection only (a fresh
+// connection's WAIT counts every linked replica at once).
+func setAcked(t testing.TB, ctx context.Context, n *Node, key, v string, replicas int) int {
+	t.Helper()
+	c, err := n.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Do("SET", key, v); err != nil {
+		t.Fatalf("SET %s on %s: %v", key, n.Name(), err)
+	}
+	acked, err := redis.Int(c.Do("WAIT", replicas, 10000))
+	if err != nil {
+		t.Fatalf("WAIT on %s: %v", n.Name(), err)
+	}
+	return acked
+}
+
 func get(t testing.TB, n *Node, key string) (string, bool) {
 	t.Helper()
 	v, err := redis.String(n.Do(ctxT(t), "GET", key))
@@ -646,8 +667,7 @@ func TestFailoverLosesLastWrite(t *testing.T) {
 		if r.Name() != "n1r1" || len(c.Replicas()) != 1 || len(c.Nodes()) != 1 {
 			t.Errorf("replica %q, %d replicas, %d nodes", r.Name(), len(c.Replicas()), len(c.Nodes()))
 		}
-		do(t, m, "SET", "before", "1")
-		if n, _ := redis.Int(do(t, m, "WAIT", 1, 5000), nil); n != 1 {
+		if n := setAcked(t, ctx, m, "before", "1", 1); n != 1 {
 			t.Fatalf("WAIT: %d replicas acknowledged", n)
 		}
 		if v, _ := get(t, r, "before"); v != "1" {

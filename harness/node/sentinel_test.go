@@ -132,11 +132,8 @@ func TestSentinelFailover(t *testing.T) {
 		}
 
 		// A write both replicas acknowledged survives the failover.
-		if _, err := first.Do(ctx, "SET", "k", "v"); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := redis.Int(first.Do(ctx, "WAIT", 2, 10000)); err != nil || n != 2 {
-			t.Fatalf("WAIT: %d replicas (%v)", n, err)
+		if n := setAcked(t, ctx, first, "k", "v", 2); n != 2 {
+			t.Fatalf("WAIT: %d replicas", n)
 		}
 		if err := g.Kill(ctx); err != nil {
 			t.Fatal(err)
