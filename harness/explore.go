@@ -176,9 +176,14 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	e.stack = []prefix{{used: make([]int, len(e.alphabet))}}
 	e.start = time.Now()
 	var wg sync.WaitGroup
+	// The progress goroutine is waited for, not only told to stop: a call
+	// it has begun ends before the last one (Done) and before Explore
+	// returns, so the callback never runs concurrently with itself or
+	// after its caller has moved on.
 	stopProgress := make(chan struct{})
+	var progressWG sync.WaitGroup
 	if opts.Progress != nil {
-		go func() {
+		progressWG.Go(func() {
 			t := time.NewTicker(250 * time.Millisecond)
 			defer t.Stop()
 			for {
@@ -189,7 +194,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 					opts.Progress(e.progress(false))
 				}
 			}
-		}()
+		})
 	}
 	if nodeStore(nodes) != "" {
 		workers = 1 // one server, one set of tables: no databases to split it in
@@ -225,6 +230,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	wg.Wait()
 	close(stopProgress)
+	progressWG.Wait()
 	if e.err != nil {
 		return nil, e.err
 	}

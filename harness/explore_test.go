@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,5 +259,53 @@ func TestExploreRunsTransactionsWhole(t *testing.T) {
 	}
 	if long.Skipped != 0 || long.Schedules != plain.Schedules {
 		t.Errorf("700 steps: %d skipped, %d schedules; want the plain %d", long.Skipped, long.Schedules, plain.Schedules)
+	}
+}
+
+// The progress callback is never running when Explore returns, nor beside
+// its own last call (Done): an exploration that ends while a call is under
+// way waits for it.
+func TestExploreProgressEndsBeforeReturn(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	var (
+		mu                 sync.Mutex
+		calls, running     int
+		overlap, afterDone bool
+		done               bool
+	)
+	res, err := Explore(context.Background(), ExploreOptions{
+		// A fourth client: some 1600 schedules, seconds of exploring.
+		Case: mustCase(t, "stale-recovery", "set-nx-px"), Nodes: nodes, Workers: 2, Clients: 4,
+		Progress: func(p ExploreProgress) {
+			mu.Lock()
+			if running > 0 {
+				overlap = true
+			}
+			if done {
+				afterDone = true
+			}
+			running++
+			calls++
+			done = done || p.Done
+			mu.Unlock()
+			if !p.Done {
+				// Long enough for the exploration to end meanwhile.
+				time.Sleep(time.Second)
+			}
+			mu.Lock()
+			running--
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls < 2 {
+		t.Fatalf("%d progress calls in %v: the exploration is too short to test this", calls, res.Elapsed)
+	}
+	if running != 0 || overlap || afterDone || !done {
+		t.Errorf("running %d at return, overlapping calls %v, a call after Done %v, Done seen %v", running, overlap, afterDone, done)
 	}
 }
