@@ -296,6 +296,14 @@ func (s *pgStore) connect(r *run, c *client, cfg *locklab.Config) {
 			return
 		}
 		pcfg.MaxConns = 4
+		// pgxpool pings a connection idle for more than a second before
+		// lending it, and quietly replaces one that died: whether a
+		// client's statement after a fault fails on its dead session or
+		// runs on a new one would depend on how long the steps between
+		// took on the wall clock. Never pinging keeps a run's outcome the
+		// schedule's: the first statement on a session the server ended
+		// fails, as it does for a client that was not pinging either.
+		pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 		pc = &pgClient{tracer: &pgTracer{s: s}}
 		pcfg.ConnConfig.Tracer = pc.tracer
 		dial := s.node.dial(pcfg.ConnConfig.DialFunc)
