@@ -8,6 +8,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -29,14 +30,8 @@ const (
 // checkRedisCluster checks the options of a run on a Redis Cluster, and
 // that a cluster failover fault has one.
 func (o *Options) checkRedisCluster() error {
-	cf := false
-	for _, f := range o.Faults {
-		if f == node.ClusterFailover {
-			cf = true
-		}
-	}
 	if o.RedisCluster == nil {
-		if cf {
+		if slices.Contains(o.Faults, node.ClusterFailover) {
 			return lockkit.Invalid("node fault %s needs a Redis Cluster (Options.RedisCluster)", node.ClusterFailover)
 		}
 		return nil

@@ -8,6 +8,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -32,14 +33,8 @@ const (
 // checkSentinels checks the options of a run on a Sentinel group, and that
 // a failover fault has one.
 func (o *Options) checkSentinels() error {
-	failover := false
-	for _, f := range o.Faults {
-		if f == node.Failover {
-			failover = true
-		}
-	}
 	if o.Sentinels == nil {
-		if failover {
+		if slices.Contains(o.Faults, node.Failover) {
 			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels)", node.Failover)
 		}
 		return nil
