@@ -34,10 +34,15 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 // old one to the clients that have not yet asked the Sentinels again, the
 // new one to the others. Client pauses and crashes are off and the TTL far
 // above any scheduling delay, so the overlaps are the failover's. One
-// failover is enough: every client has moved within a second of the
-// promotion, and the old master grants the lock to the others meanwhile.
-// The run leaves room for an election the Sentinels fail and retry (6s
-// later) on a loaded machine.
+// failover is usually enough: every client has moved within a second of
+// the promotion, and the old master grants the lock to the others
+// meanwhile. But when the first client to move is the one holding the
+// lock, its release goes to the new master, and the key it leaves on the
+// old one shuts the clients still there out until they too have moved: no
+// two hold at once in that run. So a variant whose run shows no overlap
+// runs once more, and fails if that run shows none either. The run leaves
+// room for an election the Sentinels fail and retry (6s later) on a
+// loaded machine.
 func TestFailoverBreaksSetNXPX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Sentinel group and waits for a failover")
@@ -47,43 +52,62 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 		t.Run(be, func(t *testing.T) {
 			g := sentinelGroup(t, be)
 			for _, processes := range []bool{false, true} {
-				o := stress.Options{
-					Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
-					FaultEvery: 500 * time.Millisecond, Duration: 20 * time.Second, TTL: time.Second,
-					PauseProb: -1, CrashProb: -1, Seed: 5,
-				}
-				if processes {
-					o.Processes, o.WorkerCommand = true, workerCommand(t)
-				}
-				rep, err := stress.Run(context.Background(), o)
-				require.NoError(t, err)
-				require.NotEmpty(t, rep.NodeFaults)
-				f := rep.NodeFaults[0]
-				assert.Empty(t, f.Err)
-				require.GreaterOrEqual(t, len(f.Steps), 3, "cut, promotion, reconnection: %+v", f.Steps)
-				assert.Contains(t, f.Steps[1].What, "the master")
-				assert.Positive(t, rep.InFaults[stress.KindOverlap],
-					"processes %v: %d cycles, %d overlaps, none during the failover; steps %+v", processes, rep.Cycles, rep.Overlaps, f.Steps)
-				assert.Positive(t, rep.FenceRefusals, "the new master's fence counter lags the old one's")
-				t.Logf("processes %v: %d cycles, %d overlaps (%d during the failover), %d fence refusals",
-					processes, rep.Cycles, rep.Overlaps, rep.InFaults[stress.KindOverlap], rep.FenceRefusals)
-				if processes {
-					noWorkersLeft(t)
-				}
-				// Let the old master be demoted before the next run's
-				// failover.
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				for _, n := range g.Nodes() {
-					if n.Name() == f.Node {
-						for role, _ := n.Role(ctx); role != "slave" && ctx.Err() == nil; role, _ = n.Role(ctx) {
-							time.Sleep(100 * time.Millisecond)
-						}
+				for attempt := 1; ; attempt++ {
+					rep, f := failoverRun(t, g, processes)
+					if rep.InFaults[stress.KindOverlap] > 0 || attempt == 2 {
+						assert.Positive(t, rep.InFaults[stress.KindOverlap],
+							"processes %v, run %d: %d cycles, %d overlaps, none during the failover; steps %+v",
+							processes, attempt, rep.Cycles, rep.Overlaps, f.Steps)
+						break
 					}
+					t.Logf("processes %v: no overlap during the failover of run %d (%d fence refusals, steps %+v): once more",
+						processes, attempt, rep.FenceRefusals, f.Steps)
 				}
-				cancel()
 			}
 		})
 	}
+}
+
+// failoverRun runs set-nx-px on g for 20s, failing its master over, and
+// checks what every such run shows: the failover's steps, and the fence
+// refusals of the clients that moved to the new master, whose fence
+// counter lags the old one's. It returns the report and the first
+// failover once the old master is a replica again, ready for the next
+// run's failover.
+func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
+	t.Helper()
+	o := stress.Options{
+		Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
+		FaultEvery: 500 * time.Millisecond, Duration: 20 * time.Second, TTL: time.Second,
+		PauseProb: -1, CrashProb: -1, Seed: 5,
+	}
+	if processes {
+		o.Processes, o.WorkerCommand = true, workerCommand(t)
+	}
+	rep, err := stress.Run(context.Background(), o)
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.NodeFaults)
+	f := rep.NodeFaults[0]
+	assert.Empty(t, f.Err)
+	require.GreaterOrEqual(t, len(f.Steps), 3, "cut, promotion, reconnection: %+v", f.Steps)
+	assert.Contains(t, f.Steps[1].What, "the master")
+	assert.Positive(t, rep.FenceRefusals, "the new master's fence counter lags the old one's")
+	t.Logf("processes %v: %d cycles, %d overlaps (%d during the failover), %d fence refusals",
+		processes, rep.Cycles, rep.Overlaps, rep.InFaults[stress.KindOverlap], rep.FenceRefusals)
+	if processes {
+		noWorkersLeft(t)
+	}
+	// Let the old master be demoted before the next run's failover.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range g.Nodes() {
+		if n.Name() == f.Node {
+			for role, _ := n.Role(ctx); role != "slave" && ctx.Err() == nil; role, _ = n.Role(ctx) {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	return rep, f
 }
 
 // What a run on a Sentinel group refuses.
