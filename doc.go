@@ -32,11 +32,13 @@
 // harness's back.
 //
 // Outcomes are told apart with errors.Is: ErrNotAcquired means someone else
-// holds the lock, ErrUnavailable means Redis could not be reached or failed a
-// command, ErrNotHeld means a release or extend found the lock gone or owned
-// by another client, and ErrInvalid marks bad input. A context that is done,
-// before the call or during it, gives ErrUnavailable with the context error
-// kept in the chain, so errors.Is(err, context.Canceled) works as well.
+// holds the lock, ErrUnavailable means the server (Redis, or the PostgreSQL
+// server or etcd cluster of those families' strategies) could not be reached
+// or failed a command, ErrNotHeld means a release or extend found the lock
+// gone or owned by another client, and ErrInvalid marks bad input. A context
+// that is done, before the call or during it, gives ErrUnavailable with the
+// context error kept in the chain, so errors.Is(err, context.Canceled) works
+// as well.
 //
 // To write a lock of your own, build it with package lockkit (the argument
 // checks and the errors above) and register it with strategies.Register: it

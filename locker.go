@@ -12,7 +12,7 @@ import (
 //
 // Acquire makes one attempt to take the lock on key for ttl and returns the
 // lease on success. It fails with ErrNotAcquired when another client holds
-// the lock, with ErrUnavailable when Redis could not answer, and with
+// the lock, with ErrUnavailable when the server could not answer, and with
 // ErrInvalid for bad input. Release gives a lease back; it fails with
 // ErrNotHeld when the strategy can tell that the lock was no longer the
 // caller's. Strategies that cannot tell (a blind DEL) return nil and may have
@@ -119,8 +119,9 @@ func (l Lease) Valid(now time.Time) bool { return now.Before(l.Until) }
 var (
 	// ErrNotAcquired: the lock is held by someone else.
 	ErrNotAcquired = errors.New("locklab: lock held by someone else")
-	// ErrUnavailable: Redis could not be reached, timed out, or failed the
-	// command.
+	// ErrUnavailable: the server could not be reached, timed out, or failed
+	// the command: Redis, or the PostgreSQL server or etcd cluster that a
+	// strategy of those families locks on.
 	ErrUnavailable = lockerr.ErrUnavailable
 	// ErrNotHeld: at release or extend the lock was gone or belonged to
 	// another client.

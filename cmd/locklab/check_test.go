@@ -238,7 +238,7 @@ func TestCheckBadCommandLines(t *testing.T) {
 		{[]string{"check", "--addr", closed, "-s", "nosuch"}, "-s nosuch: unknown strategy; the strategies are ..."},
 		{[]string{"check", "--addr", closed, "--backend", "process"}, "check reads the server given with --addr and starts none: --backend does not apply"},
 		{[]string{"check", "--addr", closed, "extra"}, "check takes no arguments, got 1: extra (see locklab check --help)"},
-		{[]string{"check", "--addr", closed}, "--addr redis://" + closed + ": redis unreachable or failed: dial tcp " + closed + ": connect: connection refused"},
+		{[]string{"check", "--addr", closed}, "--addr redis://" + closed + ": server unreachable or failed: dial tcp " + closed + ": connect: connection refused"},
 	} {
 		code, out, stderr := runStatus(t, tc.args...)
 		assert.Equal(t, 2, code, "%q", tc.args)

@@ -12,7 +12,7 @@ import (
 
 var (
 	// ErrUnavailable is locklab.ErrUnavailable.
-	ErrUnavailable = errors.New("locklab: redis unreachable or failed")
+	ErrUnavailable = errors.New("locklab: server unreachable or failed")
 	// ErrInvalid is locklab.ErrInvalid.
 	ErrInvalid = errors.New("locklab: invalid argument")
 )
