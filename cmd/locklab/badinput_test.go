@@ -88,6 +88,7 @@ func TestBadCommandLines(t *testing.T) {
 		{args: append(demo, "--schedule", "c9"), want: "--schedule c9: step c9 names client c9, and stale-recovery on setnx-del has 3 clients (c1 to c3)"},
 		{args: append(demo, "--schedule", "c1 crash(c4)"), want: "--schedule 'c1 crash(c4)': step crash(c4) names client c4, and stale-recovery on setnx-del has 3 clients (c1 to c3)"},
 		{args: append(demo, "--schedule", "c1 restart(n2)"), want: "--schedule 'c1 restart(n2)': step restart(n2) names node n2, and stale-recovery on setnx-del runs on 1 node (n1)"},
+		{args: append(demo, "--schedule", "c1 failover(n1)"), want: "--schedule 'c1 failover(n1)': step failover(n1) needs a replica to promote, and stale-recovery on setnx-del starts none; one starts for scenario failover-loses-lock and for strategy set-nx-px-wait"},
 		{args: append(demo, "--schedule", "c1 x("), want: `--schedule 'c1 x(': step "x(": missing ')'`},
 		{args: append(demo, "--schedule", ""), want: `--schedule '': no step in it; write steps such as "c1 c2 time c1" (see locklab scenarios)`},
 		{args: []string{"demo", "release-after-expiry", "--mermaid"}, want: fmt.Sprintf("--mermaid writes one diagram, and release-after-expiry applies to %d strategies: choose one with --strategy (%s)",

@@ -61,8 +61,9 @@ func (g *globals) resolve(cmd *cobra.Command, sc *harness.Scenario, flag, strate
 }
 
 // checkSchedule refuses a schedule given with flag that the case cannot
-// run: one that does not parse, or names a client or a node the case does
-// not have.
+// run: one that does not parse, names a client or a node the case does not
+// have, or fails over a node of a case that starts no replica or standby
+// to promote.
 func (g *globals) checkSchedule(cmd *cobra.Command, flag string, cs harness.Case, text string) error {
 	sched, err := harness.ParseSchedule(text)
 	if err != nil {
@@ -79,8 +80,32 @@ func (g *globals) checkSchedule(cmd *cobra.Command, flag string, cs harness.Case
 		if st.Node > nodes {
 			return g.args.badFlag(cmd, flag, text, "step %s names node n%d, and %s runs on %s", st, st.Node, cs.Name(), count(nodes, "node", "n"))
 		}
+		if st.Kind == harness.StepFailover && !needsReplica(cs) {
+			return g.args.badFlag(cmd, flag, text, "step %s needs a replica to promote, and %s starts none; one starts for %s",
+				st, cs.Name(), strings.Join(failingOver(), " and for "))
+		}
 	}
 	return nil
+}
+
+// failingOver names what starts a replica or a standby to fail over to:
+// the scenarios that fail over, and the strategies that wait for a
+// replica.
+func failingOver() []string {
+	var out []string
+	for _, l := range []struct {
+		one, many string
+		names     []string
+	}{{"scenario", "scenarios", failoverScenarios()}, {"strategy", "strategies", replicaStrategies()}} {
+		switch len(l.names) {
+		case 0:
+		case 1:
+			out = append(out, l.one+" "+l.names[0])
+		default:
+			out = append(out, l.many+" "+strings.Join(l.names, ", "))
+		}
+	}
+	return out
 }
 
 // count says how many clients or nodes there are and their names: "1

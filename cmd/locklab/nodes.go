@@ -188,20 +188,34 @@ func needsReplica(cases ...harness.Case) bool {
 // registered) waits for a replica. Names it does not know are the
 // matrix's to refuse.
 func namesNeedReplica(scenarios, strats []string) bool {
-	for _, name := range scenarios {
-		if sc, err := harness.Lookup(name); err == nil && slices.Contains(sc.Needs, node.Failover) {
-			return true
-		}
-	}
 	if len(strats) == 0 {
 		strats = strategies.Names()
 	}
-	for _, name := range strats {
-		if d, err := strategies.Info(name); err == nil && d.Replica {
-			return true
+	fo, rs := failoverScenarios(), replicaStrategies()
+	return slices.ContainsFunc(scenarios, func(n string) bool { return slices.Contains(fo, n) }) ||
+		slices.ContainsFunc(strats, func(n string) bool { return slices.Contains(rs, n) })
+}
+
+// failoverScenarios names the scenarios that fail a node over.
+func failoverScenarios() []string {
+	var out []string
+	for _, sc := range harness.Scenarios() {
+		if slices.Contains(sc.Needs, node.Failover) {
+			out = append(out, sc.Name)
 		}
 	}
-	return false
+	return out
+}
+
+// replicaStrategies names the strategies that wait for a replica.
+func replicaStrategies() []string {
+	var out []string
+	for _, name := range strategies.Names() {
+		if d, err := strategies.Info(name); err == nil && d.Replica {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func scenarioNames() []string {
