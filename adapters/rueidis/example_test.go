@@ -29,9 +29,7 @@ func TestMain(m *testing.M) {
 	addr = srv.Addr
 	code := m.Run()
 	srv.Stop()
-	if shared.c != nil {
-		shared.c.Close()
-	}
+	shared.Close()
 	os.Exit(code)
 }
 

@@ -11,11 +11,17 @@ import (
 	"github.com/locklab/locklab/internal/tooling/adaptertest"
 )
 
-func newSource(tb testing.TB, addr string) locklab.ConnSource {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+// newClient is a rueidis client of the servers at addrs, as the tests make
+// them: one server's, or a cluster's; closed when tb ends.
+func newClient(tb testing.TB, addrs ...string) rueidis.Client {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	require.NoError(tb, err)
 	tb.Cleanup(c.Close)
-	return locklabrueidis.New(c)
+	return c
+}
+
+func newSource(tb testing.TB, addr string) locklab.ConnSource {
+	return locklabrueidis.New(newClient(tb, addr))
 }
 
 func TestAdapter(t *testing.T) {
