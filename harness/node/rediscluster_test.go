@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -189,41 +188,7 @@ func TestRedisClusterSignal(t *testing.T) {
 	}
 	rclusterBackends(t, func(t *testing.T, be string) {
 		child, wait := startChild(t, be+"-rcluster")
-		pid := child.Process.Pid
 		// n1 and the six nodes of the Redis Cluster.
-		const want = 7
-		owned := func() []string {
-			if be == BackendDocker {
-				pool, _ := dockerClient(context.Background())
-				cs, _ := ownedBy(pool.Client, pid)
-				return cs
-			}
-			var dirs []string
-			ents, _ := os.ReadDir(os.TempDir())
-			for _, e := range ents {
-				if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
-					dirs = append(dirs, e.Name())
-				}
-			}
-			return dirs
-		}
-		if got := owned(); len(got) != want {
-			t.Fatalf("the child owns %v, want %d", got, want)
-		}
-		child.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- wait() }()
-		select {
-		case err := <-done:
-			ws, _ := child.ProcessState.Sys().(syscall.WaitStatus)
-			if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-				t.Errorf("child ended with %v, want death by SIGINT", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("child still running a minute after SIGINT")
-		}
-		if got := owned(); len(got) != 0 {
-			t.Fatalf("after SIGINT %v remain", got)
-		}
+		interruptRemoves(t, be, child, wait, 7)
 	})
 }

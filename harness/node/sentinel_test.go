@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -297,41 +298,49 @@ func TestSentinelSignalRemovesGroup(t *testing.T) {
 	}
 	sentinelBackends(t, func(t *testing.T, be string) {
 		child, wait := startChild(t, be)
-		pid := child.Process.Pid
 		// n1, the master, two replicas and three Sentinels.
-		const want = 7
-		owned := func() []string {
-			if be == BackendDocker {
-				pool, _ := dockerClient(context.Background())
-				cs, _ := ownedBy(pool.Client, pid)
-				return cs
-			}
-			var dirs []string
-			ents, _ := os.ReadDir(os.TempDir())
-			for _, e := range ents {
-				if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
-					dirs = append(dirs, e.Name())
-				}
-			}
-			return dirs
-		}
-		if got := owned(); len(got) != want {
-			t.Fatalf("the child owns %v, want %d", got, want)
-		}
-		child.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- wait() }()
-		select {
-		case err := <-done:
-			ws, _ := child.ProcessState.Sys().(syscall.WaitStatus)
-			if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-				t.Errorf("child ended with %v, want death by SIGINT", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("child still running a minute after SIGINT")
-		}
-		if got := owned(); len(got) != 0 {
-			t.Fatalf("after SIGINT %v remain", got)
-		}
+		interruptRemoves(t, be, child, wait, 7)
 	})
+}
+
+// interruptRemoves sends SIGINT to child, a test program started by
+// startChild on backend be that owns want servers, and checks that it
+// dies of the signal and leaves none of their directories (process) or
+// containers (docker) behind.
+func interruptRemoves(t *testing.T, be string, child *exec.Cmd, wait func() error, want int) {
+	t.Helper()
+	pid := child.Process.Pid
+	owned := func() []string {
+		if be == BackendDocker {
+			pool, _ := dockerClient(context.Background())
+			cs, _ := ownedBy(pool.Client, pid)
+			return cs
+		}
+		var dirs []string
+		ents, _ := os.ReadDir(os.TempDir())
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
+				dirs = append(dirs, e.Name())
+			}
+		}
+		return dirs
+	}
+	if got := owned(); len(got) != want {
+		t.Fatalf("the child owns %v, want %d", got, want)
+	}
+	child.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		ws, _ := child.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+			t.Errorf("child ended with %v, want death by SIGINT", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("child still running a minute after SIGINT")
+	}
+	if got := owned(); len(got) != 0 {
+		t.Fatalf("after SIGINT %v remain", got)
+	}
 }
