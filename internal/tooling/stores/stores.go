@@ -215,30 +215,37 @@ func start(ctx context.Context, backend string, names []string, say func(string)
 	return s, nil
 }
 
-// Close stops the servers.
+// Close stops the servers, side by side: each is a process or a container
+// of its own, and removing a container costs the engine a while.
 func (s *Servers) Close() error {
 	if s == nil {
 		return nil
 	}
-	var errs []error
+	var closers []func() error
 	if s.PG != nil {
-		errs = append(errs, s.PG.Close())
+		closers = append(closers, s.PG.Close)
 	}
 	if s.Etcd != nil {
-		errs = append(errs, s.Etcd.Close())
+		closers = append(closers, s.Etcd.Close)
 	}
 	for _, pg := range s.FaultPG {
-		errs = append(errs, pg.Close())
+		closers = append(closers, pg.Close)
 	}
 	for _, ns := range [][]harness.Node{s.Nodes[harness.StorePostgres], s.FaultNodes[harness.StorePostgres]} {
 		for _, n := range ns {
 			if pn, ok := n.(*harness.PGNode); ok {
-				errs = append(errs, pn.Close()) // the standby, and the server a failover promoted
+				closers = append(closers, pn.Close) // the standby, and the server a failover promoted
 			}
 		}
 	}
 	for _, cl := range s.FaultEtcd {
-		errs = append(errs, cl.Close())
+		closers = append(closers, cl.Close)
 	}
+	errs := make([]error, len(closers))
+	var wg sync.WaitGroup
+	for i, c := range closers {
+		wg.Go(func() { errs[i] = c() })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
