@@ -36,11 +36,12 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 // above any scheduling delay, so the overlaps are the failover's. One
 // failover is usually enough: every client has moved within a second of
 // the promotion, and the old master grants the lock to the others
-// meanwhile. But when the first client to move is the one holding the
-// lock, its release goes to the new master, and the key it leaves on the
-// old one shuts the clients still there out until they too have moved: no
-// two hold at once in that run. So a variant whose run shows no overlap
-// runs once more, and fails if that run shows none either. The run leaves
+// meanwhile. But the first client to move may be the one holding the
+// lock: its release then goes to the new master, and the key it leaves on
+// the old one can shut the clients still there out until they too have
+// moved, so that no two hold at once in that run. So a variant whose run
+// shows no overlap runs once more, and fails if that run shows none
+// either. The run leaves
 // room for an election the Sentinels fail and retry (6s later) on a
 // loaded machine.
 func TestFailoverBreaksSetNXPX(t *testing.T) {
