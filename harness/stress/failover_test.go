@@ -41,9 +41,8 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 // the old one can shut the clients still there out until they too have
 // moved, so that no two hold at once in that run. So a variant whose run
 // shows no overlap runs once more, and fails if that run shows none
-// either. The run leaves
-// room for an election the Sentinels fail and retry (6s later) on a
-// loaded machine.
+// either. The run leaves room for an election the Sentinels fail and
+// retry (6s later) on a loaded machine.
 func TestFailoverBreaksSetNXPX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Sentinel group and waits for a failover")
