@@ -71,12 +71,15 @@ type clusterAware interface{ RedisCluster() bool }
 // is on a cluster, and one on a single server says it is not.
 func ClusterConformance(t *testing.T, shared *Cluster, newSource NewSource, newCluster NewClusterSource) {
 	cl := shared.get(t)
+	onCluster := func(src locklab.ConnSource) bool {
+		ca, ok := src.(clusterAware)
+		require.True(t, ok, "%T has no RedisCluster method", src)
+		return ca.RedisCluster()
+	}
 	src := newCluster(t, cl.Addrs())
-	ca, ok := src.(clusterAware)
-	require.True(t, ok, "%T has no RedisCluster method", src)
-	assert.True(t, ca.RedisCluster())
+	assert.True(t, onCluster(src))
 	one := redistest.StartOne(t)
-	assert.False(t, newSource(t, one.Addr).(clusterAware).RedisCluster())
+	assert.False(t, onCluster(newSource(t, one.Addr)))
 	strategytest.RunCluster(t, func() locklab.ConnSource { return src })
 }
 
