@@ -22,7 +22,7 @@ func TestBenchStores(t *testing.T) {
 		require.NoError(t, stores.Installed(st), "bench --stores %s needs its servers here", st)
 	}
 	out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "postgres,redis,etcd",
-		"--cycles", "10", "--rounds", "2", "--contenders", "3", "--contend-time", "500ms", "--json")
+		"--cycles", "10", "--rounds", "1", "--contenders", "3", "--contend-time", "250ms", "--json")
 	require.NoError(t, err, errOut)
 	var rep storesReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
