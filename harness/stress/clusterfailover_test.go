@@ -51,18 +51,11 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 				if processes && be == node.BackendDocker {
 					continue // the worker's cluster pool is the same on both
 				}
-				o := stress.Options{
+				rep, f := runFailover(t, stress.Options{
 					Strategy: "set-nx-px", RedisCluster: g, Faults: []node.Fault{node.ClusterFailover},
 					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 12 * time.Second,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
-				}
-				if processes {
-					o.Processes, o.WorkerCommand = true, workerCommand(t)
-				}
-				rep, err := stress.Run(context.Background(), o)
-				require.NoError(t, err)
-				require.NotEmpty(t, rep.NodeFaults)
-				f := rep.NodeFaults[0]
+				}, processes)
 				for _, nf := range rep.NodeFaults {
 					// The second failover runs on the master the first
 					// one restarted, with the clients' user made again.

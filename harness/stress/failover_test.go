@@ -81,13 +81,7 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 		FaultEvery: 500 * time.Millisecond, Duration: 20 * time.Second, TTL: time.Second,
 		PauseProb: -1, CrashProb: -1, Seed: 5,
 	}
-	if processes {
-		o.Processes, o.WorkerCommand = true, workerCommand(t)
-	}
-	rep, err := stress.Run(context.Background(), o)
-	require.NoError(t, err)
-	require.NotEmpty(t, rep.NodeFaults)
-	f := rep.NodeFaults[0]
+	rep, f := runFailover(t, o, processes)
 	assert.Empty(t, f.Err)
 	require.GreaterOrEqual(t, len(f.Steps), 3, "cut, promotion, reconnection: %+v", f.Steps)
 	assert.Contains(t, f.Steps[1].What, "the master")
@@ -108,6 +102,19 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 		}
 	}
 	return rep, f
+}
+
+// runFailover runs o, with worker processes when processes is set, and
+// returns its report and its first failover.
+func runFailover(t *testing.T, o stress.Options, processes bool) (*stress.Report, stress.NodeFault) {
+	t.Helper()
+	if processes {
+		o.Processes, o.WorkerCommand = true, workerCommand(t)
+	}
+	rep, err := stress.Run(context.Background(), o)
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.NodeFaults)
+	return rep, rep.NodeFaults[0]
 }
 
 // What a run on a Sentinel group refuses.
