@@ -242,7 +242,7 @@ store whose servers are not installed are skipped, saying why.`,
 	durFlag(f, &hold, "hold", time.Millisecond, durRange{}, "with --polling: how long each holder keeps the lock")
 	f.StringSliceVar(&so.stores, "stores", nil, "compare the locks of these stores in one run: "+strings.Join(benchStores, ", "))
 	intFlag(f, &so.contenders, "contenders", "", 8, atLeast(2), "with --stores: clients contending for one key")
-	durFlag(f, &so.contendFor, "contend-time", time.Second, durRange{positive: true}, "with --stores: how long each contended row runs per round")
+	durFlag(f, &so.contendFor, "contend-time", time.Second, durRange{positive: true}, "with --stores: how long each contended row runs per round (longer when its first lock comes later)")
 	f.BoolVar(&so.asJSON, "json", false, "with --stores: print the comparison as JSON")
 	return serverCmd(cmd)
 }

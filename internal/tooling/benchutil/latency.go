@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -115,7 +116,11 @@ func (r *ContendResult) Add(o ContendResult) {
 // those acquires waited. No acquire is cut short at d, which could leave
 // the lock held on the server while its client gave up: each client ends
 // the acquire it is waiting for, and releases, before it stops (those
-// late locks are not counted).
+// late locks are not counted). A run that has no lock at d goes on until
+// its first one, and that lock is counted: on a loaded machine a first
+// acquire can take longer than a short d (Redlock's contenders can split
+// the masters between them and all back off), and a run with no lock
+// measures nothing. Elapsed is then the time to that first lock.
 func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key string, contenders int, ttl, d time.Duration) (ContendResult, error) {
 	lockers := make([]locklab.Locker, contenders)
 	for i := range lockers {
@@ -133,6 +138,25 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 	)
 	start := time.Now()
 	end := start.Add(d)
+	// counted: locks counted so far; late: when the first lock came after
+	// end, its time since start.
+	var counted atomic.Int64
+	var late atomic.Int64
+	open := func() bool { return time.Now().Before(end) || counted.Load() == 0 }
+	// count reports whether a lock acquired now is counted: within d, or
+	// past it as the run's first.
+	count := func() bool {
+		now := time.Now()
+		if now.Before(end) {
+			counted.Add(1)
+			return true
+		}
+		if counted.CompareAndSwap(0, 1) {
+			late.Store(int64(now.Sub(start)))
+			return true
+		}
+		return false
+	}
 	for _, l := range lockers {
 		wg.Add(1)
 		go func() {
@@ -143,10 +167,10 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 				waits = append(waits, mine...)
 				mu.Unlock()
 			}()
-			for ctx.Err() == nil && time.Now().Before(end) {
+			for ctx.Err() == nil && open() {
 				t0 := time.Now()
 				lease, err := locklab.Wait(ctx, l, key, ttl, locklab.RetryPolicy{})
-				if err == nil && time.Now().Before(end) {
+				if err == nil && count() {
 					mine = append(mine, time.Since(t0))
 				}
 				if err == nil {
@@ -162,5 +186,9 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 		}()
 	}
 	wg.Wait()
-	return ContendResult{Contenders: contenders, Locks: int64(len(waits)), Elapsed: d, Waits: waits}, firstErr
+	elapsed := d
+	if l := time.Duration(late.Load()); l > 0 {
+		elapsed = l
+	}
+	return ContendResult{Contenders: contenders, Locks: int64(len(waits)), Elapsed: elapsed, Waits: waits}, firstErr
 }

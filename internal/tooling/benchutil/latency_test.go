@@ -84,6 +84,15 @@ func TestContend(t *testing.T) {
 	require.NoError(t, err, "the last holder released")
 	require.NoError(t, l.Release(context.Background(), lease))
 
+	// A run whose time is up before any lock goes on until its first, and
+	// counts that one only.
+	r, err = Contend(context.Background(), newLocker, "contend-late", 3, time.Minute, time.Nanosecond)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, r.Locks)
+	assert.Len(t, r.Waits, 1)
+	assert.Greater(t, r.Elapsed, time.Nanosecond, "the time to the first lock")
+	assert.Positive(t, r.PerSecond())
+
 	var sum ContendResult
 	sum.Add(r)
 	sum.Add(r)
