@@ -103,6 +103,15 @@ DOCGEN := ./internal/tooling/docgen
 # (-w): nothing runs them under a debugger, and each of the thirty links
 # costs a third less (stack traces keep their file and line).
 WORK    := GOWORK=$(CURDIR)/test.work
+# go test builds and runs packages in the order it is given them, as far as
+# -p allows. The packages whose tests take longest (most of it waiting on
+# servers and TTLs) come first, so that they run beside the others' builds
+# and tests rather than after them; on 2 cores this kept both busier (1.77
+# against 1.62 cores over a cold run). Longest first, as measured alone.
+FIRST   := ./cmd/locklab ./internal/tooling/pgproc ./strategies/redlock ./harness/stress . \
+	./harness/node ./deploy ./harness/play ./harness ./strategies/pglock ./internal/tooling/docgen \
+	./internal/tooling/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./internal/tooling/stores
+ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 TESTBUILD := -vet=off -ldflags=-w
 ADAPTER_PKGS := $(addsuffix ...,$(ADAPTERS:%=./%))
@@ -113,9 +122,11 @@ ADAPTER_TESTS ?= $(if $(CI),$(ADAPTER_PKGS),)
 
 .PHONY: test
 test: servers fmt ## gofmt, then go test on every package (real servers, no mocks); quick unless CI is set, which adds the adapter modules
-	@pkgs=$$($(GO) list $(PKGS) | grep -v '/internal/tooling/docgen$$'); \
-	docs=$$($(GO) list $(PKGS) | grep '/internal/tooling/docgen$$'); \
-	if [ -n "$(SHORT)" ]; then pkgs="$$pkgs $$docs"; docs=; fi; \
+	@pkgs=$$($(GO) list $(ORDERED)); docs=; \
+	if [ -z "$(SHORT)" ]; then \
+		docs=$$(echo "$$pkgs" | grep '/internal/tooling/docgen$$'); \
+		pkgs=$$(echo "$$pkgs" | grep -v '/internal/tooling/docgen$$'); \
+	fi; \
 	pids=; \
 	if [ -n "$$docs" ]; then $(GO) test $(TESTBUILD) $(SHORT) -count=1 -timeout 20m $$docs & pids="$$pids $$!"; fi; \
 	$(WORK) $(GO) test $(TESTBUILD) $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_TESTS) $$pkgs; rc=$$?; \
