@@ -474,6 +474,7 @@ func TestKillRestart(t *testing.T) {
 // cuts it off as well.
 func TestDockerFaultsInsideContainer(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	requireDocker(t)
 	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)
@@ -967,6 +968,7 @@ func BenchmarkRestart(b *testing.B) {
 // when its answer (or an earlier one) is there by the time it looks.
 func TestDockerSupervisorAfterCancelledCommand(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	requireDocker(t)
 	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)
@@ -996,6 +998,7 @@ func TestDockerSupervisorAfterCancelledCommand(t *testing.T) {
 // interrupted in the middle of a restart) fails with an error, not a panic.
 func TestDockerRestartAfterClose(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	requireDocker(t)
 	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)

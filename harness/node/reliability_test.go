@@ -154,11 +154,13 @@ func TestPullNeverHangs(t *testing.T) {
 	}
 }
 
-// skipShort skips a docker reliability test under -short (make test); make
-// test-long and CI run it.
+// skipShort skips a test of the docker backend alone under -short (make
+// test), whose containers take seconds each to start: the quick run tests
+// that backend in TestBasics (forEachBackend); make test-long and CI run
+// every test.
 func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("docker reliability test: run without -short (make test-long)")
+		t.Skip("docker-only test: -short runs the docker backend in TestBasics only (make test-long runs every test)")
 	}
 }
