@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -98,28 +97,24 @@ func (b *processBackend) startClusterNode(ctx context.Context, _ int, name strin
 		return nil, 0, fmt.Errorf("node %s: proxy: %w", name, err)
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	bus, err := redisproc.FreePort()
-	if err != nil {
-		ln.Close()
-		return nil, 0, fmt.Errorf("node %s: %w", name, err)
-	}
+	// The node announces its bus port as it is (cluster-port, which
+	// redisproc picks free on each try), with no cluster-announce-bus-port.
 	args := append(rcluster.Args(nodeTimeout),
-		"--cluster-port", strconv.Itoa(bus),
 		"--cluster-announce-ip", "127.0.0.1",
 		"--cluster-announce-port", port,
-		"--cluster-announce-bus-port", strconv.Itoa(bus),
 		"--replica-announce-ip", "127.0.0.1", "--replica-announce-port", port)
 	srv, err := redisproc.Start(redisproc.Options{
 		AppendOnly:   p.appendOnly,
 		AppendFsync:  p.fsync,
 		StartTimeout: b.timeout,
 		Args:         args,
+		ClusterBus:   true,
 	})
 	if err != nil {
 		ln.Close()
 		return nil, 0, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, bus, nil
+	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, srv.BusPort, nil
 }
 
 // processServer is one redis-server process and its proxy.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -93,20 +92,12 @@ func StartCluster(opts ClusterOptions) (*Cluster, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// The bus port is chosen, not the default port+10000, which
-			// is past 65535 for a port above 55535.
-			bus, err := FreePort()
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			args := append(rcluster.Args(opts.NodeTimeout), "--cluster-port", strconv.Itoa(bus))
-			s, err := Start(Options{Args: append(args, opts.Args...)})
+			s, err := Start(Options{Args: append(rcluster.Args(opts.NodeTimeout), opts.Args...), ClusterBus: true})
 			if err != nil {
 				errs[i] = fmt.Errorf("cluster node %d: %w", i+1, err)
 				return
 			}
-			m := &rcluster.Member{Addr: s.Addr, Bus: bus}
+			m := &rcluster.Member{Addr: s.Addr, Bus: s.BusPort}
 			c.Nodes[i] = &ClusterNode{Server: s, m: m}
 			c.rc.Members[i] = m
 		}()

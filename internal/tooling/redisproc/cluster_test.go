@@ -2,6 +2,8 @@ package redisproc
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -100,4 +102,41 @@ func TestCluster(t *testing.T) {
 		assert.NoDirExists(t, d)
 		assert.ErrorIs(t, syscall.Kill(pids[i], 0), syscall.ESRCH, "process %d still runs", pids[i])
 	}
+}
+
+// A cluster node whose bus port is taken between its choice and the
+// server's bind (by any socket of the machine) starts on another: each try
+// chooses the bus port again, and Restart keeps the one that worked.
+func TestClusterBusTakenIsChosenAgain(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	freePort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return busy, nil
+		}
+		return FreePort()
+	}
+	t.Cleanup(func() { freePort = FreePort })
+
+	s, err := Start(Options{Args: []string{"--cluster-enabled", "yes"}, ClusterBus: true})
+	require.NoError(t, err)
+	defer s.Stop()
+	assert.Equal(t, 2, calls, "a second bus port after the first try failed")
+	assert.NotEqual(t, busy, s.BusPort)
+	clusterPort := func() string {
+		conn, err := redis.Dial("tcp", s.Addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		kv, err := redis.StringMap(conn.Do("CONFIG", "GET", "cluster-port"))
+		require.NoError(t, err)
+		return kv["cluster-port"]
+	}
+	assert.Equal(t, strconv.Itoa(s.BusPort), clusterPort())
+
+	require.NoError(t, s.Restart())
+	assert.Equal(t, strconv.Itoa(s.BusPort), clusterPort(), "Restart keeps the bus port")
 }

@@ -79,6 +79,14 @@ type Options struct {
 	// Dir, which it rewrites as it learns; without a "sentinel monitor"
 	// line in Config, give it masters with SENTINEL MONITOR.
 	Sentinel bool
+	// ClusterBus gives a cluster node (cluster-enabled) a cluster bus port
+	// of its own, chosen free as Port is and given as --cluster-port, and
+	// chosen again, with Port, when an attempt to start fails: a port found
+	// free can be taken by another socket before redis-server binds it. The
+	// default bus port, Port plus 10000, is past 65535 for a Port above
+	// 55535, and nobody checked it was free. Server.BusPort holds it;
+	// Restart keeps it.
+	ClusterBus bool
 }
 
 // Server is a running redis-server process.
@@ -91,6 +99,9 @@ type Server struct {
 	// ConfigPath is the configuration file written from Options.Config,
 	// or "" for none.
 	ConfigPath string
+	// BusPort is the cluster bus port of a server started with
+	// Options.ClusterBus; 0 otherwise.
+	BusPort int
 
 	opts    Options
 	ownsDir bool
@@ -136,10 +147,15 @@ func Start(opts Options) (*Server, error) {
 				return nil, err
 			}
 		}
+		if opts.ClusterBus {
+			if s.BusPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
 		if lastErr = s.launch(port); lastErr == nil {
 			return s, nil
 		}
-		if opts.Port != 0 {
+		if opts.Port != 0 && !opts.ClusterBus {
 			break
 		}
 	}
@@ -188,6 +204,9 @@ func (s *Server) launch(port int) error {
 		args = append(args, "--appendonly", "yes", "--appendfsync", fsync)
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	if s.BusPort != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(s.BusPort))
 	}
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.Bin, args...)
@@ -356,6 +375,9 @@ func (s *Server) LogTail(n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// freePort is FreePort; a test makes it hand out a port that is taken.
+var freePort = FreePort
 
 // FreePort asks the kernel for a free loopback TCP port.
 func FreePort() (int, error) {
