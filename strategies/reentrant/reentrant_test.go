@@ -77,6 +77,7 @@ func TestReentry(t *testing.T) {
 // By default, as Redisson's, the lock outlives several TTLs while the
 // holder runs, and expires once the holder is gone (Close).
 func TestWatchdogKeepsLockWhileHolderLives(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartOne(t)
 	ctx := reentrant.WithOwner(context.Background(), "main")
 	lk, err := strategies.New("hash-reentrant", locklab.Config{Pool: srv.Pool})
@@ -84,7 +85,9 @@ func TestWatchdogKeepsLockWhileHolderLives(t *testing.T) {
 	l := lk.(*reentrant.HashReentrant)
 	other, err := l.Holder()
 	require.NoError(t, err)
-	const k, ttl = "watched", 300 * time.Millisecond
+	// A TTL long enough that an extend (every TTL/3, within what is
+	// left of the lease) is not late on a loaded machine under -race.
+	const k, ttl = "watched", time.Second
 	lease, err := l.Acquire(ctx, k, ttl)
 	require.NoError(t, err)
 	w := l.Watchdog(k)
@@ -93,14 +96,14 @@ func TestWatchdogKeepsLockWhileHolderLives(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, w, l.Watchdog(k), "a re-entry keeps the running watchdog")
 
-	time.Sleep(4 * ttl)
+	time.Sleep(3 * ttl)
 	select {
 	case <-w.Lost():
 		t.Fatalf("watchdog lost the lock: %v", w.Err())
 	default:
 	}
 	_, err = other.Acquire(ctx, k, ttl)
-	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the watchdog kept the lock past four TTLs")
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the watchdog kept the lock past three TTLs")
 
 	require.NoError(t, l.Release(ctx, lease))
 	assert.Same(t, w, l.Watchdog(k), "one entry left: the watchdog goes on")

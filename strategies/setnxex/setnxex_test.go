@@ -90,25 +90,28 @@ func TestSetNXPXFenceKeyCollision(t *testing.T) {
 // releasing (Close) leaves the lock to expire. A stale lease's release does
 // not stop the watchdog of the key's new lease.
 func TestSetNXPXWatchdog(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartOne(t)
 	ctx := context.Background()
 	l, err := setnxex.NewSetNXPX(locklab.Config{Pool: srv.Pool, Watchdog: true})
 	require.NoError(t, err)
 	other, err := setnxex.NewSetNXPX(locklab.Config{Pool: srv.Pool})
 	require.NoError(t, err)
-	const k, ttl = "watched", 300 * time.Millisecond
+	// A TTL long enough that an extend (every TTL/3, within what is
+	// left of the lease) is not late on a loaded machine under -race.
+	const k, ttl = "watched", time.Second
 	lease, err := l.Acquire(ctx, k, ttl)
 	require.NoError(t, err)
 	w := l.Watchdog(k)
 	require.NotNil(t, w, "the acquire starts a watchdog")
-	time.Sleep(4 * ttl)
+	time.Sleep(3 * ttl)
 	select {
 	case <-w.Lost():
 		t.Fatalf("watchdog lost the lock: %v", w.Err())
 	default:
 	}
 	_, err = other.Acquire(ctx, k, ttl)
-	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the watchdog kept the lock past four TTLs")
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the watchdog kept the lock past three TTLs")
 	require.NoError(t, l.Release(ctx, w.Lease()))
 	assert.Nil(t, l.Watchdog(k), "the release stops the watchdog")
 
