@@ -138,20 +138,20 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 	)
 	start := time.Now()
 	end := start.Add(d)
-	// counted: locks counted so far; late: when the first lock came after
+	// got: a lock has been counted; late: when the first lock came after
 	// end, its time since start.
-	var counted atomic.Int64
+	var got atomic.Bool
 	var late atomic.Int64
-	open := func() bool { return time.Now().Before(end) || counted.Load() == 0 }
+	open := func() bool { return time.Now().Before(end) || !got.Load() }
 	// count reports whether a lock acquired now is counted: within d, or
 	// past it as the run's first.
 	count := func() bool {
 		now := time.Now()
 		if now.Before(end) {
-			counted.Add(1)
+			got.Store(true)
 			return true
 		}
-		if counted.CompareAndSwap(0, 1) {
+		if got.CompareAndSwap(false, true) {
 			late.Store(int64(now.Sub(start)))
 			return true
 		}
