@@ -80,12 +80,12 @@ type Options struct {
 	// line in Config, give it masters with SENTINEL MONITOR.
 	Sentinel bool
 	// ClusterBus gives a cluster node (cluster-enabled) a cluster bus port
-	// of its own, chosen free as Port is and given as --cluster-port, and
-	// chosen again, with Port, when an attempt to start fails: a port found
-	// free can be taken by another socket before redis-server binds it. The
+	// of its own, chosen free and given as --cluster-port, and chosen
+	// again on each attempt to start (as a zero Port is): a port found free
+	// can be taken by another socket before redis-server binds it. The
 	// default bus port, Port plus 10000, is past 65535 for a Port above
-	// 55535, and nobody checked it was free. Server.BusPort holds it;
-	// Restart keeps it.
+	// 55535, and is not known to be free. Server.BusPort holds it; Restart
+	// keeps it.
 	ClusterBus bool
 }
 
