@@ -129,7 +129,7 @@ func (n *Network) Run(ctx context.Context, spec Spec) (_ *Container, err error) 
 		return nil, fmt.Errorf("docker: creating container %s: %w", c.Name, err)
 	}
 	c.ID = created.ID
-	if err := cli.StartContainerWithContext(c.ID, nil, ctx); err != nil {
+	if err := n.endpoints.Add(func() error { return cli.StartContainerWithContext(c.ID, nil, ctx) }); err != nil {
 		return nil, fmt.Errorf("docker: starting container %s: %w", c.Name, err)
 	}
 	if c.Sup, err = Attach(cli, c.ID); err != nil {
@@ -249,8 +249,7 @@ func (c *Container) Remove() error {
 	if c.ID == "" {
 		return nil
 	}
-	err := c.n.Pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true})
-	if err != nil && !GoneOrGoing(err) {
+	if err := c.n.endpoints.RemoveContainer(context.Background(), c.n.Pool.Client, c.n.ID, c.ID); err != nil {
 		return fmt.Errorf("docker: removing container %s: %w", c.Name, err)
 	}
 	c.ID = ""

@@ -114,6 +114,8 @@ type Network struct {
 	Name string
 	// Labels are those of the network, which its containers carry too.
 	Labels map[string]string
+	// endpoints orders the starts and removals of its containers.
+	endpoints Endpoints
 }
 
 // NewNetwork connects to the engine, removes what earlier runs left
@@ -162,7 +164,27 @@ func (n *Network) Remove() error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("docker: removing network %s: %w", n.Name, err)
+	return fmt.Errorf("docker: removing network %s: %w", n.Name, explain(n.Pool.Client, n.ID, err))
+}
+
+// miscounted reports whether err, from removing network id, comes from
+// the engine's lost count of its endpoints (see Endpoints): the engine
+// says the network has active endpoints, and no container is on it.
+func miscounted(cli *dc.Client, id string, err error) bool {
+	if err == nil || !strings.Contains(err.Error(), "has active endpoints") {
+		return false
+	}
+	info, ierr := cli.NetworkInfo(id)
+	return ierr == nil && len(info.Containers) == 0
+}
+
+// explain adds to err, from removing network id, what to do when it
+// comes from the engine's lost count of the network's endpoints.
+func explain(cli *dc.Client, id string, err error) error {
+	if miscounted(cli, id, err) {
+		return fmt.Errorf("%w (no container is on it: the engine lost count of its endpoints, moby/moby#42119; restarting the Docker engine frees it)", err)
+	}
+	return err
 }
 
 // RemoveStale removes the containers and networks that an earlier run on
@@ -189,12 +211,17 @@ func RemoveStale(ctx context.Context) error {
 		return fmt.Errorf("docker: listing containers: %w", err)
 	}
 	var errs []error
+	var ends Endpoints
 	for _, c := range cs {
-		if stale(c.Labels) {
-			err := cli.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true, Context: ctx})
-			if err != nil && !GoneOrGoing(err) {
-				errs = append(errs, fmt.Errorf("docker: removing stale container %s: %w", c.ID[:12], err))
-			}
+		if !stale(c.Labels) {
+			continue
+		}
+		for _, nw := range c.Networks.Networks {
+			ends.Detach(cli, nw.NetworkID, c.ID) // one at a time: see Endpoints
+		}
+		err := cli.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true, Context: ctx})
+		if err != nil && !GoneOrGoing(err) {
+			errs = append(errs, fmt.Errorf("docker: removing stale container %s: %w", c.ID[:12], err))
 		}
 	}
 	nws, err := cli.FilteredListNetworks(dc.NetworkFilterOpts{"label": {LabelKey + "=1": true, LabelHost + "=" + host: true}})
@@ -212,8 +239,8 @@ func RemoveStale(ctx context.Context) error {
 			if err == nil || GoneOrGoing(err) {
 				break
 			}
-			if attempt == 20 || ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("docker: removing stale network %s: %w", n.Name, err))
+			if attempt == 20 || ctx.Err() != nil || miscounted(cli, n.ID, err) {
+				errs = append(errs, fmt.Errorf("docker: removing stale network %s: %w", n.Name, explain(cli, n.ID, err)))
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

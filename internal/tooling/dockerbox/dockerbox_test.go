@@ -33,12 +33,13 @@ func TestNetworkName(t *testing.T) {
 	assert.Regexp(t, `-postgres-TestX-sub$`, NetworkName("postgres-TestX/sub"))
 }
 
-// TestSupervisedContainer: a container of an image built here from the
-// host's /bin/sh (and its sleep), its supervisor starting, signalling and
-// killing a server, and a Remove that leaves nothing.
-func TestSupervisedContainer(t *testing.T) {
+// testBox runs a supervised container of an image built here from the
+// host's /bin/sh (and its sleep), on a network of its own, both removed
+// when the test ends. The test is skipped with -short, or without an
+// engine.
+func testBox(t *testing.T) (*Network, *Container) {
 	if testing.Short() {
-		t.Skip("containers of the etcd or PostgreSQL images: the full run's (CI, make test-long)")
+		t.Skip("a container of an image built here: the full run's (CI, make test-long)")
 	}
 	if _, err := Connect(context.Background()); err != nil {
 		t.Skipf("docker: %v", err)
@@ -46,16 +47,25 @@ func TestSupervisedContainer(t *testing.T) {
 	ctx := context.Background()
 	n, err := NewNetwork(ctx, "dockerbox", t.Name())
 	require.NoError(t, err)
-	defer n.Remove()
+	t.Cleanup(func() { n.Remove() })
 	img := Image{Tag: "locklab/dockerbox-test:1", Files: map[string]string{"/bin/sleep": "/bin/sleep"}}
 	require.NoError(t, Ensure(ctx, n.Pool.Client, img))
 	c, err := n.Run(ctx, Spec{Name: "box", Image: img.Tag, User: User + ":" + User})
 	require.NoError(t, err)
-	defer c.Remove()
+	t.Cleanup(func() { c.Remove() })
+	return n, c
+}
+
+// TestSupervisedContainer: a container of an image built here from the
+// host's /bin/sh (and its sleep), its supervisor starting, signalling and
+// killing a server, and a Remove that leaves nothing.
+func TestSupervisedContainer(t *testing.T) {
+	ctx := context.Background()
+	n, c := testBox(t)
 	assert.Equal(t, n.Name+"-box", c.Name)
 	assert.NotEmpty(t, c.IP)
 
-	_, err = c.Start(ctx, "sleep", "with space")
+	_, err := c.Start(ctx, "sleep", "with space")
 	require.Error(t, err, "the supervisor splits on spaces")
 	pid, err := c.Start(ctx, "sleep", "600")
 	require.NoError(t, err)
