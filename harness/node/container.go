@@ -224,7 +224,7 @@ func (s *dockerServer) create(ctx context.Context) error {
 		}
 	}
 	if s.partitioned {
-		if err := s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx}); err != nil {
+		if err := s.disconnect(ctx); err != nil {
 			return fmt.Errorf("docker: disconnecting %s: %w", s.container, err)
 		}
 	}
@@ -253,10 +253,18 @@ func (s *dockerServer) uploadConf(ctx context.Context) error {
 
 // startContainer starts the container.
 func (s *dockerServer) startContainer(ctx context.Context) error {
-	if err := s.b.cli.StartContainerWithContext(s.id, nil, ctx); err != nil {
+	if err := s.b.endpoints.Add(func() error { return s.b.cli.StartContainerWithContext(s.id, nil, ctx) }); err != nil {
 		return fmt.Errorf("docker: starting container %s: %w", s.container, err)
 	}
 	return nil
+}
+
+// disconnect takes the container off the network, alone (see
+// dockerbox.Endpoints).
+func (s *dockerServer) disconnect(ctx context.Context) error {
+	return s.b.endpoints.Remove(func() error {
+		return s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx})
+	})
 }
 
 // startFirst attaches to a supervised container's supervisor, which has
@@ -389,17 +397,21 @@ func (s *dockerServer) killLocked(ctx context.Context) error {
 	if s.supervised {
 		return s.killServer(ctx)
 	}
-	if err := s.b.cli.KillContainer(dc.KillContainerOptions{ID: s.id, Signal: dc.SIGKILL, Context: ctx}); err != nil {
-		var nr *dc.ContainerNotRunning
-		if errors.As(err, &nr) {
-			return nil
+	// The container's exit takes its endpoint off the network: alone (see
+	// dockerbox.Endpoints).
+	return s.b.endpoints.Remove(func() error {
+		if err := s.b.cli.KillContainer(dc.KillContainerOptions{ID: s.id, Signal: dc.SIGKILL, Context: ctx}); err != nil {
+			var nr *dc.ContainerNotRunning
+			if errors.As(err, &nr) {
+				return nil
+			}
+			return err
 		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := s.b.cli.WaitContainerWithContext(s.id, wctx)
 		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err := s.b.cli.WaitContainerWithContext(s.id, wctx)
-	return err
+	})
 }
 
 func (s *dockerServer) restart(ctx context.Context, keepData bool) error {
@@ -463,7 +475,7 @@ func (s *dockerServer) partition(ctx context.Context) error {
 			return fmt.Errorf("docker: container %s: %w", s.container, err)
 		}
 	}
-	if err := s.b.cli.DisconnectNetwork(s.b.netID, dc.NetworkConnectionOptions{Container: s.id, Force: true, Context: ctx}); err != nil {
+	if err := s.disconnect(ctx); err != nil {
 		return err
 	}
 	s.partitioned = true
@@ -492,10 +504,12 @@ func (s *dockerServer) heal(ctx context.Context) error {
 		s.partitioned, s.linkDown = false, false
 		return nil
 	}
-	if err := s.b.cli.ConnectNetwork(s.b.netID, dc.NetworkConnectionOptions{
-		Container:      s.id,
-		EndpointConfig: &dc.EndpointConfig{IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: s.ip}},
-		Context:        ctx,
+	if err := s.b.endpoints.Add(func() error {
+		return s.b.cli.ConnectNetwork(s.b.netID, dc.NetworkConnectionOptions{
+			Container:      s.id,
+			EndpointConfig: &dc.EndpointConfig{IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: s.ip}},
+			Context:        ctx,
+		})
 	}); err != nil {
 		return err
 	}
@@ -550,9 +564,7 @@ func (s *dockerServer) removeLocked(ctx context.Context) error {
 	if s.paused {
 		s.b.cli.UnpauseContainer(s.id)
 	}
-	err := s.b.cli.RemoveContainer(dc.RemoveContainerOptions{ID: s.id, Force: true, RemoveVolumes: true, Context: ctx})
-	var nf *dc.NoSuchContainer
-	if err != nil && !errors.As(err, &nf) {
+	if err := s.b.endpoints.RemoveContainer(ctx, s.b.cli, s.b.netID, s.id); err != nil {
 		return fmt.Errorf("docker: removing container %s: %w", s.container, err)
 	}
 	s.id = ""

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -64,6 +63,9 @@ type dockerBackend struct {
 	// down for a partition: 1 yes, -1 no (the engine disconnects it), 0
 	// not known yet.
 	ipLink atomic.Int32
+	// endpoints orders the calls that add containers to the network and
+	// those that take them off it (see dockerbox.Endpoints).
+	endpoints dockerbox.Endpoints
 }
 
 // dockerClient connects to the engine of $DOCKER_HOST (or the default
@@ -259,16 +261,5 @@ func (b *dockerBackend) startClusterNode(ctx context.Context, idx int, name stri
 
 // close removes the cluster's network; its containers are gone by then.
 func (b *dockerBackend) close() error {
-	var err error
-	for i := 0; i < 20; i++ {
-		if err = b.cli.RemoveNetwork(b.netID); err == nil {
-			return nil
-		}
-		var nf *dc.NoSuchNetwork
-		if errors.As(err, &nf) {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("docker: removing network %s: %w", b.netName, err)
+	return (&dockerbox.Network{Pool: b.pool, ID: b.netID, Name: b.netName}).Remove()
 }
