@@ -108,7 +108,7 @@ store whose servers are not installed are skipped, saying why.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			if polling {
 				return benchPolling(ctx, cmd.OutOrStdout(), c.Describe(), c.Nodes()[0].Pool(), pollFor, hold)
 			}

@@ -208,7 +208,7 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			servers = append(servers, storesServer{storeRedis, c.Describe()})
 			var nodes []locklab.ConnSource
 			for _, n := range c.Nodes() {

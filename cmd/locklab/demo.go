@@ -76,7 +76,7 @@ scenarios" lists the scenarios.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			nodes = withReplica(ctx, c, nodes, needsReplica(cases...))
 			var names []string
 			for _, cs := range cases {
@@ -86,7 +86,7 @@ scenarios" lists the scenarios.`,
 			if err != nil {
 				return err
 			}
-			defer others.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), others)
 			w := cmd.OutOrStdout()
 			violated := false
 			var results []*harness.Result

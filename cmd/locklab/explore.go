@@ -76,13 +76,13 @@ counterexample found with its timeline.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			o.Nodes = withReplica(ctx, c, nodes, needsReplica(cs))
 			others, err := g.startStores(ctx, info, c.Backend(), []string{cs.Strategy.Name})
 			if err != nil {
 				return err
 			}
-			defer others.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), others)
 			o.Nodes = nodesOf(others, cs, o.Nodes)
 			o.Progress = progressLine(errw)
 			res, err := harness.Explore(ctx, o)

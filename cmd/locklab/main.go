@@ -174,6 +174,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// closeAndTell closes c, servers a command started, and tells on w what
+// could not be removed: that much is left for the user to remove.
+func closeAndTell(w io.Writer, c io.Closer) {
+	if err := c.Close(); err != nil {
+		fmt.Fprintln(w, "locklab: not all removed:", errorLine(err))
+	}
+}
+
 // errorLine is err as one line, without a "locklab: " of its own (the
 // library's errors start with one) before the one main writes.
 func errorLine(err error) string {

@@ -169,3 +169,17 @@ func TestStressFlags(t *testing.T) {
 	_, _, err = run(t, "stress", "--backend", "process", "-s", "set-nx-px", "--node-faults", "explode")
 	require.Error(t, err)
 }
+
+type closer struct{ err error }
+
+func (c closer) Close() error { return c.err }
+
+// TestCloseAndTell: what a command's servers could not remove is told in
+// one line on stderr, and nothing is told when all went.
+func TestCloseAndTell(t *testing.T) {
+	var w bytes.Buffer
+	closeAndTell(&w, closer{})
+	assert.Empty(t, w.String())
+	closeAndTell(&w, closer{errors.Join(errors.New("docker: removing network n1: in use"), errors.New("node n2: gone"))})
+	assert.Equal(t, "locklab: not all removed: docker: removing network n1: in use; node n2: gone\n", w.String())
+}

@@ -52,7 +52,7 @@ database or a quorum). The addrs backend (--addr) gives Redis only.`,
 			if err != nil {
 				return err
 			}
-			defer mr.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), mr)
 			m := mr.result
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -162,9 +162,9 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	}
 	<-started
 	if err != nil || serr != nil {
-		others.Close()
+		closeAndTell(errw, others)
 		if c != nil {
-			c.Close()
+			closeAndTell(errw, c)
 		}
 		return nil, errors.Join(err, serr)
 	}
@@ -181,8 +181,8 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	m, err := harness.Matrix(ctx, *o)
 	st.clear()
 	if err != nil {
-		others.Close()
-		c.Close()
+		closeAndTell(errw, others)
+		closeAndTell(errw, c)
 		return nil, err
 	}
 	return &matrixRun{result: m, cluster: c, stores: others, began: began}, nil

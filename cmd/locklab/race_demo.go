@@ -31,7 +31,7 @@ runs the same schedule on setnx-getset, whose GETSET refuses C2.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			return raceDemo(ctx, out, nodes)
 		},
 	})

@@ -47,7 +47,7 @@ source and the JSON history.`,
 				return err
 			}
 			c, m, began := mr.cluster, mr.result, mr.began
-			defer mr.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), mr)
 			// Replay each counterexample with the key's value recorded.
 			if _, err := harness.Record(ctx, m, o.Nodes); err != nil {
 				return err

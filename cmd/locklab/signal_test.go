@@ -171,6 +171,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 					t.Fatalf("run %d did not exit within a minute of SIGINT", run+1)
 				}
 				assert.Empty(t, leftovers(t, pool, pid, tmp), "run %d, interrupted while %s, left these behind\n%s", run+1, when, stderr.String())
+				assert.NotContains(t, stderr.String(), "not all removed", "run %d, interrupted while %s", run+1, when)
 			}
 		})
 	}

@@ -153,7 +153,7 @@ proxy to the leader cut; its peers still reach it).`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeAndTell(cmd.ErrOrStderr(), c)
 			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
 				return errNoFaults
 			}
@@ -162,13 +162,13 @@ proxy to the leader cut; its peers still reach it).`,
 				if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
 					return err
 				}
-				defer o.Sentinels.Close()
+				defer closeAndTell(cmd.ErrOrStderr(), o.Sentinels)
 			}
 			if cfailover {
 				if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
 					return err
 				}
-				defer o.RedisCluster.Close()
+				defer closeAndTell(cmd.ErrOrStderr(), o.RedisCluster)
 			}
 			for _, n := range c.Nodes() {
 				if failover || cfailover {
