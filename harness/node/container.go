@@ -564,7 +564,7 @@ func (s *dockerServer) removeLocked(ctx context.Context) error {
 	if s.paused {
 		s.b.cli.UnpauseContainer(s.id)
 	}
-	if err := s.b.endpoints.RemoveContainer(ctx, s.b.cli, s.b.netID, s.id); err != nil {
+	if err := s.b.endpoints.RemoveContainer(ctx, s.b.cli, s.id, s.b.netID); err != nil {
 		return fmt.Errorf("docker: removing container %s: %w", s.container, err)
 	}
 	s.id = ""

@@ -249,7 +249,7 @@ func (c *Container) Remove() error {
 	if c.ID == "" {
 		return nil
 	}
-	if err := c.n.endpoints.RemoveContainer(context.Background(), c.n.Pool.Client, c.n.ID, c.ID); err != nil {
+	if err := c.n.endpoints.RemoveContainer(context.Background(), c.n.Pool.Client, c.ID, c.n.ID); err != nil {
 		return fmt.Errorf("docker: removing container %s: %w", c.Name, err)
 	}
 	c.ID = ""

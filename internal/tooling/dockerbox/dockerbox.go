@@ -13,6 +13,7 @@
 package dockerbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -164,27 +165,21 @@ func (n *Network) Remove() error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("docker: removing network %s: %w", n.Name, explain(n.Pool.Client, n.ID, err))
+	return fmt.Errorf("docker: removing network %s: %w", n.Name, cmp.Or(miscounted(n.Pool.Client, n.ID, err), err))
 }
 
-// miscounted reports whether err, from removing network id, comes from
-// the engine's lost count of its endpoints (see Endpoints): the engine
-// says the network has active endpoints, and no container is on it.
-func miscounted(cli *dc.Client, id string, err error) bool {
+// miscounted tells whether err, from removing network id, comes from the
+// engine's lost count of its endpoints (see Endpoints): the engine says
+// the network has active endpoints, and no container is on it. Then it
+// returns err with what to do; else nil.
+func miscounted(cli *dc.Client, id string, err error) error {
 	if err == nil || !strings.Contains(err.Error(), "has active endpoints") {
-		return false
+		return nil
 	}
-	info, ierr := cli.NetworkInfo(id)
-	return ierr == nil && len(info.Containers) == 0
-}
-
-// explain adds to err, from removing network id, what to do when it
-// comes from the engine's lost count of the network's endpoints.
-func explain(cli *dc.Client, id string, err error) error {
-	if miscounted(cli, id, err) {
-		return fmt.Errorf("%w (no container is on it: the engine lost count of its endpoints, moby/moby#42119; restarting the Docker engine frees it)", err)
+	if info, ierr := cli.NetworkInfo(id); ierr != nil || len(info.Containers) > 0 {
+		return nil
 	}
-	return err
+	return fmt.Errorf("%w (no container is on it: the engine lost count of its endpoints, moby/moby#42119; restarting the Docker engine frees it)", err)
 }
 
 // RemoveStale removes the containers and networks that an earlier run on
@@ -216,11 +211,11 @@ func RemoveStale(ctx context.Context) error {
 		if !stale(c.Labels) {
 			continue
 		}
+		var nets []string
 		for _, nw := range c.Networks.Networks {
-			ends.Detach(cli, nw.NetworkID, c.ID) // one at a time: see Endpoints
+			nets = append(nets, nw.NetworkID)
 		}
-		err := cli.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true, Context: ctx})
-		if err != nil && !GoneOrGoing(err) {
+		if err := ends.RemoveContainer(ctx, cli, c.ID, nets...); err != nil {
 			errs = append(errs, fmt.Errorf("docker: removing stale container %s: %w", c.ID[:12], err))
 		}
 	}
@@ -239,8 +234,8 @@ func RemoveStale(ctx context.Context) error {
 			if err == nil || GoneOrGoing(err) {
 				break
 			}
-			if attempt == 20 || ctx.Err() != nil || miscounted(cli, n.ID, err) {
-				errs = append(errs, fmt.Errorf("docker: removing stale network %s: %w", n.Name, explain(cli, n.ID, err)))
+			if m := miscounted(cli, n.ID, err); m != nil || attempt == 20 || ctx.Err() != nil {
+				errs = append(errs, fmt.Errorf("docker: removing stale network %s: %w", n.Name, cmp.Or(m, err)))
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -56,15 +56,18 @@ func (e *Endpoints) Detach(cli *dc.Client, netID, id string) error {
 	})
 }
 
-// RemoveContainer removes container id, which is on network netID, taking
-// it off the network first (Detach): its removal then takes no endpoint
-// with it. A container that fails to leave the network is removed all the
-// same; one already gone is no error.
-func (e *Endpoints) RemoveContainer(ctx context.Context, cli *dc.Client, netID, id string) error {
-	detached := e.Detach(cli, netID, id)
+// RemoveContainer removes container id, taking it off the networks netIDs
+// first (Detach), one at a time: its removal then takes no endpoint with
+// it. A container that fails to leave a network is removed all the same;
+// one already gone is no error.
+func (e *Endpoints) RemoveContainer(ctx context.Context, cli *dc.Client, id string, netIDs ...string) error {
+	var detached []error
+	for _, netID := range netIDs {
+		detached = append(detached, e.Detach(cli, netID, id))
+	}
 	err := cli.RemoveContainer(dc.RemoveContainerOptions{ID: id, Force: true, RemoveVolumes: true, Context: ctx})
 	if err != nil && !GoneOrGoing(err) {
-		return errors.Join(err, detached)
+		return errors.Join(append([]error{err}, detached...)...)
 	}
 	return nil
 }
