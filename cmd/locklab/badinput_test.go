@@ -44,6 +44,7 @@ func TestBadCommandLines(t *testing.T) {
 	stress := []string{"stress", "-s", "set-nx-px"}
 	explore := []string{"explore", "-s", "setnx-del", "-x", "stale-recovery"}
 	demo := []string{"demo", "stale-recovery", "-s", "setnx-del"}
+	const pgStress = "locks on PostgreSQL, and stress does not run PostgreSQL strategies yet (it runs the Redis strategies and etcd-lease); locklab demo, explore and matrix run it on PostgreSQL"
 	cases := []struct {
 		args []string
 		env  string // one VAR=value for the run
@@ -78,6 +79,8 @@ func TestBadCommandLines(t *testing.T) {
 		{args: []string{"bench", "--json"}, want: "--json prints the comparison of --stores: give --stores too"},
 		{args: []string{"bench", "--stores", "redis", "--contenders", "1"}, want: "--contenders 1: must be a whole number, 2 or more"},
 		{args: []string{"bench", "--stores", "redis", "--contend-time", "0"}, want: "--contend-time 0: must be a duration more than 0, such as 100ms, 2s or 1m"},
+		{args: []string{"bench", "--stores", "etcd"}, env: "LOCKLAB_ETCD=/nonexistent/etcd",
+			want: `no lock to measure, every row was skipped: etcd-lease: etcd is not installed: LOCKLAB_ETCD="/nonexistent/etcd": stat /nonexistent/etcd: no such file or directory`},
 
 		// demo
 		{args: []string{"demo"}, want: "demo needs a scenario: locklab demo <scenario> (locklab scenarios lists them)"},
@@ -151,6 +154,11 @@ func TestBadCommandLines(t *testing.T) {
 		{args: append(stress, "--node-faults", "failover,pause"), want: "--node-faults failover runs on a Sentinel group and cannot be combined with pause"},
 		{args: append(stress, "--backend", "addrs", "--addr", "127.0.0.1:1", "--node-faults", "pause"),
 			want: "--node-faults needs a backend that controls its servers (docker or process), not addrs"},
+		{args: []string{"stress", "-s", "pg-advisory", "--duration", "2s", "--clients", "2"}, want: "-s pg-advisory: " + pgStress},
+		{args: []string{"stress", "--strategy", "pg-lock-table", "--json"}, want: "--strategy pg-lock-table: " + pgStress},
+		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause"}, want: "-s pg-for-update: " + pgStress},
+		{args: append(stress, "--porcupine-html", "/nonexistent/dir/x.html"), want: "--porcupine-html /nonexistent/dir/x.html: directory /nonexistent/dir does not exist"},
+		{args: append(stress, "--porcupine-html", ""), want: "--porcupine-html '': must name the HTML file to write"},
 
 		// play
 		{args: []string{"play", "nope"}, want: `unknown level "nope": valid levels are ...`},

@@ -280,6 +280,14 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 			live = append(live, r)
 		}
 	}
+	if len(live) == 0 {
+		// Nothing to measure: an empty table is no measurement.
+		var why []string
+		for _, r := range rows {
+			why = append(why, r.name()+": "+r.skipped)
+		}
+		return fmt.Errorf("no lock to measure, every row was skipped: %s", strings.Join(why, "; "))
+	}
 	if err := measureStores(ctx, live, o); err != nil {
 		return err
 	}

@@ -268,3 +268,11 @@ func quoteAll(args []string) string {
 	}
 	return strings.Join(q, " ")
 }
+
+// plural is one when n is 1, else many: the word for a count.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,7 @@ database or a quorum). The addrs backend (--addr) gives Redis only.`,
 			if fail && m.Violations() > 0 {
 				return errViolation
 			}
-			return nil
+			return noCellRan(m)
 		},
 	}
 	f := cmd.Flags()
@@ -108,6 +109,30 @@ func (g *globals) checkMatrix(cmd *cobra.Command, o *harness.MatrixOptions) erro
 		o.StorePreemptions = -1
 	}
 	return nil
+}
+
+// noCellRan is the error of a matrix whose every cell is n/a: it ran no
+// schedule, and its SAFE count of zero says nothing.
+func noCellRan(m *harness.MatrixResult) error {
+	reasons := map[string]int{}
+	var order []string
+	for _, c := range m.Cells {
+		if c.Outcome != harness.NA {
+			return nil
+		}
+		if reasons[c.Message] == 0 {
+			order = append(order, c.Message)
+		}
+		reasons[c.Message]++
+	}
+	var why []string
+	for _, r := range order {
+		why = append(why, fmt.Sprintf("%s (%d %s)", r, reasons[r], plural(reasons[r], "cell", "cells")))
+	}
+	if len(why) == 0 {
+		return errors.New("the matrix has no cell: no schedule ran")
+	}
+	return fmt.Errorf("no cell of the matrix ran a schedule, every one is n/a: %s", strings.Join(why, "; "))
 }
 
 // matrixRun is a finished matrix and the nodes it ran on (still running:

@@ -71,7 +71,7 @@ source and the JSON history.`,
 				return fmt.Errorf("writing the report to %s: %w", out, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "report written to %s (%d cells, %d failing)\n", path, len(m.Cells), m.Violations())
-			return nil
+			return noCellRan(m)
 		},
 	}
 	f := cmd.Flags()

@@ -109,6 +109,15 @@ proxy to the leader cut; its peers still reach it).`,
 			if err != nil {
 				return err
 			}
+			if d.Family == harness.StorePostgres {
+				return g.args.badFlag(cmd, "strategy", o.Strategy, "locks on PostgreSQL, and stress does not run PostgreSQL strategies yet "+
+					"(it runs the Redis strategies and etcd-lease); locklab demo, explore and matrix run it on PostgreSQL")
+			}
+			if cmd.Flags().Changed("porcupine-html") {
+				if err := checkOut(html); err != nil {
+					return g.args.badFlag(cmd, "porcupine-html", html, "%v", err)
+				}
+			}
 			if !d.Properties.MultiNode {
 				nodes = 1
 			}
@@ -252,6 +261,10 @@ func runStress(cmd *cobra.Command, o stress.Options, asJSON, fail bool, html str
 	if fail && rep.Violated() {
 		return errViolation
 	}
+	if why := rep.Idle(); why != "" && !rep.Interrupted {
+		// Nothing ran: no count above says the lock held.
+		return fmt.Errorf("stress on %s: %s", rep.Strategy, why)
+	}
 	return nil
 }
 
@@ -385,10 +398,16 @@ func inFaults(r *stress.Report, kind string) string {
 
 func writeStress(w io.Writer, r *stress.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "strategy\t%s (%d clients, ttl %v)\n", r.Strategy, r.Clients, r.TTL)
+	fmt.Fprintf(tw, "strategy\t%s (%d %s, ttl %v)\n", r.Strategy, r.Clients, plural(r.Clients, "client", "clients"), r.TTL)
 	fmt.Fprintf(tw, "cycles\t%d in %v (%.0f/s)\n", r.Cycles, r.Elapsed.Round(time.Millisecond), r.Throughput)
+	if r.Interrupted {
+		fmt.Fprintln(tw, "interrupted\tby a signal, before its --duration or --cycles: the counts cover the run until then")
+	}
 	fmt.Fprintf(tw, "acquire wait\tp50 %v, p99 %v\n", r.AcquireP50.Round(time.Microsecond), r.AcquireP99.Round(time.Microsecond))
 	fmt.Fprintf(tw, "faults\t%d pauses, %d crashes, %d node faults\n", r.Pauses, r.Crashes, len(r.NodeFaults))
+	if r.Errors > 0 {
+		fmt.Fprintf(tw, "errors\t%d %s failed, the first: %s\n", r.Errors, plural(int(r.Errors), "acquire", "acquires"), r.FirstError)
+	}
 	fmt.Fprintf(tw, "overlapping holds\t%d%s\n", r.Overlaps, inFaults(r, stress.KindOverlap))
 	fmt.Fprintf(tw, "lost updates\t%d%s\n", r.LostUpdates, inFaults(r, stress.KindLostUpdate))
 	fmt.Fprintf(tw, "fence refusals\t%d\n", r.FenceRefusals)
@@ -400,8 +419,12 @@ func writeStress(w io.Writer, r *stress.Report) error {
 		if l.Pending > 0 {
 			pending = fmt.Sprintf(", %d pending", l.Pending)
 		}
-		fmt.Fprintf(tw, "linearizability\t%s (%s model, %d operations%s, checked in %v)\n",
-			l.Result, l.Model, l.Operations, pending, l.Took.Round(time.Microsecond))
+		if l.Operations == 0 && l.Pending == 0 {
+			fmt.Fprintln(tw, "linearizability\tnothing to check: no operation")
+		} else {
+			fmt.Fprintf(tw, "linearizability\t%s (%s model, %d operations%s, checked in %v)\n",
+				l.Result, l.Model, l.Operations, pending, l.Took.Round(time.Microsecond))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -420,7 +443,15 @@ func writeStress(w io.Writer, r *stress.Report) error {
 		}
 	}
 	if !r.Violated() {
-		fmt.Fprintln(w, "\nno violation")
+		switch why := r.Idle(); {
+		case why != "":
+			// Not a pass: nothing was tried.
+			fmt.Fprintf(w, "\nnothing to judge: %s\n", why)
+		case r.Interrupted:
+			fmt.Fprintln(w, "\nno violation before the interrupt")
+		default:
+			fmt.Fprintln(w, "\nno violation")
+		}
 		return nil
 	}
 	firsts := r.First

@@ -68,7 +68,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		}
 		l, err := r.o.factory(cfg)
 		if err != nil {
-			r.errs.Add(1)
+			r.addErr(err)
 			return
 		}
 		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
@@ -89,8 +89,10 @@ func (r *recorder) incarnation(ctx context.Context, cancel context.CancelFunc, i
 			return
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				r.errs.Add(1)
+			// Wait stops at the run's deadline a moment before ctx says
+			// so: that is the run's end, not a failed acquire.
+			if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				r.addErr(err)
 				time.Sleep(time.Millisecond)
 			}
 			continue

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -40,7 +41,10 @@ func (r *recorder) worker(ctx context.Context, cancel context.CancelFunc, id int
 			return
 		}
 		if err != nil || (events == 0 && !killed) {
-			r.errs.Add(1)
+			if err == nil {
+				err = errors.New("exited before its first event")
+			}
+			r.addErr(fmt.Errorf("worker %d: %w", id, err))
 			if quick++; quick >= maxQuickExits {
 				r.fail(fmt.Errorf("worker %d: %w", id, err))
 				return
@@ -151,7 +155,7 @@ func (r *recorder) serve(ctx context.Context, cancel context.CancelFunc, id int,
 	for sc.Scan() {
 		var e WorkerEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			r.errs.Add(1)
+			r.addErr(fmt.Errorf("worker %d: unreadable event: %w", id, err))
 			return events, false
 		}
 		events++
@@ -165,7 +169,7 @@ func (r *recorder) serve(ctx context.Context, cancel context.CancelFunc, id int,
 				r.workersUp.Add(1)
 			}
 		case EvError:
-			r.errs.Add(1)
+			r.addErr(errors.New(e.Err))
 		case EvAcquired:
 			r.lastAcquire.Store(int64(r.now()))
 			r.mu.Lock()

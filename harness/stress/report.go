@@ -5,6 +5,7 @@
 package stress
 
 import (
+	"fmt"
 	"maps"
 	"sort"
 	"strings"
@@ -37,15 +38,22 @@ type Violation struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Strategy      string           `json:"strategy"`
-	Clients       int              `json:"clients"`
-	TTL           time.Duration    `json:"ttl_ns"`
-	Elapsed       time.Duration    `json:"elapsed_ns"`
-	Cycles        int64            `json:"cycles"`
-	Throughput    float64          `json:"cycles_per_second"`
-	AcquireP50    time.Duration    `json:"acquire_p50_ns"`
-	AcquireP99    time.Duration    `json:"acquire_p99_ns"`
-	Errors        int64            `json:"errors"`
+	Strategy   string        `json:"strategy"`
+	Clients    int           `json:"clients"`
+	TTL        time.Duration `json:"ttl_ns"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Cycles     int64         `json:"cycles"`
+	Throughput float64       `json:"cycles_per_second"`
+	AcquireP50 time.Duration `json:"acquire_p50_ns"`
+	AcquireP99 time.Duration `json:"acquire_p99_ns"`
+	// Errors counts the acquires that failed other than by the lock
+	// being held (the store unreachable, a client that could not be
+	// made), and FirstError is the first one's message.
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// Interrupted says the run's context ended (Ctrl-C) before its
+	// duration or cycle count did.
+	Interrupted   bool             `json:"interrupted,omitempty"`
 	Pauses        int64            `json:"pauses"`
 	Crashes       int64            `json:"crashes"`
 	Overlaps      int64            `json:"overlapping_holds"`
@@ -78,6 +86,23 @@ func (r *Report) Violated() bool {
 	return len(r.First) > 0 || (r.Linearizability != nil && r.Linearizability.Result == NotLinearizable)
 }
 
+// Idle says why the run shows nothing about the lock, "" when it does:
+// no critical section completed, so no count of the report can be read as
+// a pass. A liveness violation is a finding, not idleness.
+func (r *Report) Idle() string {
+	if r.Cycles > 0 || r.Liveness != "" {
+		return ""
+	}
+	why := "no critical section completed"
+	switch {
+	case r.Errors == 1:
+		why += "; 1 acquire failed: " + r.FirstError
+	case r.Errors > 1:
+		why += fmt.Sprintf("; %d acquires failed, the first: %s", r.Errors, r.FirstError)
+	}
+	return why
+}
+
 // Violation kinds: the keys of Report.Counts and Report.InFaults, and
 // Violation.Kind. Words are joined by underscores, so that a kind is a
 // plain JSON key; KindLabel spells it for people.
@@ -104,7 +129,7 @@ func (r *recorder) report() *Report {
 	el := r.now()
 	rep := &Report{
 		Strategy: r.o.Strategy, Clients: r.o.Clients, TTL: r.o.TTL, Elapsed: el,
-		Cycles: r.cycles.Load(), Errors: r.errs.Load(),
+		Cycles: r.cycles.Load(), Errors: r.errs.Load(), FirstError: r.firstErr,
 		Pauses: r.pauses.Load(), Crashes: r.crashes.Load(),
 		Overlaps: r.overlaps, LostUpdates: r.counts[KindLostUpdate], FenceRefusals: r.fenceRef,
 		Liveness: r.liveness, Counts: map[string]int64{}, First: append([]Violation(nil), r.first...),

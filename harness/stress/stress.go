@@ -7,6 +7,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,7 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 	}
 	r := newRecorder(o)
 	r.etcd = etcd
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	r.stop = cancel
@@ -123,7 +125,9 @@ loop:
 	if err := r.fatalErr(); err != nil {
 		return nil, err
 	}
-	return r.report(), nil
+	rep = r.report()
+	rep.Interrupted = parent.Err() != nil
+	return rep, nil
 }
 
 // flush empties every node so a run starts from a clean key space.
@@ -176,6 +180,7 @@ type recorder struct {
 	liveness string
 	nfaults  []NodeFault
 	fatal    error
+	firstErr string // the first of errs
 	// ops is the history of the register (linearizability.go), and open
 	// the operation each client inside is in, by client.
 	ops  []porcupine.Operation
@@ -190,6 +195,17 @@ func (r *recorder) fail(err error) {
 	}
 	r.mu.Unlock()
 	r.stop()
+}
+
+// addErr counts a failed acquire (or a client that could not start) and
+// keeps the first error's message for the report.
+func (r *recorder) addErr(err error) {
+	r.errs.Add(1)
+	r.mu.Lock()
+	if r.firstErr == "" && err != nil {
+		r.firstErr = strings.TrimPrefix(err.Error(), "locklab: ")
+	}
+	r.mu.Unlock()
 }
 
 func (r *recorder) fatalErr() error {

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/redistest"
+)
+
+// TestIdleRunIsNoPass: a run that completed no critical section reports
+// no pass, on every store stress runs on: exit status 2, and the text
+// says why where "no violation" would be (the PostgreSQL strategies are
+// refused before anything starts: TestBadCommandLines). A --duration of
+// 1ns ends the run before any client tries.
+func TestIdleRunIsNoPass(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--backend", "process", "--duration", "1ns")
+		assert.Equal(t, 2, code, stderr)
+		assert.Contains(t, out, "cycles             0 in ")
+		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
+		assert.NotContains(t, out, "no violation")
+		assert.Contains(t, out, "linearizability    nothing to check: no operation\n")
+		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on set-nx-px: no critical section completed\n"), stderr)
+	})
+	t.Run("redis json", func(t *testing.T) {
+		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--backend", "process", "--duration", "1ns", "--json")
+		assert.Equal(t, 2, code, stderr)
+		var rep struct{ Cycles int64 }
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		assert.Zero(t, rep.Cycles)
+		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on set-nx-px: no critical section completed\n"), stderr)
+	})
+	t.Run("redis acquires refused", func(t *testing.T) {
+		// A user that may not run the scripts the lock takes: every
+		// acquire fails, and the text says how many and why.
+		s := redistest.StartOne(t)
+		s.Do(t, "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "&*", "+@all", "-set")
+		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--addr", "redis://noscript:pw@"+s.Addr,
+			"--duration", "300ms", "--clients", "2", "--crash-prob", "0")
+		assert.Equal(t, 2, code, stderr)
+		assert.Regexp(t, `\nerrors             \d+ acquires failed, the first: server unreachable or failed: ERR The user executing the script can't run this command`, out)
+		assert.Regexp(t, `\nnothing to judge: no critical section completed; \d+ acquires failed, the first: server unreachable`, out)
+		assert.Contains(t, stderr, "locklab: stress on set-nx-px: no critical section completed; ")
+	})
+	t.Run("etcd", func(t *testing.T) {
+		if _, err := etcdproc.Binary(); err != nil {
+			t.Skip(err)
+		}
+		code, out, stderr := runStatus(t, "stress", "-s", "etcd-lease", "--backend", "process", "--duration", "1ns")
+		assert.Equal(t, 2, code, stderr)
+		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
+		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on etcd-lease: no critical section completed\n"), stderr)
+	})
+	t.Run("matrix", func(t *testing.T) {
+		// Every cell n/a: the matrix ran nothing.
+		code, out, stderr := runStatus(t, "matrix", "-s", "setnx-del", "-x", "redlock-restart", "--backend", "process")
+		assert.Equal(t, 2, code, stderr)
+		assert.Contains(t, out, "setnx-del")
+		assert.True(t, strings.HasSuffix(stderr, "locklab: no cell of the matrix ran a schedule, every one is n/a: not for this kind of strategy (1 cell)\n"), stderr)
+	})
+}
