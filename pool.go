@@ -165,31 +165,59 @@ func NewPoolOptions(o PoolOptions) (*redis.Pool, error) {
 // The port defaults to 6379, the host to localhost, the database to 0. As
 // with redis-cli and redigo, a user-info without a colon is a password
 // ("redis://secret@host"); "redis://alice:secret@host" is the ACL user alice.
+// The user-info runs to the URL's last "@", and the user to its first
+// colon: the password may hold any character, "/", "#", "?", "@" and ":"
+// included, as it is or percent-encoded ("%25" for a "%" itself).
 // rediss:// sets a TLSConfig that trusts the system's roots (set its
 // RootCAs, or Certificates for a client certificate, to change that). The
 // options are dial_timeout, read_timeout and write_timeout (Go durations:
 // "500ms"), max_idle, max_active and idle_timeout; other fields keep their
-// defaults. Anything else is ErrInvalid.
+// defaults. Anything else is ErrInvalid, whose message shows the URL as
+// RedactURL does and no part of the password.
 func ParseURL(raw string) (PoolOptions, error) {
 	var o PoolOptions
-	u, err := url.Parse(raw)
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return o, lockerr.Invalid("redis URL %q: want redis://[user:password@]host[:port][/db]", RedactURL(raw))
+	}
+	// The user-info is cut off before the rest is parsed, so that no
+	// message of net/url can quote it.
+	var userinfo string
+	hasUser := false
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo, rest, hasUser = rest[:at], rest[at+1:], true
+	}
+	u, err := url.Parse(scheme + "://" + rest)
 	if err != nil {
-		// url.Error repeats the URL, password and all: keep only why.
+		// url.Error repeats the URL: keep only why.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return o, lockerr.Invalid("redis URL %q: %v", redactURL(raw), err)
+		return o, lockerr.Invalid("redis URL %q: %v", RedactURL(raw), err)
+	}
+	if hasUser && userinfo != "" {
+		user, pass, withUser := strings.Cut(userinfo, ":")
+		if !withUser {
+			user, pass = "", userinfo
+		}
+		var uerr, perr error
+		if o.Username, uerr = url.PathUnescape(user); uerr != nil {
+			return o, lockerr.Invalid("redis URL %q: the user is not valid percent-encoding (write %%25 for a %%)", RedactURL(raw))
+		}
+		if o.Password, perr = url.PathUnescape(pass); perr != nil {
+			return o, lockerr.Invalid("redis URL %q: the password is not valid percent-encoding (write %%25 for a %%)", RedactURL(raw))
+		}
 	}
 	switch u.Scheme {
 	case "redis":
 	case "rediss":
 		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	default:
-		return o, lockerr.Invalid("redis URL %q: scheme must be redis or rediss, got %q", redactURL(raw), u.Scheme)
+		return o, lockerr.Invalid("redis URL %q: scheme must be redis or rediss, got %q", RedactURL(raw), u.Scheme)
 	}
 	if u.Opaque != "" || u.Fragment != "" {
-		return o, lockerr.Invalid("redis URL %q: want redis://[user:password@]host[:port][/db]", redactURL(raw))
+		return o, lockerr.Invalid("redis URL %q: want redis://[user:password@]host[:port][/db]", RedactURL(raw))
 	}
 	host, port := u.Hostname(), u.Port()
 	if host == "" {
@@ -199,20 +227,13 @@ func ParseURL(raw string) (PoolOptions, error) {
 		port = "6379"
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return o, lockerr.Invalid("redis URL %q: port %q is not a number in 1..65535", redactURL(raw), port)
+		return o, lockerr.Invalid("redis URL %q: port %q is not a number in 1..65535", RedactURL(raw), port)
 	}
 	o.Addr = net.JoinHostPort(host, port)
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			o.Username, o.Password = u.User.Username(), pw
-		} else {
-			o.Password = u.User.Username()
-		}
-	}
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
 		if err != nil || n < 0 {
-			return o, lockerr.Invalid("redis URL %q: database %q is not a number", redactURL(raw), db)
+			return o, lockerr.Invalid("redis URL %q: database %q is not a number", RedactURL(raw), db)
 		}
 		o.DB = n
 	}
@@ -233,10 +254,10 @@ func ParseURL(raw string) (PoolOptions, error) {
 		case "max_active":
 			o.MaxActive, perr = strconv.Atoi(v)
 		default:
-			return o, lockerr.Invalid("redis URL %q: unknown option %q (dial_timeout, read_timeout, write_timeout, idle_timeout, max_idle, max_active)", redactURL(raw), k)
+			return o, lockerr.Invalid("redis URL %q: unknown option %q (dial_timeout, read_timeout, write_timeout, idle_timeout, max_idle, max_active)", RedactURL(raw), k)
 		}
 		if perr != nil {
-			return o, lockerr.Invalid("redis URL %q: option %s=%q: %v", redactURL(raw), k, v, perr)
+			return o, lockerr.Invalid("redis URL %q: option %s=%q: %v", RedactURL(raw), k, v, perr)
 		}
 	}
 	if _, err := o.withDefaults(); err != nil {
@@ -266,20 +287,31 @@ func (o PoolOptions) URL() string {
 }
 
 // Redacted is URL with the password replaced by "xxxxx".
-func (o PoolOptions) Redacted() string { return redactURL(o.URL()) }
+func (o PoolOptions) Redacted() string { return RedactURL(o.URL()) }
 
-// redactURL hides the password of a URL for error messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			if j := strings.Index(raw, "://"); j >= 0 && j < i {
-				return raw[:j+3] + "xxxxx" + raw[i:]
-			}
+// RedactURL is raw, a Redis URL or address, with its password replaced by
+// "xxxxx", for messages, whether raw parses or not: everything between
+// "://" and the last "@" but the user (up to the first colon) is hidden,
+// as is everything before the last "@" of an address without a scheme
+// ("password@host:port"). A URL or address without an "@" has no
+// password and is returned as it is.
+func RedactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "xxxxx" + raw[at:]
 		}
 		return raw
 	}
-	return u.Redacted()
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	shown := "xxxxx"
+	if user, _, withUser := strings.Cut(rest[:at], ":"); withUser {
+		shown = user + ":xxxxx"
+	}
+	return scheme + "://" + shown + rest[at:]
 }
 
 // NewPool returns a redigo pool for addr ("host:port") with the defaults of

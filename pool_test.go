@@ -27,6 +27,11 @@ func TestParseURL(t *testing.T) {
 		{"redis://:s3cret@h:1/", locklab.PoolOptions{Addr: "h:1", Password: "s3cret"}},
 		{"redis://s3cret@h:1", locklab.PoolOptions{Addr: "h:1", Password: "s3cret"}},
 		{"redis://a%40b:p%3Aw@[::1]:7000/2", locklab.PoolOptions{Addr: "[::1]:7000", Username: "a@b", Password: "p:w", DB: 2}},
+		// The user-info runs to the last @: a password may hold any
+		// character as it is.
+		{"redis://:p@ss:w/rd#1@h:1/3", locklab.PoolOptions{Addr: "h:1", Password: "p@ss:w/rd#1", DB: 3}},
+		{"redis://bob:se/c?r#e@t@h:1", locklab.PoolOptions{Addr: "h:1", Username: "bob", Password: "se/c?r#e@t"}},
+		{"redis://bob:50%25%2Foff@h:1", locklab.PoolOptions{Addr: "h:1", Username: "bob", Password: "50%/off"}},
 		{"redis://h:1?dial_timeout=500ms&read_timeout=3s&write_timeout=1s&max_idle=8&max_active=16&idle_timeout=2m",
 			locklab.PoolOptions{Addr: "h:1", DialTimeout: 500 * time.Millisecond, ReadTimeout: 3 * time.Second,
 				WriteTimeout: time.Second, MaxIdle: 8, MaxActive: 16, IdleTimeout: 2 * time.Minute}},
@@ -214,9 +219,30 @@ func TestParseURLErrorsHidePassword(t *testing.T) {
 		"http://:s3cret@127.0.0.1:6379",
 		"redis://:s3cret@[::1",
 		"redis://:s3cret@127.0.0.1:6379/0?max_idle=x",
+		"redis://:s3/cret@127.0.0.1:notaport",
+		"redis://:s3cret%zz@127.0.0.1:6379",
+		"redis://:s3cret#@127.0.0.1:6379#frag",
 	} {
 		_, err := locklab.ParseURL(raw)
 		require.ErrorIs(t, err, locklab.ErrInvalid, raw)
 		assert.NotContains(t, err.Error(), "s3cret", raw)
+		assert.NotContains(t, err.Error(), "s3/", raw)
+	}
+}
+
+// RedactURL hides the password of a URL or address, parsed or not,
+// whatever characters it holds.
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://h:1":                       "redis://h:1",
+		"redis://alice:s3cret@h:1/2":        "redis://alice:xxxxx@h:1/2",
+		"redis://:se/cret@h:1":              "redis://:xxxxx@h:1",
+		"redis://se/c#ret@h:notaport":       "redis://xxxxx@h:notaport",
+		"rediss://bob:p@ss:w/rd#1@[::1":     "rediss://bob:xxxxx@[::1",
+		"p@ss:w/rd#1@h:1":                   "xxxxx@h:1",
+		"h:1":                               "h:1",
+		"redis://alice:s3cret@h:1/0?x=1#fr": "redis://alice:xxxxx@h:1/0?x=1#fr",
+	} {
+		assert.Equal(t, want, locklab.RedactURL(raw), raw)
 	}
 }

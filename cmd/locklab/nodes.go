@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
@@ -66,9 +67,6 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 	return nil
 }
 
-// redact hides the password of an address given with --addr, parsed or
-// not: "password@host:port", "redis://user:password@host" and
-// "redis://password@host" (a password alone, as redis-cli reads it).
 // addrWhy is what is wrong with an --addr value, from ParseAddr's error,
 // without the address itself, which the flag's message already shows
 // (redacted).
@@ -84,27 +82,11 @@ func addrWhy(err error) string {
 // their messages.
 var addrQuoted = regexp.MustCompile(`^(malformed address|redis URL) "[^"]*": `)
 
-func redact(a string) string {
-	scheme, rest := "", a
-	if i := strings.Index(a, "://"); i >= 0 {
-		scheme, rest = a[:i+3], a[i+3:]
-	}
-	end := len(rest)
-	if scheme != "" {
-		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-			end = j
-		}
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return a
-	}
-	user := "xxxxx"
-	if u, _, ok := strings.Cut(rest[:at], ":"); ok && scheme != "" {
-		user = u + ":xxxxx"
-	}
-	return scheme + user + rest[at:]
-}
+// redact hides the password of an address given with --addr, parsed or
+// not (locklab.RedactURL): "password@host:port", "redis://user:password@host"
+// and "redis://password@host" (a password alone, as redis-cli reads it),
+// whatever characters the password holds.
+func redact(a string) string { return locklab.RedactURL(a) }
 
 // refused fails at once when nothing listens at an address given with
 // --addr, which node.Start would retry for seconds, as it does for a
