@@ -113,13 +113,42 @@ type Options struct {
 	// Master connects to the master a Sentinel names, at "host:port"; a
 	// returned source that is an io.Closer is closed after the check.
 	// CheckPool dials it with the Sentinel's URL's user, password, TLS
-	// and database. Nil: the master is not checked, and what it would
-	// have told is unknown.
+	// and database (MasterAuth replaces the user and password). Nil: the
+	// master is not checked, and what it would have told is unknown.
 	Master func(addr string) (locklab.ConnSource, error)
+	// MasterAuth, when set, is the user and password CheckPool logs in to
+	// the master a Sentinel names with, in place of those of the
+	// Sentinel's URL, which then reach the Sentinel alone: a Sentinel and
+	// its masters need not share a password (sentinel auth-pass). Its
+	// zero value sends the master no AUTH. As go-redis's
+	// FailoverOptions: Username and Password for the master,
+	// SentinelUsername and SentinelPassword for the Sentinel.
+	MasterAuth *Auth
 	// Strategies restricts the report's safe and failing lists to these
 	// strategies (default: every strategy of the recorded matrix).
 	Strategies []string
 }
+
+// Auth is an ACL user and its password; a password alone (Username
+// empty) is the default user's.
+type Auth struct {
+	Username, Password string
+}
+
+// NotSentinelError is the error of Options.MasterName or
+// Options.MasterAuth set for a server that is not a Sentinel, which would
+// ignore them. errors.Is(err, locklab.ErrInvalid) holds.
+type NotSentinelError struct {
+	// Mode is the server's redis_mode: "standalone" or "cluster".
+	Mode string
+}
+
+func (e *NotSentinelError) Error() string {
+	return "deploy: the server runs in " + e.Mode + " mode, not as a Sentinel: a master name and a master's credentials are for a Sentinel"
+}
+
+// Is makes the error locklab.ErrInvalid.
+func (e *NotSentinelError) Is(target error) bool { return target == locklab.ErrInvalid }
 
 func (o Options) withDefaults() (Options, error) {
 	if o.TTL < 0 || o.NodeTimeout < 0 || o.MaxSkew < 0 || o.Pings < 0 {
@@ -305,6 +334,9 @@ func Check(ctx context.Context, src locklab.ConnSource, o Options) (*Report, err
 	if f.mode() == "sentinel" {
 		return checkSentinel(ctx, s, rep, o)
 	}
+	if f.mode() != "" && (o.MasterName != "" || o.MasterAuth != nil) {
+		return nil, &NotSentinelError{Mode: f.mode()}
+	}
 	if err := s.read(f, o); err != nil {
 		return nil, err
 	}
@@ -371,7 +403,8 @@ func checkSentinel(ctx context.Context, s *server, rep *Report, o Options) (*Rep
 
 // CheckPool checks the server po describes (a URL ParseURL read), through
 // a pool of its own that it closes. When the server is a Sentinel, the
-// master it names is dialled with po's user, password, TLS and database.
+// master it names is dialled with po's user, password, TLS and database,
+// or o.MasterAuth's user and password when set.
 func CheckPool(ctx context.Context, po locklab.PoolOptions, o Options) (*Report, error) {
 	if o.Target == "" {
 		o.Target = po.Redacted()
@@ -385,6 +418,9 @@ func CheckPool(ctx context.Context, po locklab.PoolOptions, o Options) (*Report,
 		o.Master = func(addr string) (locklab.ConnSource, error) {
 			mo := po
 			mo.Addr = addr
+			if a := o.MasterAuth; a != nil {
+				mo.Username, mo.Password = a.Username, a.Password
+			}
 			return locklab.NewPoolOptions(mo)
 		}
 	}

@@ -156,8 +156,17 @@ func judgeFailover(f *facts, _ Options, set map[string]string) (Status, string) 
 		if m.Replicas == 0 {
 			return NotExposed, fmt.Sprintf("Sentinel watches master %s at %s, which has no replica to promote", m.Name, m.Addr)
 		}
-		return Exposed, fmt.Sprintf("%d Sentinels watch master %s at %s and promote one of its %s when it fails; "+
-			"replication is asynchronous, and the promoted one may lack a lock", m.Sentinels, m.Name, m.Addr, plural(m.Replicas, "replica"))
+		watch, promote := "watch", "promote"
+		if m.Sentinels == 1 {
+			watch, promote = "watches", "promotes"
+		}
+		which := "one of its " + plural(m.Replicas, "replica")
+		if m.Replicas == 1 {
+			which = "its replica"
+		}
+		return Exposed, fmt.Sprintf("%s %s master %s at %s and %s %s when it fails; "+
+			"replication is asynchronous, and the promoted one may lack a lock",
+			plural(m.Sentinels, "Sentinel"), watch, m.Name, m.Addr, promote, which)
 	}
 	if f.role == "" {
 		why := "ROLE and INFO refused"

@@ -199,3 +199,21 @@ func cells(row string) []string {
 	}
 	return fs
 }
+
+// A Sentinel group of one Sentinel and one replica reads in the singular.
+func TestJudgeFailoverSingular(t *testing.T) {
+	for _, c := range []struct {
+		sentinels, replicas int
+		want                string
+	}{
+		{1, 1, "1 Sentinel watches master locks at h:1 and promotes its replica when it fails; "},
+		{3, 1, "3 Sentinels watch master locks at h:1 and promote its replica when it fails; "},
+		{1, 2, "1 Sentinel watches master locks at h:1 and promotes one of its 2 replicas when it fails; "},
+	} {
+		f := &facts{sentinel: &SentinelMaster{Name: "locks", Addr: "h:1", Sentinels: c.sentinels, Replicas: c.replicas}}
+		st, finding := judgeFailover(f, Options{}, map[string]string{})
+		if st != Exposed || !strings.HasPrefix(finding, c.want) {
+			t.Errorf("%d Sentinels, %d replicas: %s %q, want %s", c.sentinels, c.replicas, st, finding, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,4 +315,78 @@ func TestCheckSentinel(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "a Sentinel watching 2 masters (locks, other); master other at "+other.Addr)
 	assert.Contains(t, out, "ok       failover      Sentinel watches master other at "+other.Addr+", which has no replica to promote")
+}
+
+// TestCheckSentinelAuth: a Sentinel and the master it watches may have
+// passwords of their own (sentinel auth-pass); --master-password (and
+// --master-user) log in to the master while --addr's password reaches the
+// Sentinel alone. The flags are refused on a server that is not a
+// Sentinel, and no password reaches the output.
+func TestCheckSentinelAuth(t *testing.T) {
+	t.Parallel()
+	const masterPW, sentinelPW = "Mq9/master#Pw", "Sx4/sentinel?Pw"
+	g := redistest.StartSentinelGroup(t, "locks")
+	// The Sentinels learn the password before the servers require it,
+	// lest they find the master down and fail it over.
+	for _, s := range g.Sentinels {
+		s.Do(t, "SENTINEL", "SET", "locks", "auth-pass", masterPW)
+	}
+	for _, r := range g.Replicas {
+		r.Do(t, "CONFIG", "SET", "masterauth", masterPW)
+		r.Do(t, "CONFIG", "SET", "requirepass", masterPW)
+	}
+	g.Master.Do(t, "ACL", "SETUSER", "alice", "on", ">"+masterPW+"-alice", "~*", "&*", "+@all")
+	g.Master.Do(t, "CONFIG", "SET", "requirepass", masterPW)
+	g.Sentinels[0].Do(t, "ACL", "SETUSER", "default", "resetpass", ">"+sentinelPW)
+	open := "redis://" + g.Sentinels[1].Addr         // a Sentinel without a password
+	enc := url.UserPassword("", sentinelPW).String() // ":Sx4%2Fsentinel%3FPw"
+	noLeak := func(t *testing.T, text string) {
+		t.Helper()
+		for _, pw := range []string{masterPW, sentinelPW, "master#", "sentinel?", url.QueryEscape(masterPW), url.QueryEscape(sentinelPW)} {
+			assert.NotContains(t, text, pw)
+		}
+	}
+
+	// The URL's password alone reaches both: the open Sentinel refuses it,
+	// the master refuses the locked Sentinel's.
+	code, out, stderr := runStatus(t, "check", "--addr", "redis://:"+masterPW+"@"+g.Sentinels[1].Addr)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, stderr, "AUTH")
+	noLeak(t, out+stderr)
+	code, out, stderr = runStatus(t, "check", "--addr", "redis://"+enc+"@"+g.Sentinels[0].Addr)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, stderr, "the master locks at "+g.Master.Addr)
+	noLeak(t, out+stderr)
+	code, out, stderr = runStatus(t, "check", "--addr", open)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, stderr, "NOAUTH")
+
+	// Given apart, each reaches its own server.
+	for _, args := range [][]string{
+		{"--addr", open, "--master-password", masterPW},
+		{"--addr", "redis://" + enc + "@" + g.Sentinels[0].Addr, "--master-password", masterPW},
+		{"--addr", open, "--master-user", "alice", "--master-password", masterPW + "-alice"},
+	} {
+		code, out, stderr = runStatus(t, append([]string{"check"}, args...)...)
+		require.Equal(t, 0, code, "%s: %s", args, stderr)
+		assert.Contains(t, out, "a Sentinel watching 1 master (locks); master locks at "+g.Master.Addr)
+		assert.Contains(t, out, "EXPOSED  failover      3 Sentinels watch master locks")
+		assert.Contains(t, out, "ok       eviction")
+		noLeak(t, out+stderr)
+	}
+
+	// The flags that name or log in to a Sentinel's master are refused
+	// where there is none.
+	master := "redis://:xxxxx@" + g.Master.Addr
+	code, out, stderr = runStatus(t, "check", "--addr", "redis://"+url.UserPassword("", masterPW).String()+"@"+g.Master.Addr, "--master-name", "locks")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "locklab: --master-name locks: --addr "+master+" is not a Sentinel but a standalone server, which has no master to name or log in to; --master-name is for a Sentinel only\n", stderr)
+	code, _, stderr = runStatus(t, "check", "--addr", "redis://"+url.UserPassword("", masterPW).String()+"@"+g.Master.Addr, "--master-user", "alice", "--master-password", masterPW)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "locklab: --master-user alice, --master-password: --addr "+master+" is not a Sentinel but a standalone server, which has no master to name or log in to; --master-user, --master-password are for a Sentinel only\n", stderr)
+	noLeak(t, stderr)
+	code, _, stderr = runStatus(t, "check", "--addr", open, "--master-user", "alice")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "locklab: --master-user alice: give the user's password with --master-password\n", stderr)
 }
