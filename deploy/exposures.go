@@ -240,6 +240,12 @@ func judgeClock(f *facts, o Options, set map[string]string) (Status, string) {
 		return Exposed, fmt.Sprintf("%s, more than %s: a timestamp lock written by one clock and judged by the "+
 			"other expires that much early or late", says, o.MaxSkew)
 	}
+	if off > o.MaxSkew {
+		// Beyond the limit as measured, within it by the measurement's
+		// uncertainty: the round trip is too long to tell.
+		return Unknown, fmt.Sprintf("%s: more than %s as measured, but not by more than the measurement's "+
+			"uncertainty: a round trip of %s cannot tell a skew of %s", says, o.MaxSkew, round(2*c.Uncertainty), o.MaxSkew)
+	}
 	return NotExposed, fmt.Sprintf("%s, within %s", says, o.MaxSkew)
 }
 

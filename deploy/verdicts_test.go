@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -214,6 +215,27 @@ func TestJudgeFailoverSingular(t *testing.T) {
 		st, finding := judgeFailover(f, Options{}, map[string]string{})
 		if st != Exposed || !strings.HasPrefix(finding, c.want) {
 			t.Errorf("%d Sentinels, %d replicas: %s %q, want %s", c.sentinels, c.replicas, st, finding, c.want)
+		}
+	}
+}
+
+// A clock offset beyond MaxSkew is never "within" it: beyond it by more
+// than the measurement's uncertainty it is exposed, by less it is unknown.
+func TestJudgeClockBeyondMaxSkew(t *testing.T) {
+	for _, c := range []struct {
+		offset, uncertainty, max time.Duration
+		want                     Status
+		says                     string
+	}{
+		{-16 * time.Microsecond, 55 * time.Microsecond, time.Nanosecond, Unknown,
+			"the server's clock is 16µs behind this host's (±55µs): more than 1ns as measured, but not by more than the measurement's uncertainty: a round trip of 110µs cannot tell a skew of 1ns"},
+		{200 * time.Microsecond, 55 * time.Microsecond, time.Nanosecond, Exposed, "the server's clock is 200µs ahead of this host's (±55µs), more than 1ns: "},
+		{-16 * time.Microsecond, 55 * time.Microsecond, 100 * time.Millisecond, NotExposed, "the server's clock is 16µs behind this host's (±55µs), within 100ms"},
+	} {
+		f := &facts{clock: Clock{Offset: c.offset, Uncertainty: c.uncertainty}}
+		st, finding := judgeClock(f, Options{MaxSkew: c.max}, map[string]string{})
+		if st != c.want || !strings.HasPrefix(finding, c.says) {
+			t.Errorf("offset %v ±%v, max %v: %s %q, want %s %q", c.offset, c.uncertainty, c.max, st, finding, c.want, c.says)
 		}
 	}
 }
