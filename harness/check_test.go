@@ -1,10 +1,13 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 // recordedHistories reads the histories harness/render keeps in its
@@ -103,5 +106,42 @@ func TestCheckersCatchBrokenHistories(t *testing.T) {
 	h.Probe = &no
 	if v := checkDeadlock(h); v.Outcome != Deadlock {
 		t.Errorf("probe refused: %v", v)
+	}
+}
+
+// TestLivenessProbeTellsRepairFromDeadlock: the holder crashes with its key
+// left without a TTL. setnx-forever's key stays for ever: both probes are
+// refused, DEADLOCK. setnx-expire-always's refused probe runs its own
+// PEXPIRE, which gives the orphaned key a TTL: the second probe, a TTL
+// later, acquires, and that is no deadlock.
+func TestLivenessProbeTellsRepairFromDeadlock(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	cases := []struct {
+		strategy, schedule string
+		want               Outcome
+		tries              int
+	}{
+		{"setnx-forever", "c1 crash(c1)", Deadlock, 2},
+		{"incr-expire", "c1 crash(c1)", Deadlock, 2},
+		{"setnx-expire-always", "c2 c2 c2 c2 c1 crash(c1)", Safe, 2},
+		{"set-nx-px", "c1 crash(c1)", Safe, 1},
+	}
+	for _, c := range cases {
+		h, err := Run(context.Background(), RunOptions{Case: mustCase(t, "crash-before-expire", c.strategy), Nodes: nodes, Schedule: c.schedule})
+		if err != nil {
+			t.Fatalf("%s: %v", c.strategy, err)
+		}
+		if h.Verdict.Outcome != c.want || h.ProbeTries != c.tries {
+			t.Errorf("%s after %q: %v with %d probes, want %s with %d", c.strategy, c.schedule, h.Verdict, h.ProbeTries, c.want, c.tries)
+		}
+		probes := 0
+		for _, cl := range h.Clients {
+			if cl.Probe {
+				probes++
+			}
+		}
+		if probes != c.tries {
+			t.Errorf("%s: %d probe clients in the history, want %d", c.strategy, probes, c.tries)
+		}
 	}
 }

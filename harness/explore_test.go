@@ -32,6 +32,7 @@ func TestExploreFindsEveryUnsafeStrategy(t *testing.T) {
 		{"incr-expire-lua", "release-after-expiry", Violated},
 		{"incr-expire-multi", "ttl-pushed-by-waiters", Starvation},
 		{"setnx-expire", "crash-before-expire", Deadlock},
+		{"setnx-expire-always", "crash-before-expire", Safe},
 		{"set-nx-px-del", "release-after-expiry", Violated},
 		{"set-nx-px-getdel", "release-after-expiry", Violated},
 		{"set-nx-px", "release-after-expiry", Safe},

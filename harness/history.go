@@ -109,6 +109,9 @@ type History struct {
 	WrongRelease []WrongRelease `json:"wrong_releases"`
 	// Probe is the liveness probe's result: nil when the run had none.
 	Probe *bool `json:"probe_acquired,omitempty"`
+	// ProbeTries is how many probe clients tried, each after a quiet TTL:
+	// 2 when the first was refused.
+	ProbeTries int `json:"probe_tries,omitempty"`
 	// Truncated: the step bound ended the run before every client finished.
 	Truncated bool `json:"truncated,omitempty"`
 	// Skipped lists steps of an explicit schedule that named a client with

@@ -164,7 +164,7 @@ func init() {
 		Source:  srcPHPAlways,
 		Weaknesses: []string{
 			"every failed try pushes the TTL forward: a crashed holder's lock lives as long as others keep trying (starvation)",
-			"a crash between SETNX and EXPIRE leaves a key without TTL: nobody ever acquires again (deadlock)",
+			"a crash between SETNX and EXPIRE leaves a key without TTL until the next refused try's EXPIRE gives it one: the lock is lost for a TTL, not for ever",
 			"release is a blind DEL: a holder past its TTL deletes its successor's lock",
 		},
 		BrokenByDesign: "every failed try pushes the TTL forward, so a crashed holder's lock lives as long as others keep trying",

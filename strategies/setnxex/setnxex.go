@@ -7,7 +7,8 @@
 //   - SetNXExpireAlways ("setnx-expire-always"): the PHP form
 //     $redis->setNX($key, $value); $redis->expire($key, $ttl); that sends
 //     the EXPIRE after every SETNX, a failed one too: each waiter's try
-//     pushes the holder's TTL forward.
+//     pushes the holder's TTL forward, and also repairs the key a crash
+//     between the two commands left without one.
 //   - SetNXPXDel ("set-nx-px-del"): SET key token NX PX ttl; release is a blind
 //     DEL, which deletes the successor's lock when the holder ran past its
 //     TTL.
@@ -91,9 +92,13 @@ func (l *SetNXExpire) Release(ctx context.Context, lease locklab.Lease) error {
 // whether it took the lock or not. A waiter's failed try therefore resets
 // the holder's TTL, as incr-expire-multi's MULTI INCR EXPIRE EXEC does: a
 // crashed holder's lock lives for as long as others keep trying, and they
-// starve. A crash between the two commands leaves a key without TTL
-// (deadlock), and release is a blind DEL. The acquire succeeds when SETNX
-// answered 1; the PEXPIRE's answer is not checked.
+// starve. A crash between the two commands leaves a key without TTL, but
+// not for ever, as setnx-expire's does: the next client's refused try
+// sends its own PEXPIRE, which gives the orphaned key the TTL it lacked,
+// and a try after that TTL wins. The crash costs one TTL, not the lock
+// (crash-before-expire is SAFE in the matrix, with one probe refused).
+// Release is a blind DEL. The acquire succeeds when SETNX answered 1; the
+// PEXPIRE's answer is not checked.
 //
 // Broken by design, kept to be raced and watched failing: never protect
 // anything with it. set-nx-px is this family's lock to use instead.
