@@ -32,7 +32,8 @@ const StoreEtcd = "etcd"
 // lock on: one node of the harness, however many members. Its faults
 // strike the cluster's leader: Kill kills it (the others elect a new one),
 // Restart restarts it on its data directory (the raft log: a member comes
-// back with every committed key, whatever keepData says), Pause stops it
+// back with every committed key, whatever keepData says), Failover kills it
+// for the rest of the run and waits for the new leader, Pause stops it
 // (SIGSTOP) until Resume.
 type EtcdNode struct {
 	NodeName string
@@ -87,6 +88,37 @@ func (n *EtcdNode) Restart(ctx context.Context, _ bool) error {
 		if m, err = n.leader(ctx); err != nil {
 			return err
 		}
+	}
+	if err := m.Restart(ctx); err != nil {
+		return err
+	}
+	return n.Cluster.WaitHealthy(ctx)
+}
+
+// Failover kills the leader (SIGKILL) and waits until the others have
+// elected a new one: the failover of a Raft cluster, where only a member
+// with every acknowledged write can win the election. The killed member
+// stays down for the rest of the run; the next run's empty starts it
+// again on its data directory (Recover).
+func (n *EtcdNode) Failover(ctx context.Context) error {
+	m, err := n.leader(ctx)
+	if err != nil {
+		return err
+	}
+	m.Kill()
+	if _, err := n.Cluster.Leader(ctx); err != nil {
+		return fmt.Errorf("after killing the leader %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// Recover starts again, on its data directory, the member a Failover
+// killed, and waits for the cluster to be healthy: the next run starts on
+// a whole cluster, as the first did.
+func (n *EtcdNode) Recover(ctx context.Context) error {
+	m := n.last()
+	if m == nil || m.Running() {
+		return nil
 	}
 	if err := m.Restart(ctx); err != nil {
 		return err
@@ -199,6 +231,9 @@ func (s *etcdStore) key(key string) string {
 // leases (all at once) and deletes the keys left under the runs' lock's
 // prefix.
 func (s *etcdStore) empty(ctx context.Context) error {
+	if err := s.node.Recover(ctx); err != nil {
+		return fmt.Errorf("restarting the member a failover killed on %s: %w", s.node.Name(), err)
+	}
 	s.mu.Lock()
 	clients := s.clients
 	var leases []clientv3.LeaseID

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -71,5 +72,48 @@ func TestEtcdStore(t *testing.T) {
 			}
 			t.Logf("%s after %d schedules (complete %v)", res.Outcome, res.Schedules, res.Complete)
 		})
+	}
+}
+
+// TestEtcdFailoverKeepsLock: failover-loses-lock on etcd's lock. The
+// leader is killed (not restarted) while c1 holds the lock; the other two
+// members elect a new leader, which has the lock's key, and c2 is refused.
+// The killed member is started again before the next run.
+func TestEtcdFailoverKeepsLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	before, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := before.Pid()
+	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
+	cs := mustCase(t, "failover-loses-lock", "etcd-lease")
+	h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 c1 failover(n1) c2 c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != Safe {
+		t.Fatalf("etcd failover: %v\n%s", h.Verdict, h.Schedule)
+	}
+	refused := false
+	for _, e := range h.Events {
+		if e.Client == 2 && e.Step > 3 && slices.Contains(e.Notes, "c2 refused") {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Errorf("c2 was not refused after the failover: %s", h.Schedule)
+	}
+	// The killed leader was started again, as a new process, before the
+	// run's servers were handed back.
+	if !before.Running() || before.Pid() == pid {
+		t.Errorf("the leader %s (pid %d) was not killed and started again: running %v, pid %d",
+			before.Name, pid, before.Running(), before.Pid())
 	}
 }

@@ -9,13 +9,7 @@ import "github.com/locklab/locklab/strategies"
 // every strategy of that store. The scenarios told for several
 // independent nodes (Redlock's) are n/a on both for the reason of
 // multiNodeNA.
-var notOnStore = map[string]map[string]string{
-	StoreEtcd: {
-		"failover-loses-lock": "etcd has no asynchronous replica to promote: a write is acknowledged once a quorum of " +
-			"members has it, and only a member with every acknowledged write can be elected leader; killing and " +
-			"restarting the leader is restart-loses-lock",
-	},
-}
+var notOnStore = map[string]map[string]string{}
 
 // getsetNA is why stale-recovery-getset is n/a on a store other than
 // Redis: without GETSET its clients, faults and bounds are

@@ -25,17 +25,7 @@ func TestStoreCellsSayWhyNA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// failover-loses-lock runs on PostgreSQL (a standby is promoted): it
-	// is n/a on etcd alone.
-	fo, err := Matrix(context.Background(), MatrixOptions{
-		Strategies: []string{"etcd-lease"}, Scenarios: []string{"failover-loses-lock"}, Stores: stores,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Cells = append(m.Cells, fo.Cells...)
 	want := map[[2]string]string{
-		{"etcd-lease", "failover-loses-lock"}:    "no asynchronous replica",
 		{"pg-advisory", "redlock-restart"}:       "lives on one server",
 		{"etcd-lease", "redlock-restart"}:        "one Raft cluster",
 		{"pg-advisory", "stale-recovery-getset"}: "stale-recovery's",
