@@ -70,6 +70,9 @@ var catalog = []*Scenario{
 		Faults:    []string{"crash(c1)"},
 		MaxFaults: 1,
 		Several:   &Several{Schedule: "c1 c1@n1 crash(c1)", NoPreemption: true},
+		Known: map[string][]string{
+			"setnx-expire-always": {"c2 c2 c2 c2 c1 crash(c1)"},
+		},
 	},
 	{
 		Name:  "ttl-pushed-by-waiters",
@@ -100,6 +103,14 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
 			MaxPreemptions: 1},
+		Known: map[string][]string{
+			"incr-expire-lua":  {"c1 c1 time c2 c1"},
+			"set-nx-px":        {"c1 c1 c1 time c2 c1"},
+			"set-nx-px-del":    {"c1 c1 time c2 c1"},
+			"set-nx-px-getdel": {"c1 c1 c1 time c2 c1"},
+			"setnx-getset":     {"c1 c1 c1 time c2 c2 c2 c1"},
+			"setnx-getset-lua": {"c1 c1 c1 time c2 c2 c2 c1"},
+		},
 	},
 	{
 		Name:  "clock-skew",
@@ -114,6 +125,10 @@ var catalog = []*Scenario{
 		Faults:    []string{"skew(c2,+32s)"},
 		MaxFaults: 1,
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 skew(c2,+32s) c2 c2@n1 c2@n2 c2@n3", MaxPreemptions: 1},
+		Known: map[string][]string{
+			"pg-lock-table": {"c1 skew(c2,+32s) c2 c2 c2"},
+			"setnx-getset":  {"c1 skew(c2,+32s) c2 c2 c2"},
+		},
 	},
 	{
 		Name:  "pause-past-ttl",
@@ -127,6 +142,11 @@ var catalog = []*Scenario{
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
+		Known: map[string][]string{
+			"etcd-lease":    {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+			"pg-lock-table": {"c1 c1 c2 c2 c2 c2 c2 c1"},
+			"set-nx-px":     {"c1 c1 c2 c2 c1"},
+		},
 	},
 	{
 		Name:  "pause-past-ttl-fenced",
@@ -140,6 +160,12 @@ var catalog = []*Scenario{
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Fenced:   true,
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
+		Known: map[string][]string{
+			"etcd-lease":     {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+			"hash-reentrant": {"c1 c1 c2 c2 c1"},
+			"set-nx-px":      {"c1 c1 c2 c2 c1"},
+			"set-nx-px-del":  {"c1 c1 c2 c2 c1"},
+		},
 	},
 	{
 		Name:  "partitioned-holder",
@@ -154,6 +180,12 @@ var catalog = []*Scenario{
 		MaxFaults: 2,
 		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 isolate(c1) time c2 c2@n1 c2@n2 c2@n3 c2 c1",
 			MaxPreemptions: 1},
+		Known: map[string][]string{
+			"etcd-lease":    {"c1 c1 time c2 c2 c2 c2 c2 c1"},
+			"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},
+			"pg-for-update": {"c1 c1 c1 c2 c2 isolate(c1) time c2 c2 c2 c1"},
+			"set-nx-px":     {"c1 isolate(c1) time c2 c2 c1 c1 rejoin(c1) c1"},
+		},
 	},
 	{
 		Name:  "redlock-restart",
@@ -249,6 +281,9 @@ var catalog = []*Scenario{
 		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
 		Fenced:    true,
 		MultiNode: true,
+		Known: map[string][]string{
+			"redlock": {"c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1"},
+		},
 	},
 	{
 		Name:  "failover-loses-lock",
@@ -269,6 +304,11 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Needs:     []node.Fault{node.Failover},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
+		Known: map[string][]string{
+			"etcd-lease":     {"c1 c1 failover(n1) c2 c2"},
+			"pg-for-update":  {"c1 c1 c1 failover(n1) c2 c2 c2"},
+			"set-nx-px-wait": {"c1 c1 failover(n1) c1 c1 c2"},
+		},
 	},
 	{
 		Name:  "restart-loses-lock",

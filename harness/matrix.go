@@ -89,6 +89,9 @@ type Cell struct {
 	// every one within the bound.
 	Schedules int  `json:"schedules"`
 	Complete  bool `json:"complete"`
+	// Limit is the most schedules the cell's search could run: on a SAFE
+	// cell that is not Complete, the limit that stopped it.
+	Limit int `json:"limit,omitempty"`
 	// Naive is how many schedules a plain enumeration would have run
 	// within the same bounds (the scenario's own schedule included): the
 	// reduction ran Schedules of them. 0 when not counted (the reduction
@@ -475,17 +478,15 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db
 		c.Schedule = cut(h)
 		c.Counterexample = h
 	}
-	if sc.Schedule != "" {
-		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db})
-		if err != nil {
-			return c, err
-		}
-		c.Schedules = 1
-		if h.Verdict.Failed() {
-			c.Naive = 1 // the plain enumeration stops there too
-			record(h)
-			return c, nil
-		}
+	own, known, runs, err := replayTold(ctx, cs, nodes, db)
+	if err != nil {
+		return c, err
+	}
+	c.Schedules = runs
+	if own != nil {
+		c.Naive = int64(runs) // the plain enumeration stops there too
+		record(own)
+		return c, nil
 	}
 	maxSched := o.MaxSchedules
 	if maxSched <= 0 {
@@ -515,11 +516,51 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db
 		record(ex.Counterexample)
 		return c, nil
 	}
+	if known != nil {
+		// A known schedule outside the bound: the cell fails all the same.
+		record(known)
+		return c, nil
+	}
 	c.Outcome = Safe
+	c.Limit = maxSched
 	if !ex.Complete {
 		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", ex.Schedules)
 	}
 	return c, nil
+}
+
+// replayTold runs, before a cell's search, the schedules told for its
+// case: the scenario's own, then those the documentation replays for the
+// strategy (Scenario.Known), each once. own is the scenario's own run when
+// it failed: the search starts from it, so the cell ends there. known is
+// the first failing known schedule's run, which the cell reports when its
+// search finds nothing shorter. runs counts the schedules run.
+func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known *History, runs int, err error) {
+	sc := cs.Scenario
+	if sc.Schedule != "" {
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db})
+		if err != nil {
+			return nil, nil, runs, err
+		}
+		runs++
+		if h.Verdict.Failed() {
+			return h, nil, runs, nil
+		}
+	}
+	for _, text := range sc.Known[cs.Strategy.Name] {
+		if text == sc.Schedule {
+			continue
+		}
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db, Schedule: text})
+		if err != nil {
+			return nil, nil, runs, fmt.Errorf("replaying the known schedule %q: %w", text, err)
+		}
+		runs++
+		if h.Verdict.Failed() && known == nil {
+			known = h
+		}
+	}
+	return nil, known, runs, nil
 }
 
 // exploreStoreCell runs cs's cell on the nodes of another store: the
@@ -555,16 +596,17 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		c.Schedule = cut(h)
 		c.Counterexample = h
 	}
-	if sc.Schedule != "" {
-		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true})
-		if err != nil {
-			return c, err
-		}
-		c.Schedules = 1
-		if h.Verdict.Failed() {
-			record(h)
-			return c, nil
-		}
+	own, known, runs, err := replayTold(ctx, cs, nodes, 0)
+	if err != nil {
+		return c, err
+	}
+	c.Schedules = runs
+	if own == nil {
+		own = known
+	}
+	if own != nil {
+		record(own)
+		return c, nil
 	}
 	budget := o.MaxSchedules
 	if budget <= 0 {
@@ -580,6 +622,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		}
 		budget = min(budget, restart)
 	}
+	limit := budget
 	top := o.MaxPreemptions
 	if top == 0 {
 		top = 2
@@ -604,6 +647,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		c.Complete = ex.Complete
 	}
 	c.Outcome = Safe
+	c.Limit = limit
 	if !c.Complete {
 		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", c.Schedules)
 	}

@@ -29,6 +29,12 @@ type Scenario struct {
 	// Schedule, when set, is the schedule the story describes; Demo runs
 	// it, and the explorer starts from it.
 	Schedule string `json:"schedule,omitempty"`
+	// Known are schedules told or found for a strategy, by its name: the
+	// ones the documentation replays. A matrix cell runs each of them,
+	// after the scenario's own schedule and before its bounded search, so a
+	// counterexample the docs show is never one the cell's search stopped
+	// short of.
+	Known map[string][]string `json:"-"`
 	// Faults are the events the explorer may insert, each at most once per
 	// occurrence in the list ("time", "crash(c1)", "restart(n2)").
 	Faults []string `json:"faults,omitempty"`

@@ -204,13 +204,18 @@ func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores 
 	}
 	bound := "every schedule of every cell within it explored"
 	if partial {
-		bound = fmt.Sprintf("%d schedules per cell", schedules)
+		bound = fmt.Sprintf("at most %d schedules per cell", schedules)
+		if slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Limit > 0 && c.Limit < schedules }) {
+			bound += ", fewer where safe\\* below says"
+		}
 	}
 	fmt.Fprintf(&b, "\nsafe: no violation in any schedule within the bound (at most %d preemptions, %s); "+
-		"VIOLATED: mutual exclusion, release safety or fencing broken; DEADLOCK: nobody can ever acquire again; "+
+		"VIOLATED: mutual exclusion, release safety or fencing broken; DEADLOCK: nobody can ever acquire again "+
+		"(two fresh clients, a TTL apart, both refused); "+
 		"STARVATION: a waiter never gets a free lock; ·: the scenario does not apply to the strategy.", preemptions, bound)
 	if partial {
-		fmt.Fprintf(&b, " safe\\*: the %d-schedule limit was reached before the bound was explored in full.", schedules)
+		fmt.Fprintf(&b, " safe\\*: the cell's schedule limit was reached before the bound was explored in full: %s.",
+			limitsText(m, strats, scens, schedules))
 	}
 	if stores {
 		b.WriteString("\n\n**Counterexamples** (the first found with the fewest preemptions). Look at any of them step " +
@@ -236,6 +241,36 @@ func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores 
 	b.WriteString("\n")
 	countsMarkdown(&b, m, strats, scens, stores)
 	return b.String()
+}
+
+// limitsText names, for each schedule limit that stopped a SAFE cell
+// short of its bound, the cells it stopped; a cell that does not say its
+// limit (an older recording) stopped at schedules.
+func limitsText(m *harness.MatrixResult, strats, scens []string, schedules int) string {
+	byLimit := map[int][]string{}
+	for _, sc := range scens {
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			if !ok || c.Outcome != harness.Safe || c.Complete {
+				continue
+			}
+			l := c.Limit
+			if l == 0 {
+				l = schedules
+			}
+			byLimit[l] = append(byLimit[l], fmt.Sprintf("`%s` on `%s`", sc, s))
+		}
+	}
+	limits := make([]int, 0, len(byLimit))
+	for l := range byLimit {
+		limits = append(limits, l)
+	}
+	slices.SortFunc(limits, func(a, b int) int { return b - a })
+	parts := make([]string, len(limits))
+	for i, l := range limits {
+		parts[i] = fmt.Sprintf("%d schedules for %s", l, strings.Join(byLimit[l], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // storeCounts writes the schedules each cell of another store ran (each
@@ -363,4 +398,91 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 		b.WriteString(" ?: not counted (`locklab matrix --naive` counts them).")
 	}
 	b.WriteString("\n")
+}
+
+// MatrixSummary sums the matrix up row by row, in words, for the prose
+// beside a table: each scenario's columns grouped by outcome, the largest
+// group, when it holds more than half of the row, written as "every other
+// lock". Generated from the cells, it cannot contradict the table.
+func MatrixSummary(m *harness.MatrixResult) string {
+	strats := ordered(m.Strategies, strategyOrder)
+	var b strings.Builder
+	for _, sc := range ordered(m.Scenarios, scenarioOrder) {
+		var order []harness.Outcome
+		groups := map[harness.Outcome][]string{}
+		capped := map[harness.Outcome][]string{} // safe*: the limit stopped the search
+		for _, s := range strats {
+			c, ok := m.Cell(s, sc)
+			if !ok || c.Outcome == harness.NA {
+				continue
+			}
+			o := c.Outcome
+			if _, seen := groups[o]; !seen {
+				order = append(order, o)
+			}
+			name := "`" + s + "`"
+			if o == harness.Safe && !c.Complete {
+				name += " (safe\\*)"
+				capped[o] = append(capped[o], "`"+s+"`")
+			}
+			groups[o] = append(groups[o], name)
+		}
+		if len(order) == 0 {
+			continue
+		}
+		n := 0
+		for _, g := range groups {
+			n += len(g)
+		}
+		// The outcomes in a fixed order: SAFE first, then the failures.
+		slices.SortStableFunc(order, func(a, b harness.Outcome) int { return outcomeRank(a) - outcomeRank(b) })
+		big := harness.Outcome("")
+		for _, o := range order {
+			if len(order) > 1 && 2*len(groups[o]) > n && (big == "" || len(groups[o]) > len(groups[big])) {
+				big = o
+			}
+		}
+		var parts []string
+		for _, o := range order {
+			if o == big {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s on %s", summaryWord(o), strings.Join(groups[o], ", ")))
+		}
+		whole := func(o harness.Outcome, text string) string {
+			if len(capped[o]) > 0 {
+				text += fmt.Sprintf(" (safe\\* on %s: the search stopped at its limit)", strings.Join(capped[o], ", "))
+			}
+			return text
+		}
+		switch {
+		case len(order) == 1 && n > 1:
+			parts = []string{whole(order[0], fmt.Sprintf("%s on all %d locks it applies to", summaryWord(order[0]), n))}
+		case big != "":
+			parts = append(parts, whole(big, fmt.Sprintf("%s on every other one (%d)", summaryWord(big), len(groups[big]))))
+		}
+		fmt.Fprintf(&b, "- `%s`: %s.\n", sc, strings.Join(parts, "; "))
+	}
+	return b.String()
+}
+
+func outcomeRank(o harness.Outcome) int {
+	switch o {
+	case harness.Safe:
+		return 0
+	case harness.Violated:
+		return 1
+	case harness.Deadlock:
+		return 2
+	case harness.Starvation:
+		return 3
+	}
+	return 4
+}
+
+func summaryWord(o harness.Outcome) string {
+	if o == harness.Safe {
+		return "safe"
+	}
+	return "**" + string(o) + "**"
 }

@@ -101,3 +101,29 @@ func TestMatrixCounts(t *testing.T) {
 	assert.Regexp(t, `incr-expire-multi\s+stale-recovery\s+257 / \?`, buf.String())
 	assert.Regexp(t, `set-nx-px\s+stale-recovery\s+257 / 257`, buf.String())
 }
+
+// The summary of a row names each outcome's columns and writes the
+// majority as "every other one"; a safe* cell stays marked, and the
+// legend names the limit that stopped each safe* cell.
+func TestMatrixSummaryAndLimits(t *testing.T) {
+	m := &harness.MatrixResult{
+		Strategies: []string{"setnx-del", "set-nx-px", "incr-expire", "redlock"},
+		Scenarios:  []string{"stale-recovery", "failover-loses-lock"},
+		Cells: []harness.Cell{
+			{Strategy: "setnx-del", Scenario: "stale-recovery", Outcome: harness.Violated, Schedule: "c1 c2"},
+			{Strategy: "set-nx-px", Scenario: "stale-recovery", Outcome: harness.Safe, Complete: true},
+			{Strategy: "incr-expire", Scenario: "stale-recovery", Outcome: harness.Safe, Complete: true},
+			{Strategy: "redlock", Scenario: "stale-recovery", Outcome: harness.Safe, Limit: 300, Schedules: 301},
+			{Strategy: "setnx-del", Scenario: "failover-loses-lock", Outcome: harness.Violated, Schedule: "c1"},
+			{Strategy: "set-nx-px", Scenario: "failover-loses-lock", Outcome: harness.Violated, Schedule: "c1"},
+			{Strategy: "incr-expire", Scenario: "failover-loses-lock", Outcome: harness.Safe, Limit: 6, Schedules: 7},
+			{Strategy: "redlock", Scenario: "failover-loses-lock", Outcome: harness.NA},
+		}}
+	sum := render.MatrixSummary(m)
+	assert.Contains(t, sum, "- `stale-recovery`: **VIOLATED** on `setnx-del`; safe on every other one (3) "+
+		"(safe\\* on `redlock`: the search stopped at its limit).\n")
+	assert.Contains(t, sum, "- `failover-loses-lock`: safe on `incr-expire` (safe\\*); **VIOLATED** on every other one (2).\n")
+	md := render.MatrixMarkdown(m, 2, 300)
+	assert.Contains(t, md, "at most 300 schedules per cell, fewer where safe\\* below says")
+	assert.Contains(t, md, "300 schedules for `stale-recovery` on `redlock`; 6 schedules for `failover-loses-lock` on `incr-expire`.")
+}

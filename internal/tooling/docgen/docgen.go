@@ -16,6 +16,7 @@
 //	mermaid SCENARIO STRATEGY [schedule="..."]   the Mermaid sequence diagram only
 //	matrix                                       the verdict matrix of every Redis strategy and scenario
 //	matrix stores                                the matrix of the PostgreSQL and etcd strategies
+//	matrix summary [stores]                      either matrix summed up row by row, in words
 //	file PATH                                    a source file of the repository, fenced
 //	scenario NAME                                the scenario's title, story, clients and property
 //	example FUNC [file=PATH]                     the body of a Go function (default file: example_test.go)
@@ -146,7 +147,19 @@ type Generator struct {
 	// Rewrite neither runs nor changes them.
 	Keep func(Directive) bool
 
+	// Runs lists, in the order rendered, every run a page shows (run,
+	// timeline and mermaid directives) with its verdict, so that a test can
+	// hold each against its matrix cell.
+	Runs []PageRun
+
 	matrix *harness.MatrixResult
+}
+
+// PageRun is a run a page shows: its case, the schedule it replayed and
+// the verdict it reached.
+type PageRun struct {
+	Scenario, Strategy, Schedule string
+	Verdict                      harness.Verdict
 }
 
 // Block renders one directive: the text that goes between its markers,
@@ -161,6 +174,7 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", d.Text, err)
 		}
+		g.Runs = append(g.Runs, PageRun{Scenario: d.Args[0], Strategy: d.Args[1], Schedule: h.Schedule, Verdict: h.Verdict})
 		tl := "```text\n" + render.Timeline(h) + "```"
 		mm := "```mermaid\n" + render.Mermaid(h) + "```"
 		switch d.Kind {
@@ -175,15 +189,19 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		switch {
-		case len(d.Args) == 0:
-			return render.MatrixMarkdown(m.Only(func(st string) bool { return harness.StoreOfStrategy(st) == "" }),
-				MatrixPreemptions, MatrixSchedules), nil
-		case len(d.Args) == 1 && d.Args[0] == "stores":
-			return render.StoresMarkdown(m.Only(func(st string) bool { return harness.StoreOfStrategy(st) != "" }),
-				StorePreemptions, StoreSchedules), nil
+		redis := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) == "" })
+		others := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) != "" })
+		switch strings.Join(d.Args, " ") {
+		case "":
+			return render.MatrixMarkdown(redis, MatrixPreemptions, MatrixSchedules), nil
+		case "stores":
+			return render.StoresMarkdown(others, StorePreemptions, StoreSchedules), nil
+		case "summary":
+			return render.MatrixSummary(redis), nil
+		case "summary stores":
+			return render.MatrixSummary(others), nil
 		}
-		return "", fmt.Errorf("matrix takes no argument, or \"stores\": %q", d.Text)
+		return "", fmt.Errorf("matrix takes no argument, \"stores\", \"summary\" or \"summary stores\": %q", d.Text)
 	case "file":
 		if len(d.Args) != 1 {
 			return "", fmt.Errorf("file needs one path: %q", d.Text)

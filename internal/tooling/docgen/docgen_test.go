@@ -3,6 +3,7 @@ package docgen_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,57 @@ func TestDocsUpToDate(t *testing.T) {
 	m, err := g.Matrix(ctx) // the run the docs were generated from
 	require.NoError(t, err)
 	matchesDesign(t, m)
+	pagesAgreeWithMatrix(t, g.Runs, m)
+}
+
+// pagesAgreeWithMatrix fails when a page shows a run whose verdict its
+// matrix cell contradicts: a failure the cell calls SAFE, or another kind
+// of failure than the cell's.
+func pagesAgreeWithMatrix(t *testing.T, runs []docgen.PageRun, m *harness.MatrixResult) {
+	t.Helper()
+	require.NotEmpty(t, runs, "the pages show no run")
+	for _, r := range runs {
+		if !r.Verdict.Failed() {
+			continue
+		}
+		c, ok := m.Cell(r.Strategy, r.Scenario)
+		if !ok {
+			continue // a scenario the matrix leaves out
+		}
+		assert.Equal(t, r.Verdict.Outcome, c.Outcome,
+			"%s on %s: a page shows %v (schedule %q), and its matrix cell says %s after %d schedules",
+			r.Strategy, r.Scenario, r.Verdict, r.Schedule, c.Outcome, c.Schedules)
+	}
+}
+
+// TestPinnedSchedulesAreKnown: every schedule a page pins for a run is the
+// scenario's own or one of the scenario's Known schedules for that
+// strategy, so that the strategy's matrix cell runs it before its search.
+func TestPinnedSchedulesAreKnown(t *testing.T) {
+	files, err := docgen.Files("../../..")
+	require.NoError(t, err)
+	pinned := 0
+	for _, f := range files {
+		src, err := readFile(f)
+		require.NoError(t, err)
+		rs, err := docgen.Regions(src)
+		require.NoError(t, err, f)
+		for _, r := range rs {
+			d := r.Directive
+			text, ok := d.Options["schedule"]
+			if !ok || (d.Kind != "run" && d.Kind != "timeline" && d.Kind != "mermaid") {
+				continue
+			}
+			pinned++
+			cs, err := harness.Resolve(d.Args[0], d.Args[1])
+			require.NoError(t, err, "%s:%d", f, r.Line)
+			sc := cs.Scenario
+			assert.True(t, text == sc.Schedule || slices.Contains(sc.Known[d.Args[1]], text),
+				"%s:%d pins %q for %s on %s: add it to the scenario's Known schedules in harness/catalog.go",
+				f, r.Line, text, d.Args[1], d.Args[0])
+		}
+	}
+	require.NotZero(t, pinned, "no page pins a schedule")
 }
 
 // expected is the verdict matrix the design's strategy tables predict (or,
@@ -94,8 +146,9 @@ var (
 		"incr-expire-multi": "S S V V V V - - - - - - V V S S T",
 		"setnx-expire":      "S D V V V V - - - - - - V V S S S",
 		// EXPIRE after every SETNX, a failed one too: the waiters push the
-		// TTL (starvation), and the crash between the two is a deadlock.
-		"setnx-expire-always": "S D V V V V - - - - - - V V S S T",
+		// TTL (starvation). A crash between the two is no deadlock: the
+		// next refused try's EXPIRE gives the orphaned key its TTL.
+		"setnx-expire-always": "S S V V V V - - - - - - V V S S T",
 		"set-nx-px-del":       "S S V V V V - - - - - - V V S S S",
 		"set-nx-px-getdel":    "S S V V V V - - - - - - V V S S S",
 		// Safe on one node without pauses; a pause past the TTL is caught
@@ -125,15 +178,16 @@ var (
 		// Session locks: no TTL, so a pause is waited out; a partition
 		// the server detects, a restart or a failover ends the session
 		// and the lock. pg-for-update's partitioned holder needs isolate
-		// and time after its three-statement acquire: deeper than the
-		// cell's 300 schedules, and its failover deeper than the cell's
-		// PGFailoverSchedules (safe*; docs/postgres.md replays both).
-		"pg-for-update": "S S S S S S - - - - - - S V S - S",
+		// and time after its three-statement acquire, and its failover a
+		// promotion after it: deeper than the cell's search goes, so the
+		// cell finds both in the schedules docs/postgres.md replays.
+		"pg-for-update": "S S V V S S - - - - - - S V S - S",
 		"pg-advisory":   "S S V V S S - - - - - - S V S - S",
 		// Jepsen's etcd 3.4.3: a holder paused or cut off past its lease
 		// works beside its successor; the revision fences it; the lock
-		// survives the leader's restart.
-		"etcd-lease": "S S - V V S - - - - - - S S S - S",
+		// survives the leader's restart, and its death (the failover to
+		// the new leader the others elect).
+		"etcd-lease": "S S S V V S - - - - - - S S S - S",
 	}
 	letter = map[harness.Outcome]string{harness.Safe: "S", harness.Violated: "V", harness.Deadlock: "D",
 		harness.Starvation: "T", harness.NA: "-"}
