@@ -11,6 +11,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -72,17 +73,29 @@ scenarios" lists the scenarios.`,
 			if asJSON || mermaid {
 				info = cmd.ErrOrStderr()
 			}
-			c, nodes, err := g.cluster(ctx, info, nodesFor(sc, cases))
+			var names []string
+			onRedis := false
+			for _, cs := range cases {
+				names = append(names, cs.Strategy.Name)
+				onRedis = onRedis || stores.Of(cs.Strategy.Name) == ""
+			}
+			// Redis starts only when a strategy locks on it: a demo of
+			// etcd's or PostgreSQL's locks says only what they run on.
+			var nodes []harness.Node
+			backend, err := g.storesBackend(ctx, names)
 			if err != nil {
 				return err
 			}
-			defer closeAndTell(cmd.ErrOrStderr(), c)
-			nodes = withReplica(ctx, c, nodes, needsReplica(cases...))
-			var names []string
-			for _, cs := range cases {
-				names = append(names, cs.Strategy.Name)
+			if onRedis {
+				c, ns, err := g.cluster(ctx, info, nodesFor(sc, cases))
+				if err != nil {
+					return err
+				}
+				defer closeAndTell(cmd.ErrOrStderr(), c)
+				nodes = withReplica(ctx, c, ns, needsReplica(cases...))
+				backend = c.Backend()
 			}
-			others, err := g.startStores(ctx, info, c.Backend(), names)
+			others, err := g.startStores(ctx, info, backend, names)
 			if err != nil {
 				return err
 			}

@@ -141,7 +141,9 @@ type matrixRun struct {
 	result  *harness.MatrixResult
 	cluster *node.Cluster
 	stores  *stores.Servers
-	began   time.Time
+	// said describes the other stores' servers, a line each.
+	said  []string
+	began time.Time
 }
 
 // Close stops the nodes.
@@ -210,5 +212,5 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 		closeAndTell(errw, c)
 		return nil, err
 	}
-	return &matrixRun{result: m, cluster: c, stores: others, began: began}, nil
+	return &matrixRun{result: m, cluster: c, stores: others, said: said, began: began}, nil
 }

@@ -53,15 +53,18 @@ source and the JSON history.`,
 				return err
 			}
 			meta := render.Meta{
-				Title:          title,
-				Redis:          c.Describe(),
-				Backend:        c.Backend(),
-				Generated:      began,
-				Command:        "locklab " + strings.Join(os.Args[1:], " "),
-				Version:        buildVersion(),
-				MaxPreemptions: o.MaxPreemptions,
-				MaxSchedules:   o.MaxSchedules,
-				Workers:        o.Workers,
+				Title:            title,
+				Redis:            c.Describe(),
+				Backend:          c.Backend(),
+				Generated:        began,
+				Command:          "locklab " + strings.Join(os.Args[1:], " "),
+				Version:          buildVersion(),
+				MaxPreemptions:   o.MaxPreemptions,
+				MaxSchedules:     o.MaxSchedules,
+				Workers:          o.Workers,
+				StorePreemptions: o.StorePreemptions,
+				StoreSchedules:   o.StoreSchedules,
+				Servers:          mr.said,
 			}
 			for _, n := range o.Nodes {
 				meta.Nodes = append(meta.Nodes, n.Name()+" "+n.Addr())

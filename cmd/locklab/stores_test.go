@@ -22,6 +22,7 @@ func TestOtherStores(t *testing.T) {
 	assert.Contains(t, out, "== pause-past-ttl on pg-lock-table: VIOLATED")
 	assert.Contains(t, out, "== pause-past-ttl on pg-advisory: SAFE")
 	assert.Contains(t, out, "INSERT lock_table", "a step is a SQL statement, named by its verb and table")
+	assert.NotContains(t, out, "Redis:", "a demo of PostgreSQL's locks starts no Redis and names none")
 
 	out, _, err = run(t, "explore", "-x", "pause-past-ttl", "-s", "etcd-lease", "--first", "--backend", "process")
 	require.NoError(t, err)
@@ -52,6 +53,7 @@ func TestOtherStoresDocker(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "PostgreSQL: container locklab-")
 	assert.Contains(t, out, "etcd: 3 containers (network locklab-")
+	assert.NotContains(t, out, "Redis:", "no Redis starts where no strategy locks on it")
 	assert.Contains(t, out, "== pause-past-ttl on pg-advisory: SAFE")
 	assert.Contains(t, out, "== pause-past-ttl on etcd-lease: VIOLATED")
 	cs, ns, err := dockerbox.Owned(context.Background(), os.Getpid(), "")

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,12 +45,23 @@ type Meta struct {
 	Command string
 	// Version is the locklab build (module version or VCS revision).
 	Version string
+	// Servers describe the other stores' servers, one line each, as
+	// "PostgreSQL: process 127.0.0.1:5432 (...)": the text before the
+	// first colon names the store.
+	Servers []string
 	// MaxPreemptions, MaxSchedules and Workers are the matrix's bounds as
-	// given (0: the harness's default; a negative MaxPreemptions: none).
-	MaxPreemptions int
-	MaxSchedules   int
-	Workers        int
+	// given (0: the harness's default; a negative MaxPreemptions: none);
+	// StorePreemptions and StoreSchedules those of the other stores'
+	// cells.
+	MaxPreemptions   int
+	MaxSchedules     int
+	Workers          int
+	StorePreemptions int
+	StoreSchedules   int
 }
+
+// server is a line of Meta.Servers split at its first colon.
+type server struct{ Store, Desc string }
 
 // outcomeInfo is how an outcome looks in the page.
 type outcomeInfo struct {
@@ -91,9 +103,14 @@ type page struct {
 	Cells     int
 	Failures  int
 	Schedules int
-	CSS       template.CSS
-	JS        template.JS
-	Data      template.JS
+	// On names the stores the cells ran on ("Redis, PostgreSQL and
+	// etcd"); OnRedis is set when a Redis strategy is among them.
+	On      string
+	OnRedis bool
+	Servers []server
+	CSS     template.CSS
+	JS      template.JS
+	Data    template.JS
 }
 
 type legendItem struct {
@@ -164,9 +181,26 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 		Meta:      meta,
 		Generated: meta.Generated.Format("2006-01-02 15:04:05 MST"),
 		Elapsed:   m.Elapsed.Round(time.Millisecond).String(),
-		Bounds:    bounds(meta),
 		CSS:       template.CSS(css),
 		JS:        template.JS(js),
+	}
+	var on []string
+	others := false
+	for _, st := range []string{"", harness.StorePostgres, harness.StoreEtcd} {
+		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == st }) {
+			on = append(on, storeTitle(st))
+			p.OnRedis = p.OnRedis || st == ""
+			others = others || st != ""
+		}
+	}
+	p.On = joinAnd(on)
+	if p.On == "" {
+		p.On = "real servers"
+	}
+	p.Bounds = bounds(meta, p.OnRedis, others)
+	for _, line := range meta.Servers {
+		name, desc, _ := strings.Cut(line, ": ")
+		p.Servers = append(p.Servers, server{name, desc})
 	}
 	count := map[harness.Outcome]int{}
 	for i, sc := range m.Scenarios {
@@ -244,7 +278,10 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 	switch c.Outcome {
 	case harness.Safe:
 		bound := "every schedule within the bound explored"
-		if !c.Complete {
+		switch {
+		case !c.Complete && c.Limit > 0:
+			bound = fmt.Sprintf("the cell's limit of %d schedules for its search was reached before the bound was explored in full", c.Limit)
+		case !c.Complete:
 			bound = "the schedule limit was reached before the bound was explored in full"
 		}
 		d.Summary = fmt.Sprintf("no violation within the bound, %s (%s)", plural(c.Schedules, "schedule"), bound)
@@ -274,7 +311,7 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 	return d, nil
 }
 
-func bounds(m Meta) string {
+func bounds(m Meta, redis, others bool) string {
 	def := func(v, d int) string {
 		switch {
 		case v == 0:
@@ -284,8 +321,38 @@ func bounds(m Meta) string {
 		}
 		return fmt.Sprint(v)
 	}
-	return fmt.Sprintf("at most %s preemptions and %s schedules per cell, %s workers",
-		def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1))
+	var parts []string
+	if redis {
+		parts = append(parts, fmt.Sprintf("at most %s preemptions and %s schedules per cell, %s workers",
+			def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1)))
+	}
+	if others {
+		parts = append(parts, fmt.Sprintf("on PostgreSQL and etcd at most %s preemptions and %s schedules per cell, "+
+			"fewer where a server restarts or fails over (%d, %d on etcd, %d on a PostgreSQL failover): "+
+			"a safe* cell says which limit stopped it",
+			def(m.StorePreemptions, harness.StorePreemptions), def(m.StoreSchedules, harness.StoreSchedules),
+			harness.StoreRestartSchedules, harness.EtcdRestartSchedules, harness.PGFailoverSchedules))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// storeTitle is how the page names a store ("" is Redis).
+func storeTitle(st string) string {
+	switch st {
+	case "":
+		return "Redis"
+	case harness.StorePostgres:
+		return "PostgreSQL"
+	}
+	return st
+}
+
+// joinAnd joins "a", "b" and "c" as "a, b and c".
+func joinAnd(xs []string) string {
+	if len(xs) <= 1 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
 // cellID is the element id of a cell's details.

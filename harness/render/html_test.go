@@ -12,6 +12,8 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
+	_ "github.com/locklab/locklab/strategies/etcdlock" // registers etcd-lease
+	_ "github.com/locklab/locklab/strategies/pglock"   // registers pg-advisory
 )
 
 // testMeta is what the page's header says of the recorded matrix.
@@ -64,4 +66,27 @@ func TestWriteSelfContained(t *testing.T) {
 	require.NotEmpty(t, v.Counterexample.Events)
 	assert.NotEmpty(t, v.Counterexample.Events[0].Keys, "the replayed counterexample records the key")
 	assert.Contains(t, page, `class="seq-key`, "the sequence diagram shows the key's value")
+}
+
+// TestHTMLNamesTheStoresThatRan: a page of PostgreSQL's and etcd's cells
+// says they ran there, lists their servers and their own bounds, names no
+// Redis server, and a safe* cell gives the limit that stopped it.
+func TestHTMLNamesTheStoresThatRan(t *testing.T) {
+	m := &harness.MatrixResult{Strategies: []string{"pg-advisory", "etcd-lease"}, Scenarios: []string{"restart-loses-lock"},
+		Cells: []harness.Cell{
+			{Strategy: "pg-advisory", Scenario: "restart-loses-lock", Outcome: harness.Violated, Schedule: "c1 restart(n1) c2", Schedules: 1},
+			{Strategy: "etcd-lease", Scenario: "restart-loses-lock", Outcome: harness.Safe, Schedules: 21, Limit: 20},
+		}}
+	meta := testMeta()
+	meta.Servers = []string{"PostgreSQL: process 127.0.0.1:5432 (postgres 15)", "etcd: 3 member processes"}
+	var buf bytes.Buffer
+	require.NoError(t, render.HTML(&buf, m, meta))
+	page := buf.String()
+	assert.Contains(t, page, "schedules run on real PostgreSQL and etcd in")
+	assert.NotContains(t, page, "<dt>Redis</dt>", "no Redis strategy ran")
+	assert.Contains(t, page, "<dt>PostgreSQL</dt><dd>process 127.0.0.1:5432 (postgres 15)</dd>")
+	assert.Contains(t, page, "<dt>etcd</dt><dd>3 member processes</dd>")
+	assert.Contains(t, page, "on PostgreSQL and etcd at most 2 (default) preemptions and 300 (default) schedules per cell")
+	assert.NotContains(t, page, "200 (default) schedules", "the Redis bound is not the one that applied")
+	assert.Contains(t, page, "limit of 20 schedules for its search was reached")
 }
