@@ -142,6 +142,16 @@ type ScenarioAbout struct {
 	Story    string   `json:"story"`
 	Source   string   `json:"source"`
 	Property Property `json:"property"`
+	// Stores tell it again for the other stores (Scenario.Stores).
+	Stores map[string]Telling `json:"stores,omitempty"`
+}
+
+// For returns the scenario as told for the store strategy locks on.
+func (a ScenarioAbout) For(strategy string) ScenarioAbout {
+	if t, ok := a.Stores[StoreOfStrategy(strategy)]; ok {
+		a.Title, a.Story, a.Source = t.Title, t.Story, t.Source
+	}
+	return a
 }
 
 // Scenario returns what m says about the scenario name.
@@ -194,7 +204,8 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.About = append(m.About, ScenarioAbout{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source, Property: sc.Property})
+		m.About = append(m.About, ScenarioAbout{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source, Property: sc.Property,
+			Stores: sc.Stores})
 		for _, st := range m.Strategies {
 			cs, err := sc.Resolve(st)
 			if err != nil {

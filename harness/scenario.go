@@ -29,6 +29,11 @@ type Scenario struct {
 	// Schedule, when set, is the schedule the story describes; Demo runs
 	// it, and the explorer starts from it.
 	Schedule string `json:"schedule,omitempty"`
+	// Stores tell the story again for the stores other than Redis, by
+	// store (StorePostgres, StoreEtcd): what the scenario's faults do to
+	// a lock there, and where that is written. A store without an entry
+	// is told Story.
+	Stores map[string]Telling `json:"stores,omitempty"`
 	// Known are schedules told or found for a strategy, by its name: the
 	// ones the documentation replays. A matrix cell runs each of them,
 	// after the scenario's own schedule and before its bounded search, so a
@@ -70,6 +75,22 @@ type Scenario struct {
 	AppendFsync string `json:"append_fsync,omitempty"`
 	// Applies, when set, narrows the strategies the scenario is for.
 	Applies func(d strategies.Description) bool `json:"-"`
+}
+
+// Telling is a scenario's story as told for one store.
+type Telling struct {
+	Title  string `json:"title"`
+	Story  string `json:"story"`
+	Source string `json:"source"`
+}
+
+// For returns the scenario's title, story and source as told for store
+// ("" is Redis).
+func (s *Scenario) For(store string) Telling {
+	if t, ok := s.Stores[store]; ok {
+		return t
+	}
+	return Telling{Title: s.Title, Story: s.Story, Source: s.Source}
 }
 
 // Several is how a story told for one node plays on several: the same

@@ -33,7 +33,9 @@ type response struct {
 	// Replay is the command that replays the run so far.
 	Replay   string `json:"replay"`
 	Timeline string `json:"timeline"`
-	Message  string `json:"message,omitempty"`
+	// Labels says what the timeline's short names stand for.
+	Labels  string `json:"labels,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 type apiError struct {
@@ -75,6 +77,7 @@ func (s *Server) answer(sess *session, st harness.InteractiveState) response {
 	out.Replay = fmt.Sprintf("locklab demo %s --strategy %s --schedule '%s'", l.Scenario, l.Strategy, st.Schedule)
 	if st.History != nil {
 		out.Timeline = render.Timeline(st.History)
+		out.Labels = render.Abbreviations(l.Strategy)
 	}
 	switch {
 	case st.Err != "":

@@ -127,11 +127,11 @@ func (l Level) of(cs harness.Case) Level {
 	sc := cs.Scenario
 	l.cs = cs
 	l.Property, l.Nodes = sc.Property, sc.NodesNeeded()
+	l.Store = harness.StoreOfStrategy(cs.Strategy.Name)
 	if l.Story == "" {
-		l.Story = sc.Story
+		l.Story = sc.For(l.Store).Story
 	}
 	l.Replica = slices.Contains(sc.Needs, node.Failover)
-	l.Store = harness.StoreOfStrategy(cs.Strategy.Name)
 	return l
 }
 

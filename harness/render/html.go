@@ -148,6 +148,7 @@ type detail struct {
 	Schedule   string
 	Full       string
 	Timeline   string
+	Labels     string
 	Mermaid    string
 	JSON       string
 	Sequence   template.HTML
@@ -270,6 +271,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, error) {
 	d := detail{cellView: v, Property: string(c.Property), Message: c.Message, Schedule: c.Schedule}
 	if s, ok := m.Scenario(c.Scenario); ok {
+		s = s.For(c.Strategy) // the story of the store the cell ran on
 		d.Sc = &s
 		if d.Property == "" {
 			d.Property = string(s.Property)
@@ -304,6 +306,7 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 		d.HasHistory = true
 		d.JSON = string(j)
 		d.Timeline = Timeline(h)
+		d.Labels = Abbreviations(c.Strategy)
 		d.Mermaid = Mermaid(h)
 		d.Full = h.Schedule
 		d.Sequence = sequenceSVG(h, v.ID)

@@ -72,7 +72,11 @@ func TestWriteSelfContained(t *testing.T) {
 // says they ran there, lists their servers and their own bounds, names no
 // Redis server, and a safe* cell gives the limit that stopped it.
 func TestHTMLNamesTheStoresThatRan(t *testing.T) {
+	sc, err := harness.Lookup("restart-loses-lock")
+	require.NoError(t, err)
 	m := &harness.MatrixResult{Strategies: []string{"pg-advisory", "etcd-lease"}, Scenarios: []string{"restart-loses-lock"},
+		About: []harness.ScenarioAbout{{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source,
+			Property: sc.Property, Stores: sc.Stores}},
 		Cells: []harness.Cell{
 			{Strategy: "pg-advisory", Scenario: "restart-loses-lock", Outcome: harness.Violated, Schedule: "c1 restart(n1) c2", Schedules: 1},
 			{Strategy: "etcd-lease", Scenario: "restart-loses-lock", Outcome: harness.Safe, Schedules: 21, Limit: 20},
@@ -89,4 +93,21 @@ func TestHTMLNamesTheStoresThatRan(t *testing.T) {
 	assert.Contains(t, page, "on PostgreSQL and etcd at most 2 (default) preemptions and 300 (default) schedules per cell")
 	assert.NotContains(t, page, "200 (default) schedules", "the Redis bound is not the one that applied")
 	assert.Contains(t, page, "limit of 20 schedules for its search was reached")
+	// Each cell tells its own store's story, with its own source.
+	for _, story := range regexp.MustCompile(`<p class="story">[^<]*</p>`).FindAllString(page, -1) {
+		assert.NotContains(t, story, "without persistence", "Redis's story of the restart is not told")
+	}
+	assert.Contains(t, page, "advisory lock and the transaction&#39;s row lock end with C1&#39;s session")
+	assert.Contains(t, page, "catches up from its raft log")
+	assert.Contains(t, page, "Explicit Locking")
+}
+
+// Each store's timelines say what their short names stand for.
+func TestAbbreviations(t *testing.T) {
+	assert.Contains(t, render.Abbreviations("set-nx-px"), "K: the lock's key")
+	etcd := render.Abbreviations("etcd-lease")
+	for _, s := range []string{"P/:", "L1, L2:", "first P/:", "@N:"} {
+		assert.Contains(t, etcd, s)
+	}
+	assert.Contains(t, render.Abbreviations("pg-lock-table"), "@30.001s:")
 }

@@ -357,7 +357,7 @@ function render() {
   $("undo").disabled = busy || st.steps === 0;
   $("reset").disabled = busy;
   $("hint").disabled = busy;
-  $("timeline").textContent = r.timeline + "\n" + r.replay;
+  $("timeline").textContent = r.timeline + "\n" + r.replay + (r.labels ? "\n\n" + r.labels : "");
   document.body.dataset.steps = String(st.steps);
   document.body.dataset.solved = r.solved ? "yes" : "no";
 }
