@@ -98,7 +98,7 @@ func (r *recorder) incarnation(ctx context.Context, cancel context.CancelFunc, i
 			continue
 		}
 		r.lastAcquire.Store(int64(r.now()))
-		r.critical(id, lease, time.Since(t0), rng)
+		r.critical(ctx, id, lease, time.Since(t0), rng)
 		if cr.crashed.Load() {
 			r.crash(id)
 			return

@@ -5,6 +5,7 @@
 package stress
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -14,8 +15,10 @@ import (
 )
 
 // critical is the critical section: read the register, wait, write it back
-// plus one, with the lease's fence on both accesses.
-func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, rng *rand.Rand) {
+// plus one, with the lease's fence on both accesses. The wait, a pause
+// included, ends early when ctx does (the run's end, Ctrl-C): the holder
+// then writes at once, as a paused process woken at the end would.
+func (r *recorder) critical(ctx context.Context, id int, lease locklab.Lease, waited time.Duration, rng *rand.Rand) {
 	r.mu.Lock()
 	r.latency = append(r.latency, waited)
 	r.event(id, fmt.Sprintf("acquires (fence %d)", lease.Fence))
@@ -30,7 +33,12 @@ func (r *recorder) critical(id int, lease locklab.Lease, waited time.Duration, r
 		r.mu.Unlock()
 		hold += r.o.PauseFor
 	}
-	time.Sleep(hold)
+	t := time.NewTimer(hold)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
 	r.leave(id, lease.Fence, v, ok)
 }
 
