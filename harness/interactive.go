@@ -308,8 +308,22 @@ func (p *Interactive) Close() {
 // checkStep returns why st cannot run now, or nil.
 func checkStep(r *run, st Step, alphabet []Step, maxFaults int) error {
 	if st.IsClient() {
+		if n := len(r.cls); st.Client > n {
+			if n == 1 {
+				return fmt.Errorf("%w: %s: this scenario has one client, c1", ErrBadStep, st)
+			}
+			return fmt.Errorf("%w: %s: this scenario has %d clients, c1 to c%d", ErrBadStep, st, n, n)
+		}
 		if r.pickLocked(st) == nil {
-			return fmt.Errorf("%w: %s has nothing to run", ErrBadStep, st)
+			switch c := r.cls[st.Client-1]; {
+			case c.crashed:
+				return fmt.Errorf("%w: %s has crashed: it has nothing to run", ErrBadStep, st)
+			case c.done:
+				return fmt.Errorf("%w: %s has run its whole program: it has nothing to run", ErrBadStep, st)
+			case c.paused:
+				return fmt.Errorf("%w: %s is paused: it has nothing to run until it resumes", ErrBadStep, st)
+			}
+			return fmt.Errorf("%w: %s has nothing to run now", ErrBadStep, st)
 		}
 		return nil
 	}

@@ -179,7 +179,14 @@ func parseRef(s string, prefix byte) (int, error) {
 		return 0, fmt.Errorf("want %c<number>, got %q", prefix, s)
 	}
 	n, err := strconv.Atoi(s[1:])
-	if err != nil || n < 1 {
+	if err == nil && n < 1 {
+		what := "clients"
+		if prefix == 'n' {
+			what = "nodes"
+		}
+		return 0, fmt.Errorf("%s are numbered from %c1", what, prefix)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("want %c<number>, got %q", prefix, s)
 	}
 	return n, nil

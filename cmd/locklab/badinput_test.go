@@ -79,8 +79,11 @@ func TestBadCommandLines(t *testing.T) {
 		{args: []string{"bench", "--json"}, want: "--json prints the comparison of --stores: give --stores too"},
 		{args: []string{"bench", "--stores", "redis", "--contenders", "1"}, want: "--contenders 1: must be a whole number, 2 or more"},
 		{args: []string{"bench", "--stores", "redis", "--contend-time", "0"}, want: "--contend-time 0: must be a duration more than 0, such as 100ms, 2s or 1m"},
-		{args: []string{"bench", "--stores", "etcd"}, env: "LOCKLAB_ETCD=/nonexistent/etcd",
-			want: `no lock to measure, every row was skipped: etcd-lease: etcd is not installed: LOCKLAB_ETCD="/nonexistent/etcd": stat /nonexistent/etcd: no such file or directory`},
+		{args: []string{"bench", "--contend-time", "2s"}, want: "--contend-time 2s: applies to --stores only"},
+		{args: []string{"bench", "--contenders", "4"}, want: "--contenders 4: applies to --stores only"},
+		{args: []string{"bench", "--stores", "redis", "--hold", "5ms"}, want: "--hold 5ms: applies to --polling only"},
+		{args: []string{"bench", "--poll-time", "2s"}, want: "--poll-time 2s: applies to --polling only"},
+		{args: []string{"bench", "--polling", "--cycles", "10"}, want: "--cycles 10: does not apply to --polling, which runs each row for --poll-time"},
 
 		// demo
 		{args: []string{"demo"}, want: "demo needs a scenario: locklab demo <scenario> (locklab scenarios lists them)"},
@@ -93,6 +96,8 @@ func TestBadCommandLines(t *testing.T) {
 		{args: append(demo, "--schedule", "c1 restart(n2)"), want: "--schedule 'c1 restart(n2)': step restart(n2) names node n2, and stale-recovery on setnx-del runs on 1 node (n1)"},
 		{args: append(demo, "--schedule", "c1 failover(n1)"), want: "--schedule 'c1 failover(n1)': step failover(n1) needs a replica to promote, and stale-recovery on setnx-del starts none; one starts for scenario failover-loses-lock and for strategy set-nx-px-wait"},
 		{args: append(demo, "--schedule", "c1 x("), want: `--schedule 'c1 x(': step "x(": missing ')'`},
+		{args: append(demo, "--schedule", "c0"), want: `--schedule c0: step "c0": clients are numbered from c1`},
+		{args: append(demo, "--schedule", "c1 restart(n0)"), want: `--schedule 'c1 restart(n0)': step "restart(n0)": nodes are numbered from n1`},
 		{args: append(demo, "--schedule", ""), want: `--schedule '': no step in it; write steps such as "c1 c2 time c1" (see locklab scenarios)`},
 		{args: []string{"demo", "release-after-expiry", "--mermaid"}, want: fmt.Sprintf("--mermaid writes one diagram, and release-after-expiry applies to %d strategies: choose one with --strategy (%s)",
 			len(rae), strings.Join(rae, ", "))},
@@ -105,7 +110,9 @@ func TestBadCommandLines(t *testing.T) {
 		{args: []string{"explore", "-s", "nosuch", "-x", "stale-recovery"}, want: "-s nosuch: unknown strategy; the strategies are " + strats},
 		{args: []string{"explore", "-s", "setnx-del", "--scenario", "nosuch"}, want: "--scenario nosuch: unknown scenario; the scenarios are " + scens},
 		{args: []string{"explore", "-s", "setnx-del", "-x", "redlock-restart"}, want: "-s setnx-del: scenario redlock-restart does not apply to this strategy; it applies to redlock"},
-		{args: append(explore, "--clients", "-1"), want: "--clients -1: must be a whole number, 1 or more"},
+		{args: append(explore, "--clients", "-1"), want: "--clients -1: must be a whole number from 1 to 16"},
+		{args: []string{"explore", "-s", "etcd-lease", "-x", "pause-past-ttl", "--clients", "100000"}, want: "--clients 100000: must be a whole number from 1 to 16"},
+		{args: append(explore, "--clients", "17"), want: "--clients 17: must be a whole number from 1 to 16"},
 		{args: append(explore, "--clients", "2"), want: "--clients 2: stale-recovery on setnx-del has 3 clients (c1 to c3); more can be added, none removed"},
 		{args: append(explore, "--depth", "-5"), want: "--depth -5: must be a whole number, 1 or more"},
 		{args: append(explore, "--depth", "0"), want: "--depth 0: must be a whole number, 1 or more"},
@@ -157,8 +164,18 @@ func TestBadCommandLines(t *testing.T) {
 		{args: []string{"stress", "-s", "pg-advisory", "--duration", "2s", "--clients", "2"}, want: "-s pg-advisory: " + pgStress},
 		{args: []string{"stress", "--strategy", "pg-lock-table", "--json"}, want: "--strategy pg-lock-table: " + pgStress},
 		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause"}, want: "-s pg-for-update: " + pgStress},
+		{args: []string{"stress", "-s", "etcd-lease", "--nodes", "7"},
+			want: "--nodes 7: etcd-lease runs on a three-member etcd cluster; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
+		{args: append(stress, "--nodes", "3"), want: "--nodes 3: set-nx-px locks on one Redis node; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
+		{args: []string{"stress", "-s", "etcd-lease", "--ttl", "1500ms"}, want: "--ttl 1.5s: etcd-lease's leases are etcd's, in whole seconds: give 1s, 2s, ..."},
 		{args: append(stress, "--porcupine-html", "/nonexistent/dir/x.html"), want: "--porcupine-html /nonexistent/dir/x.html: directory /nonexistent/dir does not exist"},
 		{args: append(stress, "--porcupine-html", ""), want: "--porcupine-html '': must name the HTML file to write"},
+
+		// check
+		{args: []string{"check", "--addr", "127.0.0.1:1", "--master-user", "alice"}, want: "--master-user alice: give the user's password with --master-password"},
+		{args: []string{"check", "--addr", "h:1", "--addr", "redis://:Secret@h:2", "--addr", "h:3", "--addr", "h:4", "--addr", "h:5", "--addr", "h:6", "--addr", "h:7", "--addr", "h:8"},
+			want: "check reads one server, and --addr gives 8: h:1 redis://:xxxxx@h:2 h:3 h:4 h:5 and 3 more"},
+		{args: []string{"scenarios", "a", "b", "c", "d", "e", "f", "g", "h"}, want: "scenarios takes no arguments, got 8: a b c d e and 3 more (see locklab scenarios --help)"},
 
 		// play
 		{args: []string{"play", "nope"}, want: `unknown level "nope": valid levels are ...`},

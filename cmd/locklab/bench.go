@@ -60,6 +60,9 @@ store whose servers are not installed are skipped, saying why.`,
 		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
 			ctx := cmd.Context()
 			f := cmd.Flags()
+			if err := g.benchModeFlags(cmd, polling); err != nil {
+				return err
+			}
 			if f.Changed("stores") {
 				switch {
 				case f.Changed("strategy"):
@@ -245,6 +248,32 @@ store whose servers are not installed are skipped, saying why.`,
 	durFlag(f, &so.contendFor, "contend-time", time.Second, durRange{positive: true}, "with --stores: how long each contended row runs per round (longer when its first lock comes later)")
 	f.BoolVar(&so.asJSON, "json", false, "with --stores: print the comparison as JSON")
 	return serverCmd(cmd)
+}
+
+// benchModeFlags refuses the flags of one of bench's three measurements
+// given to another, which would ignore them: --hold and --poll-time are
+// --polling's, --contenders and --contend-time --stores', and --polling
+// takes neither --rounds nor --cycles. (--json without --stores, and
+// --polling or -s with --stores, are refused with messages of their own.)
+func (g *globals) benchModeFlags(cmd *cobra.Command, polling bool) error {
+	f := cmd.Flags()
+	stores := f.Changed("stores")
+	for _, c := range []struct {
+		flags []string
+		ok    bool
+		why   string
+	}{
+		{[]string{"hold", "poll-time"}, polling, "applies to --polling only"},
+		{[]string{"contenders", "contend-time"}, stores, "applies to --stores only"},
+		{[]string{"rounds", "cycles"}, !polling, "does not apply to --polling, which runs each row for --poll-time"},
+	} {
+		for _, name := range c.flags {
+			if f.Changed(name) && !c.ok {
+				return g.args.badFlag(cmd, name, f.Lookup(name).Value.String(), "%s", c.why)
+			}
+		}
+	}
+	return nil
 }
 
 // benchPolling prints the Redis commands per lock of each way of waiting

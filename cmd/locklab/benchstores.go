@@ -280,21 +280,23 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 			live = append(live, r)
 		}
 	}
-	if len(live) == 0 {
-		// Nothing to measure: an empty table is no measurement.
-		var why []string
-		for _, r := range rows {
-			why = append(why, r.name()+": "+r.skipped)
+	if len(live) > 0 {
+		if err := measureStores(ctx, live, o); err != nil {
+			return err
 		}
-		return fmt.Errorf("no lock to measure, every row was skipped: %s", strings.Join(why, "; "))
 	}
-	if err := measureStores(ctx, live, o); err != nil {
-		return err
-	}
+	var err error
 	if o.asJSON {
-		return render.JSON(cmd.OutOrStdout(), storesJSON(o, servers, rows))
+		err = render.JSON(cmd.OutOrStdout(), storesJSON(o, servers, rows))
+	} else {
+		err = printStores(cmd.OutOrStdout(), o, servers, rows)
 	}
-	return printStores(cmd.OutOrStdout(), o, servers, rows)
+	if err == nil && len(live) == 0 {
+		// The table says why each row was skipped; with no row measured,
+		// the run measured nothing.
+		err = errors.New("no lock was measured: every row was skipped")
+	}
+	return err
 }
 
 // benchTTL is every lease's: long enough that none expires during a

@@ -61,12 +61,13 @@ func TestBenchStores(t *testing.T) {
 }
 
 // TestBenchStoresSkipsMissing: the rows of a store whose servers are not
-// installed are skipped, saying why, and nothing of it starts.
+// installed are skipped, saying why, and nothing of it starts; a run whose
+// every row was skipped measured nothing, and exits 2 saying so.
 func TestBenchStoresSkipsMissing(t *testing.T) {
 	t.Setenv("LOCKLAB_ETCD", "/nonexistent/etcd")
 	t.Setenv("LOCKLAB_PG_BINDIR", t.TempDir())
 	out, errOut, err := run(t, "bench", "--stores", "etcd,postgres", "--json")
-	require.NoError(t, err, errOut)
+	require.EqualError(t, err, "no lock was measured: every row was skipped", errOut)
 	var rep storesReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.Empty(t, rep.Servers)
@@ -77,7 +78,8 @@ func TestBenchStoresSkipsMissing(t *testing.T) {
 	}
 	assert.Contains(t, rep.Rows[0].Skipped, "LOCKLAB_ETCD")
 
-	out, errOut, err = run(t, "bench", "--stores", "etcd")
-	require.NoError(t, err, errOut)
+	code, out, errOut := runStatus(t, "bench", "--stores", "etcd")
+	assert.Equal(t, 2, code)
 	assert.Contains(t, out, "etcd etcd-lease: skipped, etcd is not installed: ")
+	assert.Equal(t, "locklab: no lock was measured: every row was skipped\n", errOut)
 }

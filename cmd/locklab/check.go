@@ -133,7 +133,7 @@ func (g *globals) checkAddr(cmd *cobra.Command) (locklab.PoolOptions, error) {
 	case len(g.addrs) == 0:
 		return locklab.PoolOptions{}, g.args.badFlag(cmd, "addr", "", "must be %s", want)
 	case len(g.addrs) != 1:
-		return locklab.PoolOptions{}, fmt.Errorf("check reads one server, and --addr gives %d: %s", len(g.addrs), quoteAll(redactAll(g.addrs)))
+		return locklab.PoolOptions{}, fmt.Errorf("check reads one server, and --addr gives %d: %s", len(g.addrs), cutList(quote, redactAll(g.addrs)))
 	}
 	a := g.addrs[0]
 	if strings.TrimSpace(a) == "" {

@@ -129,7 +129,7 @@ counterexample found with its timeline.`,
 	f := cmd.Flags()
 	f.StringVarP(&strategy, "strategy", "s", "", "strategy to explore (required)")
 	f.StringVarP(&scenario, "scenario", "x", "", "scenario to explore (required)")
-	intFlag(f, &o.Clients, "clients", "", 0, atLeast(1), "number of clients, at least the scenario's own: more add contenders running its last client's program (default: the scenario's own)")
+	intFlag(f, &o.Clients, "clients", "", 0, intRange{min: 1, max: maxExploreClients}, fmt.Sprintf("number of clients, at least the scenario's own and at most %d: more add contenders running its last client's program (default: the scenario's own)", maxExploreClients))
 	intFlag(f, &o.MaxSteps, "depth", "", 60, atLeast(1), "most steps in one schedule")
 	intFlag(f, &o.MaxPreemptions, "preemptions", "", 2, atLeast(0).orZero("none"), "most preemptions per schedule")
 	intFlag(f, &o.MaxFaults, "faults", "", 0, atLeast(0).orZero("none; default: the scenario's bound"), "most fault events per schedule")
@@ -161,3 +161,10 @@ func progressLine(w io.Writer) func(harness.ExploreProgress) {
 		st.set("exploring: %d schedules, %d violating, %.0f/s, %v", p.Schedules, p.Violations, p.PerSecond, p.Elapsed.Round(time.Second))
 	}
 }
+
+// maxExploreClients bounds explore --clients: every client lengthens each
+// schedule and multiplies their number. At 16, stale-recovery on
+// setnx-del runs 300 schedules a second on the process backend, and
+// pause-past-ttl on etcd-lease 5; at 100000 not one schedule ran in two
+// minutes.
+const maxExploreClients = 16

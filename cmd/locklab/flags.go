@@ -255,18 +255,10 @@ func usageArgs(min, max int, missing string) cobra.PositionalArgs {
 			case max > 1:
 				takes = fmt.Sprintf("at most %d arguments", max)
 			}
-			return fmt.Errorf("%s takes %s, got %d: %s (see locklab %s --help)", cmd.Name(), takes, len(args), quoteAll(args), cmd.Name())
+			return fmt.Errorf("%s takes %s, got %d: %s (see locklab %s --help)", cmd.Name(), takes, len(args), cutList(quote, args), cmd.Name())
 		}
 		return nil
 	}
-}
-
-func quoteAll(args []string) string {
-	q := make([]string, len(args))
-	for i, s := range args {
-		q[i] = quote(s)
-	}
-	return strings.Join(q, " ")
 }
 
 // plural is one when n is 1, else many: the word for a count.
@@ -275,4 +267,27 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// listShown is how many items of a list a message shows before it cuts
+// the rest to a count.
+const listShown = 5
+
+// cutList writes items, each through show, joined by sep (default " "):
+// the first listShown of a longer list and how many more there are, so
+// that 5000 --addr values make a line, not 80 KB.
+func cutList(show func(string) string, items []string, sep ...string) string {
+	join := " "
+	if len(sep) > 0 {
+		join = sep[0]
+	}
+	var out []string
+	for i, s := range items {
+		if i == listShown && len(items) > listShown+1 {
+			out = append(out, fmt.Sprintf("and %d more", len(items)-listShown))
+			break
+		}
+		out = append(out, show(s))
+	}
+	return strings.Join(out, join)
 }

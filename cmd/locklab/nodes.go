@@ -113,7 +113,16 @@ func refused(ctx context.Context, addrs []string) error {
 	for range addrs {
 		<-done
 	}
-	return errors.Join(errs...)
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(cutList(func(s string) string { return s }, msgs, "; "))
 }
 
 // cluster starts n Redis nodes on the chosen backend; the caller closes it.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -118,6 +119,14 @@ proxy to the leader cut; its peers still reach it).`,
 					return g.args.badFlag(cmd, "porcupine-html", html, "%v", err)
 				}
 			}
+			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || d.Family == harness.StoreEtcd) {
+				where := "locks on one Redis node"
+				if d.Family == harness.StoreEtcd {
+					where = "runs on a three-member etcd cluster"
+				}
+				return g.args.badFlag(cmd, "nodes", strconv.Itoa(nodes), "%s %s; --nodes is the Redis nodes of a multi-node strategy (%s)",
+					o.Strategy, where, strings.Join(multiNodeStrategies(), ", "))
+			}
 			if !d.Properties.MultiNode {
 				nodes = 1
 			}
@@ -207,7 +216,7 @@ proxy to the leader cut; its peers still reach it).`,
 	f := cmd.Flags()
 	f.StringVarP(&o.Strategy, "strategy", "s", "", "strategy to stress (required)")
 	intFlag(f, &o.Clients, "clients", "", 8, atLeast(1), "concurrent clients")
-	durFlag(f, &o.Duration, "duration", 30*time.Second, durRange{positive: true}, "how long to run at most")
+	durFlag(f, &o.Duration, "duration", 30*time.Second, durRange{positive: true}, "how long the clients run; then each finishes the cycle it is in, a paused holder woken at once")
 	intFlag(f, &o.Cycles, "cycles", "", 0, atLeast(0).orZero("no limit, run for --duration"), "stop after this many critical sections")
 	durFlag(f, &o.TTL, "ttl", 100*time.Millisecond, durRange{min: time.Millisecond}, "lease TTL, at least 1ms (1s and at least 1s with an etcd strategy)")
 	probFlag(f, &o.PauseProb, "pause-prob", 0.02, "never", "chance a holder pauses 3 x TTL inside the critical section, from 0 to 1")
@@ -298,8 +307,8 @@ func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fai
 	if !cmd.Flags().Changed("ttl") {
 		o.TTL = time.Second
 	}
-	if o.TTL < time.Second {
-		return fmt.Errorf("--ttl %v: %s's leases have whole seconds, at least 1s", o.TTL, o.Strategy)
+	if o.TTL < time.Second || o.TTL%time.Second != 0 {
+		return g.args.badFlag(cmd, "ttl", o.TTL.String(), "%s's leases are etcd's, in whole seconds: give 1s, 2s, ...", o.Strategy)
 	}
 	backend, err := stores.Backend(cmd.Context(), g.backend)
 	if err != nil {
@@ -320,6 +329,18 @@ func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fai
 		o.WorkerCommand = []string{exe, "worker"}
 	}
 	return runStress(cmd, o, asJSON, fail, html)
+}
+
+// multiNodeStrategies names the strategies that lock on several Redis
+// nodes.
+func multiNodeStrategies() []string {
+	var out []string
+	for _, name := range strategies.Names() {
+		if d, err := strategies.Info(name); err == nil && d.Properties.MultiNode {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // checkFailover refuses what a run on a Sentinel group cannot do: other

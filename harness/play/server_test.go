@@ -191,9 +191,9 @@ func TestAPISolvesC1C2(t *testing.T) {
 	// Bad requests: 4xx with a message, nothing run.
 	var e apiError
 	assert.Equal(t, http.StatusBadRequest, ts.post("/api/step", stepReq(id, 10, "c9"), &e))
-	assert.Contains(t, e.Error, "c9 has nothing to run")
+	assert.Contains(t, e.Error, "c9: this scenario has 3 clients, c1 to c3")
 	assert.Equal(t, http.StatusBadRequest, ts.post("/api/step", stepReq(id, 10, "c3"), &e), "c3 has crashed")
-	assert.Contains(t, e.Error, "c3 has nothing to run")
+	assert.Contains(t, e.Error, "c3 has crashed: it has nothing to run")
 	assert.Equal(t, http.StatusBadRequest, ts.post("/api/step", stepReq(id, 10, "time"), &e), "time is used up")
 	assert.Equal(t, http.StatusBadRequest, ts.post("/api/step", stepReq(id, 10, "restart(n1)"), &e), "a fault the scenario does not allow")
 	assert.Equal(t, http.StatusBadRequest, ts.post("/api/step", stepReq(id, 10, "c1("), &e))

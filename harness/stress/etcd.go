@@ -60,8 +60,8 @@ func (o *Options) checkEtcd() error {
 		}
 		return lockkit.Invalid("stress: strategy %s does not lock on etcd", o.Strategy)
 	}
-	if o.Etcd != nil && o.TTL < time.Second {
-		return lockkit.Invalid("stress: TTL %v is under etcd's lease granularity of 1s", o.TTL)
+	if o.Etcd != nil && (o.TTL < time.Second || o.TTL%time.Second != 0) {
+		return lockkit.Invalid("stress: TTL %v: etcd's leases are whole seconds, at least 1s", o.TTL)
 	}
 	for _, f := range o.Faults {
 		if o.Etcd != nil && !slices.Contains(EtcdFaultKinds, f) {
