@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -265,6 +266,17 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 				return err
 			}
 			defer pool.Close()
+			// Refused at once, rather than a contender at a time by the
+			// server's "too many clients already".
+			var maxConns int
+			if err := pool.QueryRow(ctx, "SELECT current_setting('max_connections')::int").Scan(&maxConns); err != nil {
+				return fmt.Errorf("PostgreSQL: reading max_connections: %w", err)
+			}
+			if need := 2*o.contenders + 4; need > maxConns {
+				return g.args.badFlag(cmd, "contenders", strconv.Itoa(o.contenders),
+					"the PostgreSQL server takes %d connections (max_connections), and --stores postgres opens up to 2 a contender and 4 more: give at most %d",
+					maxConns, (maxConns-4)/2)
+			}
 			servers = append(servers, storesServer{harness.StorePostgres, fmt.Sprintf("process 127.0.0.1:%d (%s)", srv.PG.Port, pgproc.Version(srv.PG.BinDir))})
 			for _, r := range rows {
 				if r.store == harness.StorePostgres {

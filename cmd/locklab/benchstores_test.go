@@ -83,3 +83,18 @@ func TestBenchStoresSkipsMissing(t *testing.T) {
 	assert.Contains(t, out, "etcd etcd-lease: skipped, etcd is not installed: ")
 	assert.Equal(t, "locklab: no lock was measured: every row was skipped\n", errOut)
 }
+
+// TestBenchStoresMaxConnections: more PostgreSQL contenders than the
+// server takes connections for are refused in one line, before any is
+// measured, not once per contender the server turns away.
+func TestBenchStoresMaxConnections(t *testing.T) {
+	if err := stores.Installed(harness.StorePostgres); err != nil {
+		t.Skip(err)
+	}
+	code, out, stderr := runStatus(t, "bench", "--backend", "process", "--stores", "postgres", "--contenders", "300",
+		"--cycles", "5", "--rounds", "1", "--contend-time", "100ms")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "locklab: --contenders 300: the PostgreSQL server takes 100 connections (max_connections), "+
+		"and --stores postgres opens up to 2 a contender and 4 more: give at most 48\n", stderr)
+}

@@ -2,7 +2,6 @@ package benchutil
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -135,6 +134,7 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 		mu       sync.Mutex
 		waits    []time.Duration
 		firstErr error
+		failed   int
 	)
 	start := time.Now()
 	end := start.Add(d)
@@ -178,7 +178,9 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 				}
 				if err != nil {
 					mu.Lock()
-					firstErr = errors.Join(firstErr, err)
+					if failed++; firstErr == nil {
+						firstErr = err
+					}
 					mu.Unlock()
 					return
 				}
@@ -186,6 +188,10 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 		}()
 	}
 	wg.Wait()
+	if failed > 1 {
+		// One line, not the same error once per contender.
+		firstErr = fmt.Errorf("%d of %d contenders failed, the first: %w", failed, contenders, firstErr)
+	}
 	elapsed := d
 	if l := time.Duration(late.Load()); l > 0 {
 		elapsed = l
