@@ -76,7 +76,7 @@ func (c Case) spec() runSpec {
 	sc := c.Scenario
 	return runSpec{
 		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
-		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced,
+		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced, versioned: sc.Versioned,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
 		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
 		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/strategies"
 )
 
 // TTL is the lock TTL of every catalog scenario. It is virtual: the servers
@@ -188,6 +189,45 @@ var catalog = []*Scenario{
 		},
 	},
 	{
+		Name:  "pause-past-ttl-versioned",
+		Title: "the same pause against a row with a version column",
+		Story: "As in pause-past-ttl, on a PostgreSQL lock, but the protected resource is a row with a version " +
+			"column on the same server: each client reads the version when it takes the lock, and writes " +
+			"with UPDATE ... SET version = version + 1 WHERE key = $1 AND version = $2. C2 writes first and " +
+			"moves the version on; C1, waking up, updates no row: its stale write is refused, whatever the " +
+			"lock let through.",
+		Source:    "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
+		Versioned: true,
+		Applies:   onPostgres,
+		Known: map[string][]string{
+			"pg-lock-table": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+		},
+	},
+	{
+		Name:  "partitioned-holder-versioned",
+		Title: "the partitioned holder against a row with a version column",
+		Story: "As in partitioned-holder, on a PostgreSQL lock, but the protected resource is a row with a " +
+			"version column on the same server: each client reads the version when it takes the lock, and " +
+			"writes with UPDATE ... WHERE key = $1 AND version = $2. While C1 is cut off its writes cannot " +
+			"reach the row at all; once the network heals, C1's write carries the version it read before C2 " +
+			"wrote, updates no row, and is refused.",
+		Source:    "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire write write release", "acquire write release"),
+		Faults:    []string{"isolate(c1)", "time", "rejoin(c1)"},
+		MaxFaults: 3,
+		Versioned: true,
+		Applies:   onPostgres,
+		Known: map[string][]string{
+			"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
+			"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
+			"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1",
+				"c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},
+		},
+	},
+	{
 		Name:  "redlock-restart",
 		Title: "a Redlock node restarts without persistence and forgets the lock",
 		Story: "C1 gets n1 and n2, a majority of three. n2 restarts without persistence and comes back empty. " +
@@ -344,6 +384,10 @@ func Scenarios() []*Scenario {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// onPostgres is the Applies of the scenarios whose resource is a row on
+// the lock's PostgreSQL server.
+func onPostgres(d strategies.Description) bool { return storeOf(d.Family) == StorePostgres }
 
 // Lookup finds a scenario by name.
 func Lookup(name string) (*Scenario, error) {

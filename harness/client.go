@@ -58,16 +58,19 @@ type client struct {
 	cancel context.CancelFunc
 
 	// guarded by run.mu
-	skew      time.Duration
-	pending   []*request
-	active    int
-	done      bool
-	crashed   bool
-	paused    bool
-	isolated  bool
-	holding   bool
-	lease     locklab.Lease
-	seq       int
+	skew     time.Duration
+	pending  []*request
+	active   int
+	done     bool
+	crashed  bool
+	paused   bool
+	isolated bool
+	holding  bool
+	lease    locklab.Lease
+	seq      int
+	// version is the versioned row's version the client read when it took
+	// the lock, and moved on with each write it made (Scenario.Versioned).
+	version   int64
 	inRelease bool
 	// ending: c crashed in its program and the store has not yet seen it
 	// (store.crashed): no step runs until it has, as none could run
@@ -283,6 +286,9 @@ func (r *run) loop(c *client) {
 					}
 					r.refreshHoldersLocked(c)
 					r.mu.Unlock()
+					if r.spec.versioned && !r.readVersion(c) {
+						return
+					}
 					break
 				}
 				switch {
@@ -298,6 +304,12 @@ func (r *run) loop(c *client) {
 			}
 		case OpWrite:
 			if !holding {
+				continue
+			}
+			if r.spec.versioned {
+				if !r.writeVersioned(c) {
+					return
+				}
 				continue
 			}
 			if _, err := r.submit(c.ctx, c, &c.local, 0, "write", nil, "write"); err != nil {
@@ -381,6 +393,86 @@ func (r *run) write(c *client) {
 		r.noteLocked(c, "write refused (fence %d<%d)", w.Fence, r.maxFence)
 	}
 	r.hist.Writes = append(r.hist.Writes, w)
+}
+
+// versionedStore is a store that keeps the versioned row of the
+// Scenario.Versioned scenarios: each call is a step of client c's.
+type versionedStore interface {
+	// prepareVersioned creates the row of key at version 0, outside the
+	// schedule, before a run's clients start.
+	prepareVersioned(ctx context.Context, key string) error
+	// readVersion returns the row's version.
+	readVersion(ctx context.Context, c *client) (int64, error)
+	// writeVersioned updates the row if its version is still v: it
+	// reports whether it did.
+	writeVersioned(ctx context.Context, c *client, v int64) (bool, error)
+}
+
+// readVersion has client c, which has just taken the lock, read the
+// versioned row's version. It reports false when the client's run is
+// over.
+func (r *run) readVersion(c *client) bool {
+	vs, ok := r.slot.store.(versionedStore)
+	if !ok {
+		r.fail(fmt.Errorf("scenario %s needs a versioned row, which the store of %s does not keep", r.spec.scenario, r.spec.strategy))
+		return false
+	}
+	v, err := vs.readVersion(c.ctx, c)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.crashed || errors.Is(err, errStopped) {
+		return false
+	}
+	if err != nil {
+		// Without the version the client has nothing to write with: it
+		// skips its writes, as a program whose read failed would.
+		c.version = -1
+		r.noteLocked(c, "version read failed: %v", err)
+		return true
+	}
+	c.version = v
+	r.noteLocked(c, "read version %d", v)
+	return true
+}
+
+// writeVersioned has client c write the versioned row with the version it
+// read: accepted when the row still has it, refused when another client
+// wrote since. A stale write is one a client that took the lock later
+// made before it, as for the fenced resource. It reports false when the
+// client's run is over.
+func (r *run) writeVersioned(c *client) bool {
+	r.mu.Lock()
+	v := c.version
+	if v < 0 {
+		r.mu.Unlock()
+		return true // the version read failed: no write
+	}
+	r.mu.Unlock()
+	vs, _ := r.slot.store.(versionedStore)
+	ok, err := vs.writeVersioned(c.ctx, c, v)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.crashed || errors.Is(err, errStopped) {
+		return false
+	}
+	w := Write{Client: c.id, Fence: v, Seq: c.seq, Accepted: ok && err == nil, Stale: r.lastWriter > c.seq}
+	if c.lastEvent >= 0 {
+		w.Step = r.hist.Events[c.lastEvent].Step
+	}
+	switch {
+	case err != nil:
+		r.noteLocked(c, "write failed: %v", err)
+	case ok:
+		c.version = v + 1
+		r.lastWriter = max(r.lastWriter, c.seq)
+		r.noteLocked(c, "wrote (version %d)", v)
+	default:
+		r.noteLocked(c, "write refused (version %d is stale)", v)
+	}
+	if err == nil {
+		r.hist.Writes = append(r.hist.Writes, w)
+	}
+	return true
 }
 
 func (r *run) fail(err error) {

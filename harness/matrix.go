@@ -445,7 +445,7 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	}
 	switch {
 	case !sc.AppliesTo(cs.Strategy):
-		c.Outcome, c.Message = NA, "not for this kind of strategy"
+		c.Outcome, c.Message = NA, notForKind
 		return c, false
 	case len(nodes) < sc.nodes():
 		c.Outcome, c.Message = NA, fmt.Sprintf("needs %d nodes", sc.nodes())
@@ -466,6 +466,10 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	}
 	return c, true
 }
+
+// notForKind is the message of a cell whose scenario is not meant for its
+// strategy (Scenario.Applies, MultiNode).
+const notForKind = "not for this kind of strategy"
 
 // exploreCell runs cs's cell on nodes, in database db.
 func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db int) (_ Cell, err error) {

@@ -961,3 +961,72 @@ func sqlLabel(sql string) string {
 	}
 	return verb
 }
+
+// ResourceTableName is the table of the versioned row the
+// Scenario.Versioned scenarios protect: a version per key.
+const ResourceTableName = "locklab_resource"
+
+var _ versionedStore = (*pgStore)(nil)
+
+// prepareVersioned creates the versioned row of key at version 0 (and its
+// table where it is missing), outside the schedule: empty has deleted the
+// row an earlier run left.
+func (s *pgStore) prepareVersioned(ctx context.Context, key string) error {
+	if _, err := s.admin.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+ResourceTableName+
+		" (key text PRIMARY KEY, version bigint NOT NULL)"); err != nil {
+		return fmt.Errorf("creating %s on %s: %w", ResourceTableName, s.node.Name(), err)
+	}
+	s.mu.Lock()
+	if !slices.Contains(s.tables, ResourceTableName) {
+		s.unlisted = true
+	}
+	s.mu.Unlock()
+	if _, err := s.admin.Exec(ctx, "INSERT INTO "+ResourceTableName+" (key, version) VALUES ($1, 0) "+
+		"ON CONFLICT (key) DO UPDATE SET version = 0", key); err != nil {
+		return fmt.Errorf("creating the versioned row on %s: %w", s.node.Name(), err)
+	}
+	return nil
+}
+
+// pool returns client c's pool in the current run.
+func (s *pgStore) pool(c *client) (*pgxpool.Pool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.clients[c]
+	if pc == nil {
+		return nil, errStopped
+	}
+	return pc.pool, nil
+}
+
+// readVersion reads the versioned row's version through client c's pool:
+// a step of c's.
+func (s *pgStore) readVersion(ctx context.Context, c *client) (int64, error) {
+	p, err := s.pool(c)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	key := s.lockKey
+	s.mu.Unlock()
+	var v int64
+	err = p.QueryRow(ctx, "SELECT version FROM "+ResourceTableName+" WHERE key = $1", key).Scan(&v)
+	return v, err
+}
+
+// writeVersioned writes the versioned row through client c's pool, if its
+// version is still v: a step of c's. It reports whether a row was updated.
+func (s *pgStore) writeVersioned(ctx context.Context, c *client, v int64) (bool, error) {
+	p, err := s.pool(c)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	key := s.lockKey
+	s.mu.Unlock()
+	tag, err := p.Exec(ctx, "UPDATE "+ResourceTableName+" SET version = version + 1 WHERE key = $1 AND version = $2", key, v)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}

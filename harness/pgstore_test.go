@@ -279,3 +279,40 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 		t.Errorf("locklab_hk_b keeps %d rows of the key after empty", n)
 	}
 }
+
+// TestVersionedRowRefusesStaleWrite: on the -versioned scenarios the
+// resource is a row with a version column on the lock's server. The
+// holder cut off (or paused) past its lock reads the version when it
+// takes the lock; its successor writes first; its own UPDATE ... AND
+// version = v then updates no row: the write is refused, and the run is
+// SAFE where the plain scenario's stale write is accepted.
+func TestVersionedRowRefusesStaleWrite(t *testing.T) {
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []Node{&PGNode{NodeName: "n1", Server: srv}}
+	for _, tc := range []struct{ scenario, strategy string }{
+		{"partitioned-holder-versioned", "pg-advisory"},
+		{"partitioned-holder-versioned", "pg-for-update"},
+		{"partitioned-holder-versioned", "pg-lock-table"},
+		{"pause-past-ttl-versioned", "pg-lock-table"},
+	} {
+		cs := mustCase(t, tc.scenario, tc.strategy)
+		sched := cs.Scenario.Known[tc.strategy][0]
+		h, err := Run(context.Background(), RunOptions{Case: cs, Nodes: nodes, Schedule: sched})
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.strategy, tc.scenario, err)
+		}
+		refused := false
+		for _, w := range h.Writes {
+			if w.Client == 1 && w.Stale && !w.Accepted {
+				refused = true
+			}
+		}
+		if h.Verdict.Outcome != Safe || !refused {
+			t.Errorf("%s on %s (%s): %v, c1's stale write refused: %v\n%+v", tc.strategy, tc.scenario, sched, h.Verdict, refused, h.Writes)
+		}
+	}
+	// The versioned scenarios are for the database locks only.
+	if cs, err := Resolve("pause-past-ttl-versioned", "set-nx-px"); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
+		t.Error("pause-past-ttl-versioned applies to set-nx-px")
+	}
+}

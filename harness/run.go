@@ -112,9 +112,12 @@ type runSpec struct {
 	seed     uint64
 	record   bool
 	fenced   bool
-	property Property
-	waiter   int
-	maxSteps int
+	// versioned: the resource is the store's versioned row
+	// (Scenario.Versioned).
+	versioned bool
+	property  Property
+	waiter    int
+	maxSteps  int
 	// quiet is how long a multi-node client must stay unchanged before the
 	// scheduler takes its outstanding commands as all there is.
 	quiet time.Duration
@@ -239,6 +242,15 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 	}
 	if err := r.slot.store.empty(r.ctx); err != nil {
 		return nil, err
+	}
+	if r.spec.versioned {
+		vs, ok := r.slot.store.(versionedStore)
+		if !ok {
+			return nil, fmt.Errorf("scenario %s needs a versioned row, which the store of %s does not keep", r.spec.scenario, r.spec.strategy)
+		}
+		if err := vs.prepareVersioned(r.ctx, r.spec.key); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range r.spec.programs {
 		if _, err := r.addClient(p, false); err != nil {

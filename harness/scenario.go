@@ -48,6 +48,13 @@ type Scenario struct {
 	// Fenced: the protected resource refuses a write whose fence number is
 	// below one it has accepted.
 	Fenced bool `json:"fenced,omitempty"`
+	// Versioned: the protected resource is a row with a version column on
+	// the lock's PostgreSQL server (the notes' 乐观锁). A client that takes
+	// the lock reads the row's version; its write is UPDATE ... SET
+	// version = version + 1 WHERE key = $1 AND version = $2, which updates
+	// nothing, and is refused, once another client has written since it
+	// read. For the PostgreSQL strategies only.
+	Versioned bool `json:"versioned,omitempty"`
 	// NoPreemption keeps the explorer to the natural order of the clients
 	// (each runs until it blocks or ends): the story is about time, not
 	// about interleaving.

@@ -73,7 +73,9 @@ func StoreOfStrategy(name string) string {
 }
 
 // Only returns the part of m whose strategies keep says to keep: its
-// cells, and the scenarios where at least one of them applies.
+// cells, and the scenarios where at least one of them applies (a row of
+// cells that are n/a because the scenario is not meant for their kind of
+// strategy, or is one of Redlock's on another store, is left out).
 func (m *MatrixResult) Only(keep func(strategy string) bool) *MatrixResult {
 	out := &MatrixResult{Elapsed: m.Elapsed}
 	for _, s := range m.Strategies {
@@ -84,7 +86,7 @@ func (m *MatrixResult) Only(keep func(strategy string) bool) *MatrixResult {
 	for i, sc := range m.Scenarios {
 		applies := false
 		for _, c := range m.Cells {
-			if c.Scenario == sc && keep(c.Strategy) && !storeNAOnly(c) {
+			if c.Scenario == sc && keep(c.Strategy) && !storeNAOnly(c) && !(c.Outcome == NA && c.Message == notForKind) {
 				applies = true
 			}
 		}
