@@ -44,7 +44,6 @@ func TestBadCommandLines(t *testing.T) {
 	stress := []string{"stress", "-s", "set-nx-px"}
 	explore := []string{"explore", "-s", "setnx-del", "-x", "stale-recovery"}
 	demo := []string{"demo", "stale-recovery", "-s", "setnx-del"}
-	const pgStress = "locks on PostgreSQL, and stress does not run PostgreSQL strategies yet (it runs the Redis strategies and etcd-lease); locklab demo, explore and matrix run it on PostgreSQL"
 	cases := []struct {
 		args []string
 		env  string // one VAR=value for the run
@@ -161,9 +160,11 @@ func TestBadCommandLines(t *testing.T) {
 		{args: append(stress, "--node-faults", "failover,pause"), want: "--node-faults failover runs on a Sentinel group and cannot be combined with pause"},
 		{args: append(stress, "--backend", "addrs", "--addr", "127.0.0.1:1", "--node-faults", "pause"),
 			want: "--node-faults needs a backend that controls its servers (docker or process), not addrs"},
-		{args: []string{"stress", "-s", "pg-advisory", "--duration", "2s", "--clients", "2"}, want: "-s pg-advisory: " + pgStress},
-		{args: []string{"stress", "--strategy", "pg-lock-table", "--json"}, want: "--strategy pg-lock-table: " + pgStress},
-		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause"}, want: "-s pg-for-update: " + pgStress},
+		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause"},
+			want: "--node-faults pause: a run of pg-for-update on PostgreSQL injects no node fault yet"},
+		{args: []string{"stress", "-s", "pg-advisory", "--processes"}, want: "--processes: a run of pg-advisory on PostgreSQL runs its clients as goroutines only, for now"},
+		{args: []string{"stress", "-s", "pg-lock-table", "--addr", "127.0.0.1:1"},
+			want: "strategy pg-lock-table locks on PostgreSQL, which the addrs backend does not give: use --backend process"},
 		{args: []string{"stress", "-s", "etcd-lease", "--nodes", "7"},
 			want: "--nodes 7: etcd-lease runs on a three-member etcd cluster; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
 		{args: append(stress, "--nodes", "3"), want: "--nodes 3: set-nx-px locks on one Redis node; --nodes is the Redis nodes of a multi-node strategy (redlock)"},

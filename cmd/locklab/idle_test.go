@@ -8,15 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/internal/tooling/stores"
 )
 
 // TestIdleRunIsNoPass: a run that completed no critical section reports
 // no pass, on every store stress runs on: exit status 2, and the text
-// says why where "no violation" would be (the PostgreSQL strategies are
-// refused before anything starts: TestBadCommandLines). A --duration of
-// 1ns ends the run before any client tries.
+// says why where "no violation" would be. A --duration of 1ns ends the
+// run before any client tries.
 func TestIdleRunIsNoPass(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--backend", "process", "--duration", "1ns")
@@ -56,6 +57,15 @@ func TestIdleRunIsNoPass(t *testing.T) {
 		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
 		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on etcd-lease: no critical section completed\n"), stderr)
 	})
+	t.Run("postgres", func(t *testing.T) {
+		if err := stores.Installed(harness.StorePostgres); err != nil {
+			t.Skip(err)
+		}
+		code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--duration", "1ns")
+		assert.Equal(t, 2, code, stderr)
+		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
+		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on pg-advisory: no critical section completed\n"), stderr)
+	})
 	t.Run("matrix", func(t *testing.T) {
 		// Every cell n/a: the matrix ran nothing.
 		code, out, stderr := runStatus(t, "matrix", "-s", "setnx-del", "-x", "redlock-restart", "--backend", "process")
@@ -63,4 +73,20 @@ func TestIdleRunIsNoPass(t *testing.T) {
 		assert.Contains(t, out, "setnx-del")
 		assert.True(t, strings.HasSuffix(stderr, "locklab: no cell of the matrix ran a schedule, every one is n/a: not for this kind of strategy (1 cell)\n"), stderr)
 	})
+}
+
+// TestStressPG: stress runs a PostgreSQL strategy on a PostgreSQL server
+// of its own (the issue's command line, which ran a Redis server and
+// reported a pass with no cycle): the advisory lock holds while its
+// sessions live.
+func TestStressPG(t *testing.T) {
+	if err := stores.Installed(harness.StorePostgres); err != nil {
+		t.Skip(err)
+	}
+	code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--duration", "2s", "--clients", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "PostgreSQL: process 127.0.0.1:")
+	assert.NotContains(t, stderr, "Redis")
+	assert.Regexp(t, `cycles +[1-9]\d* in `, out)
+	assert.Contains(t, out, "\nno violation\n")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/internal/tooling/stores"
 	"github.com/locklab/locklab/strategies"
 )
@@ -86,7 +88,14 @@ per member; --ttl defaults to 1s,
 etcd's lease granularity. Its node faults strike the member that leads
 when each begins: leader-kill (SIGKILL, then started again on its data
 directory), pause (SIGSTOP, then SIGCONT) and partition (the clients'
-proxy to the leader cut; its peers still reach it).`,
+proxy to the leader cut; its peers still reach it).
+
+A PostgreSQL strategy (pg-lock-table, pg-for-update, pg-advisory) runs on
+a throwaway PostgreSQL server started on the backend (a local process on
+process, a container on docker; never on addrs), each client with a
+connection pool of its own; a crash closes its connections, and the
+server ends its sessions and their session locks with them. It takes no
+--node-faults and no --processes yet.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob 0 --crash-prob 0 --cycles 100000
   locklab stress --strategy set-nx-px --no-fence --duration 10s --json
@@ -96,7 +105,8 @@ proxy to the leader cut; its peers still reach it).`,
   locklab stress --strategy set-nx-px --node-faults failover --duration 30s
   locklab stress --strategy set-nx-px-wait --node-faults failover --processes --duration 30s
   locklab stress --strategy set-nx-px --node-faults cluster-failover --fault-for 1s --duration 20s
-  locklab stress --strategy etcd-lease --node-faults leader-kill,pause,partition --pause-prob 0 --duration 30s`,
+  locklab stress --strategy etcd-lease --node-faults leader-kill,pause,partition --pause-prob 0 --duration 30s
+  locklab stress --strategy pg-lock-table --duration 10s`,
 		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -109,10 +119,6 @@ proxy to the leader cut; its peers still reach it).`,
 			d, err := strategies.Info(o.Strategy)
 			if err != nil {
 				return err
-			}
-			if d.Family == harness.StorePostgres {
-				return g.args.badFlag(cmd, "strategy", o.Strategy, "locks on PostgreSQL, and stress does not run PostgreSQL strategies yet "+
-					"(it runs the Redis strategies and etcd-lease); locklab demo, explore and matrix run it on PostgreSQL")
 			}
 			if cmd.Flags().Changed("porcupine-html") {
 				if err := checkOut(html); err != nil {
@@ -163,6 +169,9 @@ proxy to the leader cut; its peers still reach it).`,
 			errw := cmd.ErrOrStderr()
 			if d.Family == harness.StoreEtcd {
 				return runStressEtcd(cmd, g, o, asJSON, fail, html)
+			}
+			if d.Family == harness.StorePostgres {
+				return runStressPG(cmd, g, o, asJSON, fail, html)
 			}
 			if slices.Contains(o.Faults, node.LeaderKill) {
 				return fmt.Errorf("--node-faults %s strikes an etcd cluster's leader: it takes an etcd strategy (etcd-lease)", node.LeaderKill)
@@ -341,6 +350,36 @@ func multiNodeStrategies() []string {
 		}
 	}
 	return out
+}
+
+// runStressPG runs a PostgreSQL strategy on a throwaway PostgreSQL server
+// it starts on the backend (a local process on process, a container on
+// docker; never on addrs), without node faults or worker processes yet.
+func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
+	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+		return fmt.Errorf("strategy %s locks on PostgreSQL, which the addrs backend does not give: use --backend process", o.Strategy)
+	}
+	if len(o.Faults) > 0 {
+		return g.args.badFlag(cmd, "node-faults", node.JoinFaults(o.Faults), "a run of %s on PostgreSQL injects no node fault yet", o.Strategy)
+	}
+	if o.Processes {
+		return fmt.Errorf("--processes: a run of %s on PostgreSQL runs its clients as goroutines only, for now", o.Strategy)
+	}
+	if err := stores.Installed(harness.StorePostgres); err != nil {
+		return fmt.Errorf("strategy %s locks on PostgreSQL: %w", o.Strategy, err)
+	}
+	backend, err := stores.Backend(cmd.Context(), g.backend)
+	if err != nil {
+		return err
+	}
+	srv, err := pgproc.Start(cmd.Context(), pgproc.Options{Backend: backend})
+	if err != nil {
+		return fmt.Errorf("starting PostgreSQL for %s: %w", o.Strategy, err)
+	}
+	defer closeAndTell(cmd.ErrOrStderr(), srv)
+	fmt.Fprintf(cmd.ErrOrStderr(), "PostgreSQL: %s %s (%s)\n", backend, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), pgproc.Version(srv.BinDir))
+	o.PG = srv
+	return runStress(cmd, o, asJSON, fail, html)
 }
 
 // checkFailover refuses what a run on a Sentinel group cannot do: other

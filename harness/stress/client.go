@@ -6,6 +6,7 @@ package stress
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,13 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 				return
 			}
 			cfg.Store, closeStore = cli, func() { cli.Close() }
+		} else if r.o.PG != nil {
+			pool, err := pgPool(ctx, r.o.PG, cr)
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			cfg.Store, closeStore = pool, pool.Close
 		} else if desc.Properties.MultiNode {
 			for _, n := range nodes {
 				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
@@ -69,9 +77,17 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		l, err := r.o.factory(cfg)
 		if err != nil {
 			r.addErr(err)
+			if closeStore != nil {
+				closeStore()
+			}
 			return
 		}
 		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
+		if c, ok := l.(io.Closer); ok {
+			// The sessions of the leases it still holds (a crash) end, as
+			// the death of its process would end them.
+			c.Close()
+		}
 		if closeStore != nil {
 			closeStore()
 		}

@@ -32,11 +32,6 @@ var EtcdFaultKinds = []node.Fault{node.LeaderKill, node.Pause, node.Partition}
 // program registers it).
 const etcdFamily = "etcd"
 
-// pgFamily is the family of the strategies that lock on PostgreSQL
-// (strategies/pglock.Family), which a run does not drive yet: it has no
-// PostgreSQL server to give them.
-const pgFamily = "postgres"
-
 // etcdRun is the run's side of an etcd cluster: a proxy in front of each
 // member, in member order, which the clients dial and a partition cuts,
 // and an admin client that dials the members directly.
@@ -51,9 +46,6 @@ type etcdRun struct {
 // an etcd cluster with any other strategy, and the faults a run on etcd
 // does not inject.
 func (o *Options) checkEtcd() error {
-	if o.desc.Family == pgFamily {
-		return lockkit.Invalid("stress: strategy %s locks on PostgreSQL, and a run does not run PostgreSQL strategies yet", o.Strategy)
-	}
 	if (o.desc.Family == etcdFamily) != (o.Etcd != nil) {
 		if o.Etcd == nil {
 			return lockkit.Invalid("stress: strategy %s locks on etcd: Options.Etcd is required", o.Strategy)

@@ -11,6 +11,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/internal/tooling/namespace"
+	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
 )
@@ -131,6 +132,15 @@ type Options struct {
 	// cluster's key space first: the cluster is the run's own.
 	Etcd *etcdproc.Cluster
 
+	// PG, when set, is the PostgreSQL server a PostgreSQL strategy
+	// (pg-lock-table, pg-for-update, pg-advisory) locks on: each client
+	// incarnation has a connection pool of its own, which a crash closes
+	// (its sessions end, their session locks with them, as a process's
+	// death would), and Nodes, Addrs and FaultNodes stay empty. A run on
+	// PostgreSQL injects no node fault and runs no worker processes yet.
+	// The server is the run's own: its lock table is not emptied first.
+	PG *pgproc.Server
+
 	// desc and factory are Strategy resolved, once, by defaults: every
 	// client's Locker is built by factory.
 	desc    strategies.Description
@@ -179,7 +189,7 @@ func (o *Options) defaults() error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil {
+	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
 		return lockkit.Invalid("no Redis nodes")
 	}
 	if o.Clients <= 0 {
@@ -238,6 +248,9 @@ func (o *Options) defaults() error {
 		return err
 	}
 	if err := o.checkEtcd(); err != nil {
+		return err
+	}
+	if err := o.checkPG(); err != nil {
 		return err
 	}
 	return o.faultDefaults()

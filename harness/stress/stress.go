@@ -64,7 +64,7 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 	if o.ns.IsZero() {
 		// A Redis Cluster was emptied above, master by master, and an
 		// etcd cluster by startEtcd.
-		if o.RedisCluster == nil && o.Etcd == nil {
+		if o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
 			if err := flush(ctx, o.Nodes); err != nil {
 				return nil, err
 			}
@@ -279,6 +279,12 @@ func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (stri
 	}
 	if r.etcd != nil {
 		return r.etcd.stuckKind(ctx, r.o.Key)
+	}
+	if r.o.PG != nil {
+		// The run does not tell, on PostgreSQL, a lock that never frees
+		// (a session that lives on, holding it) from one taken again and
+		// again by the same few: it says starvation.
+		return KindStarvation, true
 	}
 	// A key without TTL never frees itself: deadlock. One with a TTL that
 	// keeps being pushed forward: starvation.
