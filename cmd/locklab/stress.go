@@ -94,8 +94,11 @@ A PostgreSQL strategy (pg-lock-table, pg-for-update, pg-advisory) runs on
 a throwaway PostgreSQL server started on the backend (a local process on
 process, a container on docker; never on addrs), each client with a
 connection pool of its own; a crash closes its connections, and the
-server ends its sessions and their session locks with them. It takes no
---node-faults and no --processes yet.`,
+server ends its sessions and their session locks with them. Its node
+faults strike the server: pause (SIGSTOP to the postmaster and every
+backend, then SIGCONT) and restart-keep (SIGKILL, then started again on
+its data directory: every session ends, committed rows stay). It takes no
+--processes yet.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob 0 --crash-prob 0 --cycles 100000
   locklab stress --strategy set-nx-px --no-fence --duration 10s --json
@@ -241,7 +244,7 @@ server ends its sessions and their session locks with them. It takes no
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
-		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition (default: none)")
+		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause or restart-keep (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 	return serverCmd(cmd)
@@ -354,13 +357,16 @@ func multiNodeStrategies() []string {
 
 // runStressPG runs a PostgreSQL strategy on a throwaway PostgreSQL server
 // it starts on the backend (a local process on process, a container on
-// docker; never on addrs), without node faults or worker processes yet.
+// docker; never on addrs), with the node faults of stress.PGFaultKinds,
+// without worker processes yet.
 func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
 	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
 		return fmt.Errorf("strategy %s locks on PostgreSQL, which the addrs backend does not give: use --backend process", o.Strategy)
 	}
-	if len(o.Faults) > 0 {
-		return g.args.badFlag(cmd, "node-faults", node.JoinFaults(o.Faults), "a run of %s on PostgreSQL injects no node fault yet", o.Strategy)
+	for _, f := range o.Faults {
+		if !slices.Contains(stress.PGFaultKinds, f) {
+			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on PostgreSQL injects %s", node.JoinFaults(stress.PGFaultKinds))
+		}
 	}
 	if o.Processes {
 		return fmt.Errorf("--processes: a run of %s on PostgreSQL runs its clients as goroutines only, for now", o.Strategy)

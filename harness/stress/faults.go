@@ -80,7 +80,7 @@ func (o *Options) faultDefaults() error {
 				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill})))
 		}
 	}
-	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil {
+	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
 		return lockkit.Invalid("node faults need nodes to fault")
 	}
 	if o.FaultEvery <= 0 {
@@ -109,6 +109,8 @@ func (r *recorder) faults(ctx context.Context) {
 		switch {
 		case r.etcd != nil:
 			r.etcdFault(ctx, kind)
+		case r.o.PG != nil:
+			r.pgFault(ctx, kind)
 		case kind == node.Failover:
 			r.failover(ctx)
 		case kind == node.ClusterFailover:

@@ -136,8 +136,9 @@ type Options struct {
 	// (pg-lock-table, pg-for-update, pg-advisory) locks on: each client
 	// incarnation has a connection pool of its own, which a crash closes
 	// (its sessions end, their session locks with them, as a process's
-	// death would), and Nodes, Addrs and FaultNodes stay empty. A run on
-	// PostgreSQL injects no node fault and runs no worker processes yet.
+	// death would), and Nodes, Addrs and FaultNodes stay empty. Its node
+	// faults are PGFaultKinds, which strike the server. A run on
+	// PostgreSQL runs no worker processes yet.
 	// The server is the run's own: its lock table is not emptied first.
 	PG *pgproc.Server
 

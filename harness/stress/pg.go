@@ -6,11 +6,16 @@ package stress
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/lockkit"
 )
@@ -20,9 +25,16 @@ import (
 // registers it).
 const pgFamily = "postgres"
 
+// PGFaultKinds are the node faults of a run on PostgreSQL (Options.PG):
+// node.Pause (the postmaster and every backend stopped with SIGSTOP, then
+// continued) and node.RestartKeep (the postmaster killed with SIGKILL,
+// then started again on its data directory: every session ends, and its
+// session locks and open transaction with it; committed rows stay).
+var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep}
+
 // checkPG refuses a PostgreSQL strategy without a server, a server with
-// any other strategy, and what a run on PostgreSQL does not do yet: node
-// faults and worker processes.
+// any other strategy, and what a run on PostgreSQL does not do: node
+// faults other than PGFaultKinds, and worker processes (not yet).
 func (o *Options) checkPG() error {
 	if (o.desc.Family == pgFamily) != (o.PG != nil) {
 		if o.PG == nil {
@@ -33,8 +45,10 @@ func (o *Options) checkPG() error {
 	if o.PG == nil {
 		return nil
 	}
-	if len(o.Faults) > 0 {
-		return lockkit.Invalid("stress: a run on PostgreSQL injects no node fault yet")
+	for _, f := range o.Faults {
+		if !slices.Contains(PGFaultKinds, f) {
+			return lockkit.Invalid("stress: node fault %v is not one a run on PostgreSQL injects (want %s)", f, node.JoinFaults(PGFaultKinds))
+		}
 	}
 	if o.Processes {
 		return lockkit.Invalid("stress: a run on PostgreSQL runs no worker processes yet")
@@ -79,3 +93,51 @@ func (t pgCrashTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 }
 
 func (t pgCrashTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { t.cr.roll() }
+
+// pgFault strikes the run's PostgreSQL server with kind for FaultFor, then
+// heals it: a pause is followed by SIGCONT, a kill by a start on the same
+// data directory. A fault in progress is always healed, even when ctx ends
+// meanwhile.
+func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
+	bg := context.WithoutCancel(ctx)
+	s := r.o.PG
+	name := "postgres " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
+	f := NodeFault{Kind: kind, Node: name, At: r.now()}
+	var begin, end func() error
+	var what string
+	switch kind {
+	case node.Pause:
+		begin, end = s.Stop, s.Cont
+		what = fmt.Sprintf("paused (SIGSTOP to the postmaster and every backend) for %v", r.o.FaultFor)
+	case node.RestartKeep:
+		begin = func() error { s.KillPostmaster(); return nil }
+		end = func() error { return s.Restart(bg) }
+		what = fmt.Sprintf("killed (SIGKILL) for %v, then started again on its data directory: every session ends", r.o.FaultFor)
+	default:
+		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, node.ErrUnsupported) }
+	}
+	r.mu.Lock()
+	r.event(NodeFaultClient, name+" "+what)
+	r.mu.Unlock()
+	r.faulting.Store(true)
+	err := begin()
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.FaultFor):
+		}
+		err = end()
+	}
+	r.faultEnded.Store(int64(r.now()))
+	r.faulting.Store(false)
+	f.For = r.now() - f.At
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		f.Err = err.Error()
+		r.event(NodeFaultClient, fmt.Sprintf("%s: %s failed: %v", name, kind, err))
+	} else {
+		r.event(NodeFaultClient, fmt.Sprintf("%s back after %v", name, f.For.Round(time.Millisecond)))
+	}
+	r.nfaults = append(r.nfaults, f)
+}
