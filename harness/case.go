@@ -80,6 +80,11 @@ func (c Case) spec() runSpec {
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
 		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
 		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),
+		// A strategy that renews by default is run renewing, by the run
+		// (renew.go), on Redis, where the run can renew outside the
+		// schedule.
+		renew: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog) && storeOf(c.Strategy.Family) == "" &&
+			!c.Strategy.Properties.MultiNode,
 	}
 }
 

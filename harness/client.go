@@ -65,9 +65,16 @@ type client struct {
 	crashed  bool
 	paused   bool
 	isolated bool
-	holding  bool
-	lease    locklab.Lease
-	seq      int
+	// sleeping: the client is in a sleep step, its whole process paused,
+	// its renewal with it (renew.go); renewLost: a renewal of its lease
+	// failed, and its watchdog stopped; renewer is the strategy on the
+	// store's own connections that renews its lease.
+	sleeping  bool
+	renewLost bool
+	renewer   locklab.Locker
+	holding   bool
+	lease     locklab.Lease
+	seq       int
 	// version is the versioned row's version the client read when it took
 	// the lock, and moved on with each write it made (Scenario.Versioned).
 	version   int64
@@ -272,7 +279,7 @@ func (r *run) loop(c *client) {
 				}
 				if err == nil {
 					r.acqs++
-					c.holding, c.lease, c.seq = true, lease, r.acqs
+					c.holding, c.lease, c.seq, c.renewLost = true, lease, r.acqs, false
 					c.info.Acquired++
 					step := 0
 					if c.lastEvent >= 0 {
@@ -320,7 +327,14 @@ func (r *run) loop(c *client) {
 			if _, err := r.submit(c.ctx, c, &c.local, 0, "sleep", nil, "sleep "+op.Dur.String()); err != nil {
 				return
 			}
-			if err := r.advance(op.Dur); err != nil {
+			r.mu.Lock()
+			c.sleeping = true
+			r.mu.Unlock()
+			err := r.advance(op.Dur)
+			r.mu.Lock()
+			c.sleeping = false
+			r.mu.Unlock()
+			if err != nil {
 				r.fail(err)
 				return
 			}

@@ -95,8 +95,17 @@ func (r *run) event(st Step) error {
 	return err
 }
 
-// advance moves virtual time forward by d on every clock and node.
+// advance moves virtual time forward by d on every clock and node, the
+// leases of the holders whose renewal runs renewed as it passes (renew.go).
 func (r *run) advance(d time.Duration) error {
+	if r.spec.renew {
+		return r.advanceRenewing(d)
+	}
+	return r.advanceAll(d)
+}
+
+// advanceAll moves virtual time forward by d on every clock and node.
+func (r *run) advanceAll(d time.Duration) error {
 	r.mu.Lock()
 	r.now += d
 	down := slices.Clone(r.down)

@@ -104,15 +104,17 @@ type explorer struct {
 	sc       *Scenario
 	spec     runSpec
 	alphabet []Step
-	mu       sync.Mutex
-	cond     *sync.Cond
-	stack    []prefix
-	busy     int
-	res      ExploreResult
-	stopped  bool
-	err      error
-	start    time.Time
-	atomic   bool // no branching inside transactions (runPrefix)
+	// after[k] is the fault alphabet[k] waits for (Scenario.FaultAfter).
+	after   []string
+	mu      sync.Mutex
+	cond    *sync.Cond
+	stack   []prefix
+	busy    int
+	res     ExploreResult
+	stopped bool
+	err     error
+	start   time.Time
+	atomic  bool // no branching inside transactions (runPrefix)
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -166,6 +168,10 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	var err error
 	if e.alphabet, err = sc.alphabet(); err != nil {
 		return nil, err
+	}
+	e.after = make([]string, len(e.alphabet))
+	for k, f := range e.alphabet {
+		e.after[k] = sc.FaultAfter[f.String()]
 	}
 	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
 	nodes := opts.Case.nodesFor(opts.Nodes)
@@ -450,6 +456,21 @@ func shorter(a, b *History) bool {
 	return a.Schedule < b.Schedule
 }
 
+// ready reports whether fault alphabet[k] may be inserted into a schedule
+// that has used the faults used counts: the fault it waits for, if any,
+// is among them.
+func (e *explorer) ready(k int, used []int) bool {
+	if e.after[k] == "" {
+		return true
+	}
+	for j, f := range e.alphabet {
+		if used[j] > 0 && f.String() == e.after[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // runRandom picks every step at random: a client step, or with some
 // probability one of the faults still unused.
 func (e *explorer) runRandom(ctx context.Context, spec runSpec, sl *slot, rng *rand.Rand) (*History, error) {
@@ -463,7 +484,7 @@ func (e *explorer) runRandom(ctx context.Context, spec runSpec, sl *slot, rng *r
 		}
 		if faults < e.opts.MaxFaults && len(e.alphabet) > 0 && rng.IntN(4) == 0 {
 			k := rng.IntN(len(e.alphabet))
-			if used[k] < alphabetCount(e.alphabet, e.alphabet[k]) {
+			if used[k] < alphabetCount(e.alphabet, e.alphabet[k]) && e.ready(k, used) {
 				used[k]++
 				faults++
 				return e.alphabet[k], true

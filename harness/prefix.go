@@ -125,7 +125,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		}
 		if faults < e.opts.MaxFaults {
 			for k, f := range e.alphabet {
-				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] {
+				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] || !e.ready(k, used) {
 					continue
 				}
 				u := slices.Clone(used)

@@ -134,6 +134,9 @@ type runSpec struct {
 	// machine's clock, not the run's virtual one, and its extends would be
 	// commands no schedule chose.
 	noWatchdog bool
+	// renew: the run renews the holders' leases as the strategy's default
+	// watchdog would (renew.go), on a store that can.
+	renew bool
 }
 
 // run is one execution of a runSpec in a slot: its clients, the steps taken

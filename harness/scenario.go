@@ -43,6 +43,12 @@ type Scenario struct {
 	// Faults are the events the explorer may insert, each at most once per
 	// occurrence in the list ("time", "crash(c1)", "restart(n2)").
 	Faults []string `json:"faults,omitempty"`
+	// FaultAfter holds a fault back until another has happened, by text:
+	// the explorer inserts a fault only into a schedule that already has
+	// the fault it names ("time" after "isolate(c1)": partitioned-holder's
+	// time passes for a holder that is cut off). A schedule given in full
+	// is not held to it.
+	FaultAfter map[string]string `json:"fault_after,omitempty"`
 	// MaxFaults bounds how many of Faults one explored schedule uses.
 	MaxFaults int `json:"max_faults,omitempty"`
 	// Fenced: the protected resource refuses a write whose fence number is
