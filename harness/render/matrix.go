@@ -73,7 +73,16 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	b.WriteString("\nsafe: no violation in any schedule within the bound; VIOL: mutual exclusion,\n" +
 		"release or fencing violated; DEAD: deadlock; STARV: starvation; -: n/a.\n")
 	if partial {
-		b.WriteString("*: the schedule limit was reached before the bound was explored in full.\n")
+		b.WriteString("*: the cell's schedule limit was reached before the bound was explored in full:\n")
+		for _, c := range m.Cells {
+			if c.Outcome == harness.Safe && !c.Complete {
+				limit := "its limit"
+				if c.Limit > 0 {
+					limit = fmt.Sprintf("%d schedules", c.Limit)
+				}
+				fmt.Fprintf(&b, "   %s × %s stopped at %s\n", c.Strategy, c.Scenario, limit)
+			}
+		}
 	}
 	first := true
 	for _, c := range m.Cells {
