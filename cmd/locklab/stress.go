@@ -96,8 +96,10 @@ process, a container on docker; never on addrs), each client with a
 connection pool of its own; a crash closes its connections, and the
 server ends its sessions and their session locks with them. Its node
 faults strike the server: pause (SIGSTOP to the postmaster and every
-backend, then SIGCONT) and restart-keep (SIGKILL, then started again on
-its data directory: every session ends, committed rows stay). It takes no
+backend, then SIGCONT), restart-keep (SIGKILL, then started again on its
+data directory: every session ends, committed rows stay) and partition
+(the clients' connections cut at a loopback proxy: the server ends their
+sessions, the clients hear nothing until it heals). It takes no
 --processes yet.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob 0 --crash-prob 0 --cycles 100000
@@ -244,7 +246,7 @@ its data directory: every session ends, committed rows stay). It takes no
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
-		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause or restart-keep (default: none)")
+		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep or partition (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 	return serverCmd(cmd)

@@ -56,8 +56,8 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 				return
 			}
 			cfg.Store, closeStore = cli, func() { cli.Close() }
-		} else if r.o.PG != nil {
-			pool, err := pgPool(ctx, r.o.PG, cr)
+		} else if r.pg != nil {
+			pool, err := r.pg.pool(ctx, cr)
 			if err != nil {
 				r.fail(err)
 				return

@@ -27,10 +27,40 @@ const pgFamily = "postgres"
 
 // PGFaultKinds are the node faults of a run on PostgreSQL (Options.PG):
 // node.Pause (the postmaster and every backend stopped with SIGSTOP, then
-// continued) and node.RestartKeep (the postmaster killed with SIGKILL,
-// then started again on its data directory: every session ends, and its
-// session locks and open transaction with it; committed rows stay).
-var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep}
+// continued), node.RestartKeep (the postmaster killed with SIGKILL, then
+// started again on its data directory: every session ends, and its
+// session locks and open transaction with it; committed rows stay) and
+// node.Partition (the clients' connections cut at a loopback proxy: the
+// server ends their sessions, while the clients hear nothing until it
+// heals).
+var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep, node.Partition}
+
+// pgRun is the run's side of a PostgreSQL server: with a partition among
+// the faults, the loopback proxy the clients reach it through, which the
+// partition cuts.
+type pgRun struct {
+	s     *pgproc.Server
+	proxy *node.Proxy
+}
+
+// startPG puts a proxy in front of the server when a partition may cut
+// the clients off from it.
+func startPG(o *Options) (*pgRun, error) {
+	p := &pgRun{s: o.PG}
+	if slices.Contains(o.Faults, node.Partition) {
+		var err error
+		if p.proxy, err = node.NewProxy(net.JoinHostPort(o.PG.Host, strconv.Itoa(o.PG.Port))); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *pgRun) close() {
+	if p.proxy != nil {
+		p.proxy.Close()
+	}
+}
 
 // checkPG refuses a PostgreSQL strategy without a server, a server with
 // any other strategy, and what a run on PostgreSQL does not do: node
@@ -56,11 +86,12 @@ func (o *Options) checkPG() error {
 	return nil
 }
 
-// pgPool is a new connection pool on s for one client incarnation, whose
-// every statement may crash it (cr): once it has crashed, it opens no
-// connection and lends none it has.
-func pgPool(ctx context.Context, s *pgproc.Server, cr *crasher) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(s.DSN())
+// pool is a new connection pool on the server for one client
+// incarnation, through the proxy if there is one, whose every statement
+// may crash it (cr): once it has crashed, it opens no connection and
+// lends none it has.
+func (p *pgRun) pool(ctx context.Context, cr *crasher) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(p.s.DSN())
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +103,9 @@ func pgPool(ctx context.Context, s *pgproc.Server, cr *crasher) (*pgxpool.Pool, 
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if cr.crashed.Load() {
 			return nil, errCrashed
+		}
+		if p.proxy != nil {
+			addr = p.proxy.Addr()
 		}
 		return dial(ctx, network, addr)
 	}
@@ -109,11 +143,18 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 	case node.Pause:
 		begin, end = s.Stop, s.Cont
 		what = fmt.Sprintf("paused (SIGSTOP to the postmaster and every backend) for %v", r.o.FaultFor)
+	case node.Partition:
+		if pr := r.pg.proxy; pr != nil {
+			begin = func() error { pr.Cut(); return nil }
+			end = func() error { pr.Heal(); return nil }
+		}
+		what = fmt.Sprintf("cut off from the clients for %v: the server ends their sessions, and they hear nothing until it heals", r.o.FaultFor)
 	case node.RestartKeep:
 		begin = func() error { s.KillPostmaster(); return nil }
 		end = func() error { return s.Restart(bg) }
 		what = fmt.Sprintf("killed (SIGKILL) for %v, then started again on its data directory: every session ends", r.o.FaultFor)
-	default:
+	}
+	if begin == nil {
 		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, node.ErrUnsupported) }
 	}
 	r.mu.Lock()

@@ -25,7 +25,7 @@ func TestPGOptions(t *testing.T) {
 	s := &pgproc.Server{} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no server":   {Strategy: "pg-advisory", Nodes: []locklab.ConnSource{nil}},
-		"node fault":  {Strategy: "pg-advisory", PG: s, Faults: []node.Fault{node.Partition}},
+		"node fault":  {Strategy: "pg-advisory", PG: s, Faults: []node.Fault{node.Restart}},
 		"processes":   {Strategy: "pg-advisory", PG: s, Processes: true, WorkerCommand: []string{"locklab", "worker"}},
 		"redis on pg": {Strategy: "set-nx-px", PG: s},
 	} {
@@ -68,30 +68,33 @@ func TestPGStress(t *testing.T) {
 	}
 }
 
-// pg-advisory across server restarts, with holders paused inside the
-// critical section: the restart ends the paused holder's session and its
-// lock, the next client takes the lock, and the paused one, woken, works
-// on as if it held it. The lock is safe only while its session lives.
-func TestPGStressRestart(t *testing.T) {
+// pg-advisory across server restarts and partitions, with holders paused
+// inside the critical section: either ends the paused holder's session
+// and its lock, the next client takes the lock, and the paused one, woken,
+// works on as if it held it. The lock is safe only while its session
+// lives.
+func TestPGStressSessionEnds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("restarts a PostgreSQL server for several seconds")
+		t.Skip("restarts and partitions a PostgreSQL server for several seconds")
 	}
 	t.Parallel()
 	srv := pgtest.Start(t, pgproc.Options{})
-	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 5 * time.Second, TTL: 500 * time.Millisecond,
-		PauseProb: 0.1, CrashProb: -1, Seed: 2,
-		Faults: []node.Fault{node.RestartKeep}, FaultEvery: time.Second, FaultFor: 200 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	t.Logf("%d cycles, %d pauses, %d overlaps, %d lost updates, %d errors, node faults %+v",
-		rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.NodeFaults)
-	assert.Positive(t, rep.Cycles)
-	require.NotEmpty(t, rep.NodeFaults)
-	for _, f := range rep.NodeFaults {
-		assert.Empty(t, f.Err, "%v on %s", f.Kind, f.Node)
-	}
-	if rep.Pauses > 0 {
-		assert.Positive(t, rep.Overlaps, "a restart ends a paused holder's session, and the next client takes its lock")
+	for _, fault := range []node.Fault{node.RestartKeep, node.Partition} {
+		rep, err := stress.Run(context.Background(), stress.Options{
+			Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 5 * time.Second, TTL: 500 * time.Millisecond,
+			PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:" + fault.String(),
+			Faults: []node.Fault{fault}, FaultEvery: time.Second, FaultFor: 200 * time.Millisecond,
+		})
+		require.NoError(t, err, fault)
+		t.Logf("%v: %d cycles, %d pauses, %d overlaps, %d lost updates, %d errors, node faults %+v",
+			fault, rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.NodeFaults)
+		assert.Positive(t, rep.Cycles, fault)
+		require.NotEmpty(t, rep.NodeFaults, fault)
+		for _, f := range rep.NodeFaults {
+			assert.Empty(t, f.Err, "%v on %s", f.Kind, f.Node)
+		}
+		if rep.Pauses > 0 {
+			assert.Positive(t, rep.Overlaps, "%v ends a paused holder's session, and the next client takes its lock", fault)
+		}
 	}
 }

@@ -52,6 +52,14 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 		defer cp.Close()
 		o.Nodes = []locklab.ConnSource{cp}
 	}
+	var pg *pgRun
+	if o.PG != nil {
+		var err error
+		if pg, err = startPG(&o); err != nil {
+			return nil, err
+		}
+		defer pg.close()
+	}
 	var etcd *etcdRun
 	if o.Etcd != nil {
 		var err error
@@ -77,7 +85,7 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 		}()
 	}
 	r := newRecorder(o)
-	r.etcd = etcd
+	r.etcd, r.pg = etcd, pg
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
@@ -153,6 +161,7 @@ type recorder struct {
 	start time.Time
 	stop  context.CancelFunc
 	etcd  *etcdRun // with Options.Etcd
+	pg    *pgRun   // with Options.PG
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
