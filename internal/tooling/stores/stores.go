@@ -200,14 +200,14 @@ func start(ctx context.Context, backend string, names []string, say func(string)
 				more = append(more, fmt.Sprintf("%s:%d", pg.Host, pg.Port))
 			}
 			if len(more) > 0 {
-				line += ", and " + strings.Join(more, ", ") + " for the cells that restart it"
+				line += ", and " + strings.Join(more, ", ") + " for the cells that restart it or fail it over"
 			}
 			say(line)
 		}
 		if s.Etcd != nil {
 			line := "etcd: " + s.Etcd.Describe()
 			for _, cl := range s.FaultEtcd {
-				line += fmt.Sprintf(", and %s for the cells that restart its leader", strings.Join(cl.Endpoints(), ","))
+				line += fmt.Sprintf(", and %s for the cells that restart or kill its leader", strings.Join(cl.Endpoints(), ","))
 			}
 			say(line)
 		}
