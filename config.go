@@ -23,8 +23,8 @@ type ConnSource interface {
 var _ ConnSource = (*redis.Pool)(nil)
 
 // Clock is where strategies read the time. Timestamp locks write it into
-// Redis; every strategy uses it for Lease.Until. The harness gives each client
-// a virtual clock.
+// the store (a Redis value, a row's expiry column); every strategy uses it
+// for Lease.Until. The harness gives each client a virtual clock.
 type Clock interface {
 	Now() time.Time
 }
@@ -38,11 +38,14 @@ func (f ClockFunc) Now() time.Time { return f() }
 // SystemClock is the real wall clock (with its monotonic reading).
 var SystemClock Clock = ClockFunc(time.Now)
 
-// Config is what every strategy is built from. Single-node strategies use
-// Pool; multi-node strategies (Redlock) use Nodes. Zero values of the other
-// fields pick the documented defaults.
+// Config is what every strategy is built from. A strategy reads its store's
+// client from one field: the Redis strategies on one server from Pool,
+// the multi-node ones (Redlock) from Nodes, the strategies of the other
+// stores from Store. Zero values of the other fields pick the documented
+// defaults. What Config holds stays the caller's: no strategy closes it
+// (see Close).
 type Config struct {
-	// Pool is the connection source of a single-node strategy.
+	// Pool is the connection source of a single-node Redis strategy.
 	Pool ConnSource
 	// Nodes are the independent Redis masters of a multi-node strategy.
 	Nodes []ConnSource

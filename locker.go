@@ -3,12 +3,13 @@ package locklab
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/locklab/locklab/internal/lockerr"
 )
 
-// Locker is a lock algorithm on Redis.
+// Locker is a lock algorithm, on whichever store its strategy uses.
 //
 // Acquire makes one attempt to take the lock on key for ttl and returns the
 // lease on success. It fails with ErrNotAcquired when another client holds
@@ -41,6 +42,16 @@ type Extender interface {
 // Properties.Extend). On a Locker that cannot extend it fails with
 // ErrInvalid and changes nothing.
 //
+// A strategy may give less than ttl: it may round it to what its store
+// keeps, or cap it at what the store grants. etcd-lease does both: etcd's
+// leases have whole seconds, and etcd renews a lease to the TTL it was
+// granted with, so asking 10s of a lock taken for 5s gives 5s, and no
+// error. The returned Lease.Until is always the deadline the lock really
+// got, on the strategy's Clock: never later than the lock's expiry in the
+// store, and earlier than now plus ttl when the strategy gave less. Read
+// Until rather than adding ttl to the time of the call; each strategy's
+// documentation says what it rounds or caps.
+//
 // Extend is a function and not a method of Locker because most locks here
 // have no safe extend: a TTL pushed without checking the owner would
 // lengthen a successor's lock. Locker keeps the two operations every lock
@@ -52,6 +63,29 @@ func Extend(ctx context.Context, l Locker, lease Lease, ttl time.Duration) (Leas
 		return Lease{}, err
 	}
 	return ext.Extend(ctx, lease, ttl)
+}
+
+// Close closes what l opened for itself, and never what the caller gave it
+// in Config: the Redis pool, the etcd client or the PostgreSQL pool stays
+// open, for the caller to close once done with every Locker built on it.
+// What a strategy opens is what runs or is held between its calls: the
+// watchdogs of Config.Watchdog, etcd-lease's lease keepalives, the sessions
+// that hold pg-advisory's and pg-for-update's locks. The strategies
+// package's documentation lists which strategies open anything.
+//
+// Close releases nothing: a lock still held ends as it would if the
+// holder's process died, at its TTL or with its session. Release first to
+// free a lock at once. Close calls l's Close method when l is an
+// io.Closer and returns nil on a Locker that opens nothing, so it can be
+// deferred on any Locker; l is not to be used afterwards.
+func Close(l Locker) error {
+	if l == nil {
+		return lockerr.Invalid("nil Locker")
+	}
+	if c, ok := l.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // LeaseClock is implemented by Lockers that read Lease.Until from a Clock of
@@ -97,10 +131,14 @@ type Handoffer interface {
 // Lease is what a successful Acquire returns: a plain value that Release and
 // Extend take back.
 type Lease struct {
-	// Key is the Redis key of the lock.
+	// Key is the key given to Acquire: the lock's name. How the store
+	// keeps it (a Redis key, an etcd key under a prefix, a row, an advisory
+	// lock number) is the strategy's business.
 	Key string
-	// Token is the value the strategy wrote under Key (a random token, a
-	// timestamp or a counter, depending on the strategy).
+	// Token tells this hold of the lock from every other: the value the
+	// strategy wrote in the store (a random token, a timestamp or a
+	// counter), the store's own name for the holder (etcd-lease's key), or
+	// a token the strategy keeps for the session that holds the lock.
 	Token string
 	// Fence is a number that grows with every successful acquire of Key, for
 	// strategies that keep one; 0 where the strategy has none. A protected
@@ -109,6 +147,8 @@ type Lease struct {
 	Fence int64
 	// Until is the local validity deadline, read from the strategy's Clock:
 	// past it the holder must assume the lock may belong to someone else.
+	// It is never later than the lock's expiry in the store: a strategy
+	// that rounds or caps a TTL sets Until from what it got (see Extend).
 	Until time.Time
 }
 
@@ -119,9 +159,9 @@ func (l Lease) Valid(now time.Time) bool { return now.Before(l.Until) }
 var (
 	// ErrNotAcquired: the lock is held by someone else.
 	ErrNotAcquired = errors.New("locklab: lock held by someone else")
-	// ErrUnavailable: the server could not be reached, timed out, or failed
-	// the command: Redis, or the PostgreSQL server or etcd cluster that a
-	// strategy of those families locks on.
+	// ErrUnavailable: the store could not be reached, timed out, or failed
+	// the command: the Redis server, etcd cluster or PostgreSQL server the
+	// strategy locks on.
 	ErrUnavailable = lockerr.ErrUnavailable
 	// ErrNotHeld: at release or extend the lock was gone or belonged to
 	// another client.

@@ -81,9 +81,9 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 // lockkit.Retryable, until it succeeds, the attempts run out, or ctx is done. A
 // strategy marks the failures its algorithm says to try again: Redlock marks
 // every round that failed without being refused, such as one where too few
-// nodes answered in time (see the redlock package). Any other error (Redis unreachable on a
-// single-node strategy, bad input, a policy Validate refuses) is returned at
-// once.
+// nodes answered in time (see the redlock package). Any other error (the
+// store unreachable on a single-node strategy, bad input, a policy Validate
+// refuses) is returned at once.
 //
 // When ctx ends the wait, the error wraps ctx.Err() and the outcome of the
 // last attempt: errors.Is finds ErrNotAcquired when the lock was held by
