@@ -10,6 +10,39 @@
 // and broken on purpose: they are here to be raced and watched failing.
 // Register adds a strategy of your own, which then runs in the same harness,
 // matrix and conformance suite as the built-in ones.
+//
+// # Stores
+//
+// The Redis strategies are built in: importing this package registers
+// them, and they take a connection source in Config.Pool (Config.Nodes for
+// redlock). The strategies of the other stores live in packages of their
+// own, each of which brings its store's client, so that a program that
+// locks on Redis links no other client: importing the package registers
+// its strategies, which take the store's client in Config.Store.
+//
+//	import _ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease; Config.Store: a *clientv3.Client
+//	import _ "github.com/locklab/locklab/strategies/pglock"   // pg-advisory, pg-for-update, pg-lock-table; Config.Store: a *pgxpool.Pool
+//
+// The registry knows the names of those strategies without importing
+// them (Package): New refuses such a name, when its package is not
+// imported, with an error that names the import.
+//
+// # Closing
+//
+// Every strategy is closed the same way, with locklab.Close(l): it ends
+// what the Locker opened for itself, and never closes the client given in
+// Config (the Redis pool, the etcd client, the pgx pool), which stays the
+// caller's to close once every Locker built on it is closed. Close releases
+// no lock: one still held ends as it would if the holder's process died.
+// The strategies that open anything, and what Close ends, are:
+//
+//   - set-nx-px: the watchdogs of Config.Watchdog.
+//   - hash-reentrant: its watchdogs, which run unless Config.NoWatchdog.
+//   - etcd-lease: the lease keepalives of Config.Watchdog.
+//   - pg-advisory, pg-for-update: the pool connection, and so the session, of every lock still held.
+//
+// Every other strategy holds nothing between calls: Close returns nil and
+// does nothing.
 package strategies
 
 import (
@@ -25,16 +58,17 @@ import (
 	"github.com/locklab/locklab/lockkit"
 )
 
-// Properties are what a strategy guarantees on one healthy Redis, with no
-// faults and no pauses. The conformance suite checks each of them, and checks
+// Properties are what a strategy guarantees on one healthy server of its
+// store (a healthy cluster, for etcd), with no faults and no pauses. The conformance suite checks each of them, and checks
 // that a strategy lacking one really lacks it.
 type Properties struct {
 	// AtomicAcquire: concurrent acquires of a free key grant it to exactly
 	// one client.
 	AtomicAcquire bool `json:"atomic_acquire"`
-	// ServerTTL: the key carries a TTL in Redis, so a crashed holder's lock
-	// goes away on its own. Without it, expiry is a timestamp in the value
-	// that clients must interpret.
+	// ServerTTL: the store itself expires the lock (a Redis key's TTL, an
+	// etcd lease), so a crashed holder's lock goes away on its own. Without
+	// it, expiry is a timestamp that clients must interpret, or there is
+	// none: a PostgreSQL session lock lasts as long as its session.
 	ServerTTL bool `json:"server_ttl"`
 	// OwnerCheckedRelease: releasing a lease that is no longer held returns
 	// locklab.ErrNotHeld and leaves the current holder's lock in place.
@@ -43,7 +77,8 @@ type Properties struct {
 	Fencing bool `json:"fencing"`
 	// Extend: the Locker implements locklab.Extender.
 	Extend bool `json:"extend"`
-	// MultiNode: the strategy uses Config.Nodes, not Config.Pool.
+	// MultiNode: the strategy uses Config.Nodes, several independent Redis
+	// masters, not Config.Pool.
 	MultiNode bool `json:"multi_node"`
 }
 
@@ -52,15 +87,16 @@ type Description struct {
 	Name    string `json:"name"`
 	Family  string `json:"family"`
 	Summary string `json:"summary"`
-	// Source names the article or Redis documentation page the algorithm
-	// comes from.
+	// Source names the article or documentation page the algorithm comes
+	// from.
 	Source string `json:"source"`
 	// Weaknesses are the failures it is known for, each one sentence.
 	Weaknesses []string   `json:"weaknesses"`
 	Properties Properties `json:"properties"`
 	// Options names the Config fields meant for some strategies only
-	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog, OptNoWatchdog) that this one
-	// reads. New refuses a Config that sets one the strategy does not read.
+	// (OptDriftFactor, OptNodeTimeout, OptNotify, OptWatchdog, OptNoWatchdog,
+	// OptStore) that this one reads. New refuses a Config that sets one the
+	// strategy does not read.
 	Options []string `json:"options,omitempty"`
 	// Replica: the strategy waits for a replica of its server to
 	// acknowledge the lock (WAIT); on a server without one every acquire
@@ -123,6 +159,28 @@ const (
 	OptNoWatchdog  = locklab.OptNoWatchdog
 	OptStore       = locklab.OptStore
 )
+
+// whoReads says which strategies read option opt, for New's refusal: the
+// registered ones, and for Store, which only the other stores' strategies
+// read, those whose package is not imported, with the import. It is ""
+// when it knows none.
+func whoReads(opt string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var parts []string
+	if rs := readers(opt); len(rs) > 0 {
+		parts = append(parts, strings.Join(rs, ", "))
+	}
+	if opt == OptStore {
+		if more := unimported(); more != "" {
+			parts = append(parts, more)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (strategies that do: " + strings.Join(parts, "; ") + ")"
+}
 
 // readers lists the registered strategies that read option opt. The caller
 // holds mu.
@@ -187,24 +245,41 @@ func MustRegister(d Description, f Factory) {
 var ErrUnknown = errors.New("unknown strategy")
 
 // unknownError is an unregistered name: errors.Is matches ErrUnknown and
-// locklab.ErrInvalid.
-type unknownError struct{ name string }
+// locklab.ErrInvalid. pkg is the package that registers it, when the name
+// is one of another store's strategies (Package).
+type unknownError struct{ name, pkg string }
 
 func (e unknownError) Error() string {
-	return fmt.Sprintf("%v %q: valid names are %s", ErrUnknown, e.name, strings.Join(Names(), ", "))
+	if e.pkg != "" {
+		return fmt.Sprintf("strategy %q is in package %s: import it (%s)", e.name, e.pkg, importHint(e.pkg))
+	}
+	msg := fmt.Sprintf("%v %q: valid names are %s", ErrUnknown, e.name, strings.Join(Names(), ", "))
+	mu.RLock()
+	more := unimported()
+	mu.RUnlock()
+	if more != "" {
+		msg += "; with their package imported: " + more
+	}
+	return msg
 }
 
 func (e unknownError) Is(target error) bool {
 	return target == ErrUnknown || target == locklab.ErrInvalid
 }
 
-func unknown(name string) error { return unknownError{name} }
+func unknown(name string) error {
+	pkg, _ := Package(name)
+	return unknownError{name: name, pkg: pkg}
+}
 
 // New builds the strategy registered as name. A Config that sets a field
-// the strategy does not read (DriftFactor, NodeTimeout, Notify, Watchdog) is
-// refused with locklab.ErrInvalid naming the strategies that read it, and
-// so is a Config on a Redis Cluster (ClusterSource) for a strategy that
-// cannot run on one (Description.NoCluster), with the reason.
+// the strategy does not read (DriftFactor, NodeTimeout, Notify, Watchdog,
+// NoWatchdog, Store) is refused with locklab.ErrInvalid naming the
+// strategies that read it, and so is a Config on a Redis Cluster (ClusterSource) for a strategy that
+// cannot run on one (Description.NoCluster), with the reason. A name that
+// is not registered is refused with ErrUnknown; when it is the strategy of
+// another store whose package the program does not import (Package), the
+// error names the package to import.
 func New(name string, cfg locklab.Config) (locklab.Locker, error) {
 	_, f, err := Lookup(name)
 	if err != nil {
@@ -229,11 +304,7 @@ func Lookup(name string) (Description, Factory, error) {
 	f := func(cfg locklab.Config) (locklab.Locker, error) {
 		for _, opt := range cfg.Options() {
 			if !slices.Contains(d.Options, opt) {
-				mu.RLock()
-				rs := readers(opt)
-				mu.RUnlock()
-				return nil, lockkit.Invalid("strategy %s does not read Config.%s (strategies that do: %s)",
-					name, opt, strings.Join(rs, ", "))
+				return nil, lockkit.Invalid("strategy %s does not read Config.%s%s", name, opt, whoReads(opt))
 			}
 		}
 		if d.NoCluster != "" && onCluster(cfg) {
