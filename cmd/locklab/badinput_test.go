@@ -162,7 +162,6 @@ func TestBadCommandLines(t *testing.T) {
 			want: "--node-faults needs a backend that controls its servers (docker or process), not addrs"},
 		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause,restart"},
 			want: "--node-faults restart: a run on PostgreSQL injects pause,restart-keep,partition"},
-		{args: []string{"stress", "-s", "pg-advisory", "--processes"}, want: "--processes: a run of pg-advisory on PostgreSQL runs its clients as goroutines only, for now"},
 		{args: []string{"stress", "-s", "pg-lock-table", "--addr", "127.0.0.1:1"},
 			want: "strategy pg-lock-table locks on PostgreSQL, which the addrs backend does not give: use --backend process"},
 		{args: []string{"stress", "-s", "etcd-lease", "--nodes", "7"},

@@ -99,8 +99,9 @@ faults strike the server: pause (SIGSTOP to the postmaster and every
 backend, then SIGCONT), restart-keep (SIGKILL, then started again on its
 data directory: every session ends, committed rows stay) and partition
 (the clients' connections cut at a loopback proxy: the server ends their
-sessions, the clients hear nothing until it heals). It takes no
---processes yet.`,
+sessions, the clients hear nothing until it heals). With --processes
+each client is a process with a pool of its own: a crash (SIGKILL) ends
+its sessions with it.`,
 		Example: `  locklab stress --strategy setnx-del
   locklab stress --strategy set-nx-px --pause-prob 0 --crash-prob 0 --cycles 100000
   locklab stress --strategy set-nx-px --no-fence --duration 10s --json
@@ -379,8 +380,7 @@ func multiNodeStrategies() []string {
 
 // runStressPG runs a PostgreSQL strategy on a throwaway PostgreSQL server
 // it starts on the backend (a local process on process, a container on
-// docker; never on addrs), with the node faults of stress.PGFaultKinds,
-// without worker processes yet.
+// docker; never on addrs), with the node faults of stress.PGFaultKinds.
 func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
 	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
 		return fmt.Errorf("strategy %s locks on PostgreSQL, which the addrs backend does not give: use --backend process", o.Strategy)
@@ -389,9 +389,6 @@ func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail 
 		if !slices.Contains(stress.PGFaultKinds, f) {
 			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on PostgreSQL injects %s", node.JoinFaults(stress.PGFaultKinds))
 		}
-	}
-	if o.Processes {
-		return fmt.Errorf("--processes: a run of %s on PostgreSQL runs its clients as goroutines only, for now", o.Strategy)
 	}
 	if err := stores.Installed(harness.StorePostgres); err != nil {
 		return fmt.Errorf("strategy %s locks on PostgreSQL: %w", o.Strategy, err)
@@ -407,6 +404,13 @@ func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail 
 	defer closeAndTell(cmd.ErrOrStderr(), srv)
 	fmt.Fprintf(cmd.ErrOrStderr(), "PostgreSQL: %s %s (%s)\n", backend, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), pgproc.Version(srv.BinDir))
 	o.PG = srv
+	if o.Processes {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.WorkerCommand = []string{exe, "worker"}
+	}
 	return runStress(cmd, o, asJSON, fail, html)
 }
 

@@ -137,8 +137,8 @@ type Options struct {
 	// incarnation has a connection pool of its own, which a crash closes
 	// (its sessions end, their session locks with them, as a process's
 	// death would), and Nodes, Addrs and FaultNodes stay empty. Its node
-	// faults are PGFaultKinds, which strike the server. A run on
-	// PostgreSQL runs no worker processes yet.
+	// faults are PGFaultKinds, which strike the server. With Processes
+	// each worker has a pool of its own, whose sessions end with it.
 	// The server is the run's own: its lock table is not emptied first.
 	PG *pgproc.Server
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -56,6 +57,20 @@ func startPG(o *Options) (*pgRun, error) {
 	return p, nil
 }
 
+// dsn is the DSN a client connects with: the server's, or the proxy's
+// when there is one.
+func (p *pgRun) dsn() string {
+	if p.proxy == nil {
+		return p.s.DSN()
+	}
+	u, err := url.Parse(p.s.DSN())
+	if err != nil {
+		return p.s.DSN()
+	}
+	u.Host = p.proxy.Addr()
+	return u.String()
+}
+
 func (p *pgRun) close() {
 	if p.proxy != nil {
 		p.proxy.Close()
@@ -63,8 +78,7 @@ func (p *pgRun) close() {
 }
 
 // checkPG refuses a PostgreSQL strategy without a server, a server with
-// any other strategy, and what a run on PostgreSQL does not do: node
-// faults other than PGFaultKinds, and worker processes (not yet).
+// any other strategy, and node faults other than PGFaultKinds.
 func (o *Options) checkPG() error {
 	if (o.desc.Family == pgFamily) != (o.PG != nil) {
 		if o.PG == nil {
@@ -79,9 +93,6 @@ func (o *Options) checkPG() error {
 		if !slices.Contains(PGFaultKinds, f) {
 			return lockkit.Invalid("stress: node fault %v is not one a run on PostgreSQL injects (want %s)", f, node.JoinFaults(PGFaultKinds))
 		}
-	}
-	if o.Processes {
-		return lockkit.Invalid("stress: a run on PostgreSQL runs no worker processes yet")
 	}
 	return nil
 }

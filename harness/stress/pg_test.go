@@ -17,16 +17,15 @@ import (
 	_ "github.com/locklab/locklab/strategies/pglock" // pg-lock-table, pg-for-update, pg-advisory
 )
 
-// A PostgreSQL strategy is refused without a server, with a node fault a
-// run on PostgreSQL does not inject, and with worker processes, which it
-// does not run yet; a Redis strategy is refused on PostgreSQL.
+// A PostgreSQL strategy is refused without a server and with a node
+// fault a run on PostgreSQL does not inject; a Redis strategy is refused
+// on PostgreSQL.
 func TestPGOptions(t *testing.T) {
 	t.Parallel()
 	s := &pgproc.Server{} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no server":   {Strategy: "pg-advisory", Nodes: []locklab.ConnSource{nil}},
 		"node fault":  {Strategy: "pg-advisory", PG: s, Faults: []node.Fault{node.Restart}},
-		"processes":   {Strategy: "pg-advisory", PG: s, Processes: true, WorkerCommand: []string{"locklab", "worker"}},
 		"redis on pg": {Strategy: "set-nx-px", PG: s},
 	} {
 		_, err := stress.Run(context.Background(), o)
@@ -97,4 +96,27 @@ func TestPGStressSessionEnds(t *testing.T) {
 			assert.Positive(t, rep.Overlaps, "%v ends a paused holder's session, and the next client takes its lock", fault)
 		}
 	}
+}
+
+// pg-advisory with each client a process: a pause is SIGSTOP, which keeps
+// the paused holder's session and so its lock; a crash is SIGKILL, whose
+// connections close and whose session, with its lock, ends.
+func TestPGStressProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes on a PostgreSQL server for several seconds")
+	}
+	t.Parallel()
+	srv := pgtest.Start(t, pgproc.Options{})
+	rep, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "pg-advisory", PG: srv, Clients: 3, Duration: 3 * time.Second,
+		PauseProb: 0.05, CrashProb: 0.02, Seed: 5,
+		Processes: true, WorkerCommand: workerCommand(t),
+	})
+	require.NoError(t, err)
+	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d errors (%s)",
+		rep.Cycles, rep.Pauses, rep.Crashes, rep.Overlaps, rep.Errors, rep.FirstError)
+	assert.Positive(t, rep.Cycles)
+	assert.Zero(t, rep.Overlaps)
+	assert.Zero(t, rep.LostUpdates)
+	assert.Empty(t, rep.Liveness)
 }

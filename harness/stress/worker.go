@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/jackc/pgx/v5/pgxpool"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab"
@@ -52,7 +53,7 @@ type WorkerReply struct {
 
 // workerArgs are the flags of a worker, built by the parent and parsed by
 // Worker.
-func workerArgs(o *Options, etcd *etcdRun, id int, seed uint64, skew time.Duration) []string {
+func workerArgs(o *Options, etcd *etcdRun, pg *pgRun, id int, seed uint64, skew time.Duration) []string {
 	args := []string{
 		"--strategy", o.Strategy, "--key", o.Key, "--ttl", o.TTL.String(),
 		"--hold-max", o.HoldMax.String(), "--seed", fmt.Sprint(seed), "--id", fmt.Sprint(id),
@@ -77,6 +78,9 @@ func workerArgs(o *Options, etcd *etcdRun, id int, seed uint64, skew time.Durati
 			args = append(args, "--etcd", a)
 		}
 	}
+	if pg != nil {
+		args = append(args, "--pg", pg.dsn())
+	}
 	return args
 }
 
@@ -88,7 +92,9 @@ func workerArgs(o *Options, etcd *etcdRun, id int, seed uint64, skew time.Durati
 // locklab.SentinelPool of its own, or on the Redis Cluster whose nodes
 // --cluster (host:port) gives, through a locklab.ClusterPool of its own, or
 // on the etcd cluster whose endpoints --etcd (http://host:port) gives,
-// through an etcd client of its own (EtcdClientConfig); it reports
+// through an etcd client of its own (EtcdClientConfig), or on the
+// PostgreSQL server whose DSN --pg gives, through a connection pool of its
+// own (its sessions end when the process dies); it reports
 // each step on out as a JSON WorkerEvent line, and takes its register
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
@@ -101,6 +107,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		sentinels     []string
 		cluster       []string
 		etcd          []string
+		pgDSN         string
 		masterName    string
 		ttl, holdMax  time.Duration
 		skew, stagger time.Duration
@@ -113,6 +120,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs.Func("sentinel", "", func(s string) error { sentinels = append(sentinels, s); return nil })
 	fs.Func("cluster", "", func(s string) error { cluster = append(cluster, s); return nil })
 	fs.Func("etcd", "", func(s string) error { etcd = append(etcd, s); return nil })
+	fs.StringVar(&pgDSN, "pg", "", "")
 	fs.StringVar(&masterName, "master-name", "", "")
 	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
@@ -123,8 +131,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && len(etcd) == 0 {
-		return errors.New("worker: no --addr, --sentinel, --cluster or --etcd")
+	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && len(etcd) == 0 && pgDSN == "" {
+		return errors.New("worker: no --addr, --sentinel, --cluster, --etcd or --pg")
 	}
 	desc, factory, err := strategies.Lookup(strategy)
 	if err != nil {
@@ -166,6 +174,17 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		}
 		defer cli.Close()
 		cfg.Store = cli
+	}
+	if pgDSN != "" {
+		if len(addrs) > 0 || len(sentinels) > 0 || len(cluster) > 0 || len(etcd) > 0 {
+			return errors.New("worker: --pg takes no --addr, --sentinel, --cluster or --etcd")
+		}
+		pool, err := pgxpool.New(ctx, pgDSN)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		cfg.Store = pool
 	}
 	var pools []*redis.Pool
 	for _, a := range addrs {
