@@ -24,7 +24,38 @@
 //
 // It takes a *clientv3.Client in Config.Store and refuses anything else,
 // and Config.Pool and Config.Nodes, with locklab.ErrInvalid; New builds it
-// from a client directly.
+// from a client directly. The client is the caller's: its endpoints, TLS,
+// credentials and logger are the caller's choice, and the lock never
+// closes it. docs/library.md shows a whole program (the package's Example).
+//
+// # Closing
+//
+// locklab.Close(l), which calls LeaseLock.Close, stops the lease
+// keepalives of Config.Watchdog (Options.KeepAlive), the only thing a
+// LeaseLock runs between calls: the locks it still holds then expire at
+// their TTL. It releases nothing, and does not close the client: close
+// the client after every LeaseLock built on it.
+//
+// # The client's log lines
+//
+// The lines that may appear on stderr, JSON objects with
+// "logger":"etcd-client", come from the etcd client, not from this
+// package, which logs nothing. The client logs through the zap logger of
+// clientv3.Config.Logger; when that is nil it builds one of its own that
+// writes info and above to stderr (the environment variable
+// ETCD_CLIENT_DEBUG=error raises that default's level). Its retry interceptor warns of every
+// request the server refuses, and a Release that finds the lock gone
+// revokes a lease that no longer exists: a second Release of a lease, or
+// one after the lease expired, returns ErrNotHeld and the client also
+// prints
+//
+//	{"level":"warn","logger":"etcd-client","msg":"retrying of unary invoker failed","method":"/etcdserverpb.Lease/LeaseRevoke","error":"rpc error: code = NotFound desc = etcdserver: requested lease not found",...}
+//
+// The returned error is the outcome; the line is noise. The logger is the
+// client's owner's to choose: zap.NewNop() in clientv3.Config.Logger
+// silences the client, and the program's own *zap.Logger (with a level of
+// zap.ErrorLevel, say, through zap.IncreaseLevel) sends its lines with the
+// program's.
 //
 // # Why it is here, and how it fails
 //
@@ -55,6 +86,11 @@
 // the holder stops first. The server also raises a TTL below one and a
 // half election timeouts to that, rounded up to seconds: 2s with etcd's
 // default 1s election timeout.
+//
+// Extend (locklab.Extend) renews the lease to the TTL it was granted with,
+// which etcd cannot change: asking more of a lock than its Acquire's TTL
+// gives that TTL, without an error, and the returned Lease.Until says so.
+// Read Until, not the ttl asked for.
 package etcdlock
 
 import (
@@ -316,8 +352,9 @@ func (l *LeaseLock) Release(ctx context.Context, lease locklab.Lease) error {
 
 // Extend renews lease's etcd lease (KeepAliveOnce) and checks that the
 // lock key is still there. etcd renews a lease to the TTL it was granted
-// with and cannot change it: the returned Until is the start plus the
-// smaller of ttl and that TTL. It fails with ErrNotHeld when the lease
+// with and cannot change it: the returned Until is the start of the call
+// plus the smaller of ttl and that TTL, never later than the lease's new
+// expiry on the server. It fails with ErrNotHeld when the lease
 // has expired or the key is gone, and never re-creates the lock.
 func (l *LeaseLock) Extend(ctx context.Context, lease locklab.Lease, ttl time.Duration) (locklab.Lease, error) {
 	if err := lockkit.CheckAcquire(ctx, lease.Key, ttl); err != nil {
@@ -353,7 +390,7 @@ func (l *LeaseLock) Extend(ctx context.Context, lease locklab.Lease, ttl time.Du
 
 // Close stops every keepalive this LeaseLock runs (Options.KeepAlive), as the
 // holder's process ending would: the locks then expire at their TTL. It
-// does not release them, nor close the client.
+// does not release them, nor close the client. locklab.Close calls it.
 func (l *LeaseLock) Close() error {
 	l.mu.Lock()
 	sessions := l.sessions

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -33,7 +34,28 @@ var shared struct {
 	err  error
 }
 
+// endpoints are the shared cluster's members, for the examples, which
+// cannot start it themselves.
+var endpoints []string
+
+// startShared starts the shared cluster once.
+func startShared() error {
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if shared.c, shared.err = etcdproc.Start(ctx, etcdproc.Options{}); shared.err != nil {
+			return
+		}
+		endpoints = shared.c.Endpoints()
+		shared.cli, shared.err = shared.c.Client()
+	})
+	return shared.err
+}
+
 func TestMain(m *testing.M) {
+	// Started before the tests, for the examples: a failure fails every
+	// test that needs it, with the reason.
+	startShared()
 	code := m.Run()
 	if shared.cli != nil {
 		shared.cli.Close()
@@ -47,16 +69,8 @@ func TestMain(m *testing.M) {
 // sharedClient returns a client on the shared three-member cluster.
 func sharedClient(t *testing.T) *clientv3.Client {
 	t.Helper()
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if shared.c, shared.err = etcdproc.Start(ctx, etcdproc.Options{}); shared.err != nil {
-			return
-		}
-		shared.cli, shared.err = shared.c.Client()
-	})
-	if shared.err != nil {
-		t.Fatalf("starting etcd: %v", shared.err)
+	if err := startShared(); err != nil {
+		t.Fatalf("starting etcd: %v", err)
 	}
 	return shared.cli
 }
@@ -142,6 +156,31 @@ func TestRegistered(t *testing.T) {
 	assert.Contains(t, d.Source, "concurrency")
 	require.NotEmpty(t, d.Weaknesses)
 	assert.Contains(t, d.Weaknesses[0], "fence")
+}
+
+// TestKnownToTheRegistry: the registry knows the names this package
+// registers without importing it, so that a program that forgot the
+// import is told it; and it lists etcd-lease among the strategies that
+// open something for locklab.Close to end.
+func TestKnownToTheRegistry(t *testing.T) {
+	var mine []string
+	for _, d := range strategies.All() {
+		if d.Family == etcdlock.Family {
+			mine = append(mine, d.Name)
+		}
+	}
+	assert.Equal(t, strategies.PackageNames(strategies.EtcdPackage), mine)
+	for _, n := range mine {
+		pkg, ok := strategies.Package(n)
+		assert.True(t, ok, n)
+		assert.Equal(t, strategies.EtcdPackage, pkg, n)
+	}
+	src, err := os.ReadFile("../registry.go")
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "\n//   - etcd-lease: ", "the strategies package's Closing section")
+	var l locklab.Locker = newLock(t, sharedClient(t), etcdlock.Options{})
+	_, closer := l.(io.Closer)
+	assert.True(t, closer)
 }
 
 func TestConfig(t *testing.T) {
@@ -376,6 +415,39 @@ func TestExtend(t *testing.T) {
 	require.NoError(t, a.Release(ctx, longer))
 	_, err = a.Extend(ctx, longer, 2*time.Second)
 	require.ErrorIs(t, err, locklab.ErrNotHeld, "released: nothing to extend")
+}
+
+// TestExtendUntilIsTheRealDeadline: locklab.Extend asking more than the
+// lease's TTL gives that TTL, without an error, and the returned Until is
+// the lease's expiry as the server keeps it, not the time of the call plus
+// the ttl asked for.
+func TestExtendUntilIsTheRealDeadline(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	l := newLock(t, cli, etcdlock.Options{})
+	k := key(t)
+
+	lease, err := l.Acquire(ctx, k, 3*time.Second)
+	require.NoError(t, err)
+	called := time.Now()
+	lease, err = locklab.Extend(ctx, l, lease, 10*time.Second)
+	require.NoError(t, err, "capped, not refused")
+	returned := time.Now()
+	assert.WithinRange(t, lease.Until, called.Add(3*time.Second), returned.Add(3*time.Second), "the lease's 3s, not the 10s asked")
+
+	// The server's own deadline: TimeToLive gives the remaining whole
+	// seconds, rounded down, so the expiry lies within a second after
+	// asked + TTL.
+	asked := time.Now()
+	ttl, err := cli.TimeToLive(ctx, leaseOf(t, cli, lease))
+	require.NoError(t, err)
+	answered := time.Now()
+	require.EqualValues(t, 3, ttl.GrantedTTL)
+	latest := answered.Add(time.Duration(ttl.TTL+1) * time.Second)
+	earliest := asked.Add(time.Duration(ttl.TTL) * time.Second)
+	assert.False(t, lease.Until.After(latest), "Until %v is past the server's deadline (by %v at the latest)", lease.Until, latest)
+	assert.False(t, lease.Until.Before(earliest.Add(-time.Second)), "Until %v is a second or more before the server's deadline (%v at the earliest)", lease.Until, earliest)
+	require.NoError(t, l.Release(ctx, lease))
 }
 
 func TestFencesGrow(t *testing.T) {
