@@ -21,8 +21,29 @@
 //
 // Every strategy takes a *pgxpool.Pool in Config.Store and refuses
 // anything else, and Config.Pool and Config.Nodes, with locklab.ErrInvalid.
-// The tables they need are created on first use (CREATE TABLE IF NOT
-// EXISTS), under TablePrefix; they write no other table.
+// The pool is the caller's: its connection string, its size and TLS are
+// the caller's choice, and no strategy closes it. The tables they need
+// are created on first use (CREATE TABLE IF NOT EXISTS), under
+// TablePrefix; they write no other table. docs/library.md shows a whole
+// program (the package's Example).
+//
+// # Closing
+//
+// locklab.Close(l) is how a strategy of this package is closed. On
+// ForUpdate and Advisory it calls their Close, which closes the pool
+// connection of every lease still held, without releasing: the server
+// ends those sessions, and their locks with them, as when the client's
+// process dies. LockTable holds nothing between calls, and Close does
+// nothing to it: a row it holds stays until released or found expired.
+// None closes the pool; close it after every Locker built on it.
+//
+// # Extend
+//
+// No strategy here extends a lease: locklab.Extend and locklab.Watch
+// refuse them with ErrInvalid. The session locks (ForUpdate, Advisory)
+// have no TTL: they last as long as their session, and Lease.Until only
+// says when the holder meant to be done. Nor do they have a fence:
+// Lease.Fence is 0.
 //
 // ForUpdate and Advisory hold a session: each held lease keeps one of the
 // pool's connections (and ForUpdate an open transaction) until Release, so
@@ -492,7 +513,8 @@ func (l *ForUpdate) Backend(lease locklab.Lease) (pid uint32, ok bool) { return 
 
 // Close closes the connection of every lease still held, without
 // releasing: what the death of the client's process does. The server ends
-// those sessions, and their locks with them.
+// those sessions, and their locks with them. It does not close the pool.
+// locklab.Close calls it.
 func (l *ForUpdate) Close() error {
 	l.closeAll()
 	return nil
@@ -607,7 +629,8 @@ func (l *Advisory) Backend(lease locklab.Lease) (pid uint32, ok bool) { return l
 
 // Close closes the connection of every lease still held, without
 // releasing: what the death of the client's process does. The server ends
-// those sessions, and their locks with them.
+// those sessions, and their locks with them. It does not close the pool.
+// locklab.Close calls it.
 func (l *Advisory) Close() error {
 	l.closeAll()
 	return nil

@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -35,7 +36,28 @@ var shared struct {
 	err  error
 }
 
+// dsn is the shared server's connection string, for the examples, which
+// cannot start it themselves.
+var dsn string
+
+// startShared starts the shared server once.
+func startShared() error {
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if shared.s, shared.err = pgproc.Start(ctx, pgproc.Options{}); shared.err != nil {
+			return
+		}
+		dsn = shared.s.DSN()
+		shared.pool, shared.err = pgxpool.New(ctx, shared.s.DSN()+"&"+poolParams)
+	})
+	return shared.err
+}
+
 func TestMain(m *testing.M) {
+	// Started before the tests, for the examples: a failure fails every
+	// test that needs it, with the reason.
+	startShared()
 	code := m.Run()
 	if shared.pool != nil {
 		shared.pool.Close()
@@ -52,16 +74,8 @@ const poolParams = "pool_max_conns=40"
 // sharedPool returns a pool on the shared server.
 func sharedPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if shared.s, shared.err = pgproc.Start(ctx, pgproc.Options{}); shared.err != nil {
-			return
-		}
-		shared.pool, shared.err = pgxpool.New(ctx, shared.s.DSN()+"&"+poolParams)
-	})
-	if shared.err != nil {
-		t.Fatalf("starting postgres: %v", shared.err)
+	if err := startShared(); err != nil {
+		t.Fatalf("starting postgres: %v", err)
 	}
 	return shared.pool
 }
@@ -113,6 +127,41 @@ func TestRegistered(t *testing.T) {
 		assert.False(t, d.Properties.ServerTTL, "%s: no key carries a server TTL", n)
 		assert.Contains(t, d.Source, "Distributed Lock", "%s names the notes", n)
 		assert.NotEmpty(t, d.Weaknesses)
+	}
+}
+
+// TestKnownToTheRegistry: the registry knows the names this package
+// registers without importing it, so that a program that forgot the
+// import is told it; and the strategies it lists as opening something
+// for locklab.Close to end are those with a Close method.
+func TestKnownToTheRegistry(t *testing.T) {
+	var mine []string
+	for _, d := range strategies.All() {
+		if d.Family == pglock.Family {
+			mine = append(mine, d.Name)
+		}
+	}
+	assert.Equal(t, strategies.PackageNames(strategies.PostgresPackage), mine)
+	for _, n := range mine {
+		pkg, ok := strategies.Package(n)
+		assert.True(t, ok, n)
+		assert.Equal(t, strategies.PostgresPackage, pkg, n)
+	}
+	src, err := os.ReadFile("../registry.go")
+	require.NoError(t, err)
+	var closing string
+	for _, ln := range strings.Split(string(src), "\n") {
+		if item, ok := strings.CutPrefix(ln, "//   - "); ok {
+			closing += strings.SplitN(item, ":", 2)[0] + ", "
+		}
+	}
+	pool := sharedPool(t)
+	for _, n := range mine {
+		l := newLocker(t, n, locklab.Config{Store: pool})
+		_, closer := l.(io.Closer)
+		assert.Equal(t, closer, strings.Contains(closing, n+", "), "%s: a Close method, and listed in the strategies package's Closing section (%s)", n, closing)
+		_, err := locklab.Extend(context.Background(), l, locklab.Lease{Key: "k", Token: "t"}, time.Second)
+		assert.ErrorIs(t, err, locklab.ErrInvalid, "%s extends nothing, as the package says", n)
 	}
 }
 
