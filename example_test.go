@@ -4,18 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/strategies"
 )
 
-// addr is the Redis server the examples talk to: a redis-server process
-// started for the test run.
-var addr string
+// The servers the examples talk to, started for the test run: addr is a
+// redis-server process; sentinels are the Sentinels that watch it as the
+// master "locks"; clusterSeeds are the nodes of a Redis Cluster.
+var (
+	addr         string
+	sentinels    []string
+	clusterSeeds []string
+)
 
 func TestMain(m *testing.M) {
 	srv, err := redisproc.Start(redisproc.Options{})
@@ -24,9 +32,48 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	addr = srv.Addr
+	sentinel, err := redisproc.Start(redisproc.Options{Sentinel: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		srv.Stop()
+		os.Exit(1)
+	}
+	sentinels = []string{sentinel.Addr}
+	if err := monitor(sentinel.Addr, "locks", srv.Addr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		sentinel.Stop()
+		srv.Stop()
+		os.Exit(1)
+	}
+	cluster, err := redisproc.StartCluster(redisproc.ClusterOptions{Masters: 1, Replicas: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		sentinel.Stop()
+		srv.Stop()
+		os.Exit(1)
+	}
+	clusterSeeds = cluster.Addrs()
 	code := m.Run()
+	cluster.Close()
+	sentinel.Stop()
 	srv.Stop()
 	os.Exit(code)
+}
+
+// monitor makes the Sentinel at sentinel watch the master at master under
+// name, with a quorum of one.
+func monitor(sentinel, name, master string) error {
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		return err
+	}
+	c, err := redis.Dial("tcp", sentinel)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Do("SENTINEL", "MONITOR", name, host, port, 1)
+	return err
 }
 
 // Pick a strategy by name, take the lock, release it.
@@ -219,4 +266,124 @@ func ExampleNewPoolOptions() {
 	// Output:
 	// holding orders:43
 	// released: true
+}
+
+// Redis Sentinel: the pool asks the Sentinels which server is the master,
+// and asks again after a failover. The lock is the same as on one server.
+func ExampleNewSentinelPool() {
+	pool, err := locklab.NewSentinelPool(locklab.SentinelOptions{
+		MasterName: "locks",
+		Sentinels:  sentinels, // "10.0.0.1:26379", ...
+		// Master: locklab.PoolOptions{Username: ..., Password: ...}, // the master's ACL user, TLS, ...
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close() // runs last: no lock closes its pool
+
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	if err != nil {
+		panic(err)
+	}
+	defer locklab.Close(lock)
+
+	ctx := context.Background()
+	lease, err := lock.Acquire(ctx, "sentinel:orders:42", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holding", lease.Key, "on the master:", pool.MasterAddr() == addr)
+	if err := lock.Release(ctx, lease); err != nil {
+		panic(err)
+	}
+	// Output:
+	// holding sentinel:orders:42 on the master: true
+}
+
+// Redis Cluster: each lock runs on the master of its key's hash slot. Every
+// strategy but redlock runs on a cluster; redlock refuses one.
+func ExampleNewClusterPool() {
+	pool, err := locklab.NewClusterPool(locklab.ClusterOptions{
+		Addrs: clusterSeeds, // some of the cluster's nodes: "10.0.0.1:6379", ...
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close() // runs last: no lock closes its pool
+
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	if err != nil {
+		panic(err)
+	}
+	defer locklab.Close(lock)
+
+	ctx := context.Background()
+	lease, err := lock.Acquire(ctx, "orders:42", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	// The fence counter lives in the lock key's slot.
+	fmt.Println("holding", lease.Key, "with fence", lease.Fence)
+	if err := lock.Release(ctx, lease); err != nil {
+		panic(err)
+	}
+
+	_, err = strategies.New("redlock", locklab.Config{Nodes: []locklab.ConnSource{pool}})
+	fmt.Println("redlock refused:", errors.Is(err, locklab.ErrInvalid))
+	// Output:
+	// holding orders:42 with fence 1
+	// redlock refused: true
+}
+
+// Handing a lock over: waiters of a Notifier queue in this process, and
+// Notifier.Release passes the lock straight to the first of them in one
+// atomic command, so the key never falls free for a newcomer to take. The
+// strategy must publish its releases (Config.Notify) and be able to hand a
+// lock over (a locklab.Handoffer: set-nx-px is).
+func ExampleNotifier_Release() {
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: pool, Notify: true})
+	if err != nil {
+		panic(err)
+	}
+	n := locklab.NewNotifier(pool) // one per process and server: it subscribes once
+	defer n.Close()
+
+	ctx := context.Background()
+	held, err := lock.Acquire(ctx, "invoice:7", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("first holder, fence", held.Fence)
+
+	handed := make(chan locklab.Lease)
+	go func() {
+		// Wait blocks until the lock is handed over, released or expired.
+		lease, err := n.Wait(ctx, lock, "invoice:7", 30*time.Second, locklab.RetryPolicy{})
+		if err != nil {
+			panic(err)
+		}
+		handed <- lease
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter tries once, then queues
+
+	// Release through the Notifier, not lock.Release: with a waiter
+	// queued, the lock goes to it without falling free.
+	if err := n.Release(ctx, lock, held); err != nil {
+		panic(err)
+	}
+	_, err = lock.Acquire(ctx, "invoice:7", 30*time.Second)
+	fmt.Println("a newcomer is refused:", errors.Is(err, locklab.ErrNotAcquired))
+	next := <-handed
+	fmt.Println("the waiter holds it, fence", next.Fence)
+	fmt.Println("the old lease is gone:", errors.Is(lock.Release(ctx, held), locklab.ErrNotHeld))
+	if err := n.Release(ctx, lock, next); err != nil { // no waiter: a plain release
+		panic(err)
+	}
+	// Output:
+	// first holder, fence 1
+	// a newcomer is refused: true
+	// the waiter holds it, fence 2
+	// the old lease is gone: true
 }
