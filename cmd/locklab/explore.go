@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,8 +83,16 @@ counterexample found with its timeline.`,
 			}
 			defer closeAndTell(cmd.ErrOrStderr(), others)
 			o.Nodes = nodesOf(others, cs, o.Nodes)
-			o.Progress = progressLine(errw)
+			st := newStatus(errw)
+			progress := progressLine(st)
+			o.Progress = func(p harness.ExploreProgress) {
+				if ctx.Err() == nil || p.Done { // interrupted, the count no longer matters
+					progress(p)
+				}
+			}
+			returned := st.whileStopping(ctx, "the schedule in progress to end")
 			res, err := harness.Explore(ctx, o)
+			returned()
 			if err != nil {
 				return err
 			}
@@ -146,9 +153,8 @@ counterexample found with its timeline.`,
 
 // progressLine shows a progress status on w (a terminal) about once a
 // second while an exploration runs, and clears it when it is done.
-func progressLine(w io.Writer) func(harness.ExploreProgress) {
+func progressLine(st *status) func(harness.ExploreProgress) {
 	last := time.Now()
-	st := newStatus(w)
 	return func(p harness.ExploreProgress) {
 		if p.Done {
 			st.clear()

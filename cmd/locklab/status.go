@@ -4,9 +4,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -19,6 +21,7 @@ const plainEvery = 10 * time.Second
 // one every plainEvery, so that a log shows a long run going on without
 // being filled with it.
 type status struct {
+	mu    sync.Mutex // a stopping run's line may come from another goroutine
 	w     io.Writer
 	tty   bool
 	shown bool
@@ -37,6 +40,8 @@ func newStatus(w io.Writer) *status {
 
 // set replaces the status with the formatted text.
 func (s *status) set(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.tty {
 		s.shown = true
 		fmt.Fprintf(s.w, "\r\033[K"+format, args...)
@@ -50,8 +55,42 @@ func (s *status) set(format string, args ...any) {
 
 // clear removes the status from a terminal, if one is shown.
 func (s *status) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+}
+
+func (s *status) clearLocked() {
 	if s.shown {
 		fmt.Fprint(s.w, "\r\033[K")
 		s.shown = false
 	}
+}
+
+// line writes a line of its own, the status cleared first.
+func (s *status) line(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+	fmt.Fprintf(s.w, format+"\n", args...)
+}
+
+// whileStopping says on s, once ctx has ended and the run has not
+// returned within a second, what the run waits for; the returned func
+// marks the run returned.
+func (s *status) whileStopping(ctx context.Context, what string) (returned func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			s.line("locklab: interrupted: waiting for %s, then removing the servers", what)
+		}
+	}()
+	return sync.OnceFunc(func() { close(done) })
 }

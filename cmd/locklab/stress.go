@@ -258,31 +258,21 @@ func runStress(cmd *cobra.Command, o stress.Options, asJSON, fail bool, html str
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = -1 // --porcupine-timeout 0: no check
 	}
-	errw := cmd.ErrOrStderr()
-	st := newStatus(errw)
-	var interrupted time.Time // when Progress first saw the interrupt
-	told := false
+	st := newStatus(cmd.ErrOrStderr())
 	o.Progress = func(p stress.Progress) {
 		if cmd.Context().Err() == nil {
 			st.set("%v: %d cycles, %d violations", p.Elapsed.Round(time.Second), p.Cycles, p.Violations)
-			return
-		}
-		// Interrupted: the run waits for its clients to stop and for a
-		// node fault in progress to heal. Said when it takes a while.
-		switch {
-		case interrupted.IsZero():
-			interrupted = time.Now()
-		case !told && time.Since(interrupted) >= time.Second:
-			told = true
-			st.clear()
-			what := "the clients to stop"
-			if len(o.Faults) > 0 {
-				what += " and the node fault in progress, if any, to heal"
-			}
-			fmt.Fprintf(errw, "locklab: interrupted: waiting for %s, then removing the servers\n", what)
 		}
 	}
+	// Interrupted, the run waits for its clients to stop and for a node
+	// fault in progress to heal: said when it takes a while.
+	what := "the clients to stop"
+	if len(o.Faults) > 0 {
+		what += " and the node fault in progress, if any, to heal"
+	}
+	returned := st.whileStopping(cmd.Context(), what)
 	rep, err := stress.Run(cmd.Context(), o)
+	returned()
 	st.clear()
 	if err != nil {
 		return err
