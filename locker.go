@@ -13,11 +13,12 @@ import (
 //
 // Acquire makes one attempt to take the lock on key for ttl and returns the
 // lease on success. It fails with ErrNotAcquired when another client holds
-// the lock, with ErrUnavailable when the server could not answer, and with
+// the lock, with ErrUnavailable when the store could not answer, and with
 // ErrInvalid for bad input. Release gives a lease back; it fails with
 // ErrNotHeld when the strategy can tell that the lock was no longer the
-// caller's. Strategies that cannot tell (a blind DEL) return nil and may have
-// deleted someone else's lock: that is their documented weakness.
+// caller's. Strategies that cannot tell (a blind DEL or DELETE) return nil
+// and may have deleted someone else's lock: that is their documented
+// weakness.
 //
 // Every error wraps one of the sentinels below. A context that is cancelled
 // or past its deadline, whether before the call or during it, gives
