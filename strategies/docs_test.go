@@ -6,7 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
-	"io/fs"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -23,16 +23,22 @@ import (
 // packageDoc parses the documentation of the package in dir.
 func packageDoc(t *testing.T, dir string) *doc.Package {
 	t.Helper()
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	require.NoError(t, err)
-	for name, p := range pkgs {
-		if !strings.HasSuffix(name, "_test") {
-			return doc.New(p, dir, 0)
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		require.NoError(t, err)
+		files = append(files, f)
 	}
-	t.Fatalf("no package in %s", dir)
-	return nil
+	require.NotEmpty(t, files, dir)
+	d, err := doc.NewFromFiles(fset, files, "example.com/"+files[0].Name.Name)
+	require.NoError(t, err)
+	return d
 }
 
 // nonZero is a value of type t that is not its zero value.
