@@ -81,12 +81,23 @@ func (c Case) spec() runSpec {
 		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
 		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),
 		// A strategy that renews by default is run renewing, by the run
-		// (renew.go), on Redis, where the run can renew outside the
-		// schedule.
-		renew: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog) && storeOf(c.Strategy.Family) == "" &&
-			!c.Strategy.Properties.MultiNode,
+		// (renew.go); so is one whose users renew as a rule (RunSetting).
+		renew: !c.Strategy.Properties.MultiNode &&
+			(slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog) || renewsAsUsed[c.Strategy.Name] != ""),
 	}
 }
+
+// renewsAsUsed names, by strategy, the renewal the harness runs although
+// the strategy does not renew by default, because the lock it stands for
+// does: etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
+// its lease alive for as long as its process runs (etcdctl lock too);
+// locklab's etcd-lease does so only with Config.Watchdog.
+var renewsAsUsed = map[string]string{"etcd-lease": "keepalive"}
+
+// RunSetting says how the harness runs strategy where that is not the
+// strategy's default: "keepalive" for etcd-lease, "" for the others. The
+// matrix's column headers show it.
+func RunSetting(strategy string) string { return renewsAsUsed[strategy] }
 
 // Nodes is how many nodes a run of the case uses: the scenario's count,
 // or one for a single-node strategy.

@@ -167,6 +167,9 @@ type etcdStore struct {
 	// names how timelines name them (L1, L2, ... in the order granted in
 	// the run: their IDs differ from one cluster to the next).
 	leases map[clientv3.LeaseID]time.Duration
+	// leaseTTL are the leases' TTLs as granted: a renewal moves a lease's
+	// expiry to that far from now (renew.go).
+	leaseTTL map[clientv3.LeaseID]time.Duration
 	// revoked are the leases the run's clients revoked: empty need not
 	// revoke them again (a revoke is a write the cluster agrees on).
 	revoked map[clientv3.LeaseID]bool
@@ -181,7 +184,7 @@ func newEtcdStore(n *EtcdNode) (*etcdStore, error) {
 		return nil, err
 	}
 	return &etcdStore{node: n, admin: admin, spare: map[int]*etcdClient{}, leases: map[clientv3.LeaseID]time.Duration{},
-		revoked: map[clientv3.LeaseID]bool{}, names: map[int64]string{}}, nil
+		leaseTTL: map[clientv3.LeaseID]time.Duration{}, revoked: map[clientv3.LeaseID]bool{}, names: map[int64]string{}}, nil
 }
 
 // etcdClient is a client's etcd client and the gate its requests pass.
@@ -245,6 +248,7 @@ func (s *etcdStore) empty(ctx context.Context) error {
 	clear(s.revoked)
 	restarted := s.restarted
 	s.clients, s.leases, s.now, s.restarted = nil, map[clientv3.LeaseID]time.Duration{}, 0, false
+	s.leaseTTL = map[clientv3.LeaseID]time.Duration{}
 	clear(s.names)
 	s.mu.Unlock()
 	for _, ec := range clients {
@@ -417,6 +421,7 @@ func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc 
 	}); ok && err == nil && name == "LeaseGrant" {
 		g.s.mu.Lock()
 		g.s.leases[clientv3.LeaseID(lg.GetID())] = g.s.now + time.Duration(lg.GetTTL())*time.Second
+		g.s.leaseTTL[clientv3.LeaseID(lg.GetID())] = time.Duration(lg.GetTTL()) * time.Second
 		g.s.names[lg.GetID()] = fmt.Sprintf("L%d", len(g.s.names)+1)
 		g.s.mu.Unlock()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,43 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 	if !before.Running() || before.Pid() == pid {
 		t.Errorf("the leader %s (pid %d) was not killed and started again: running %v, pid %d",
 			before.Name, pid, before.Running(), before.Pid())
+	}
+}
+
+// TestEtcdKeepalive: the matrix runs etcd-lease with its session's
+// keepalive, as etcd's Mutex runs it: a holder that runs and reaches the
+// cluster keeps its lease while time passes, and the contender is
+// refused; one cut off loses it.
+func TestEtcdKeepalive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
+	if RunSetting("etcd-lease") != "keepalive" {
+		t.Fatalf("etcd-lease runs as %q", RunSetting("etcd-lease"))
+	}
+	for _, tc := range []struct {
+		schedule string
+		want     Outcome
+		renewed  bool
+	}{
+		{"c1 c1 time c2 c2 c2 c2 c2 c1", Safe, true},
+		{"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1", Violated, false},
+	} {
+		h, err := Run(ctx, RunOptions{Case: mustCase(t, "partitioned-holder", "etcd-lease"), Nodes: nodes, Schedule: tc.schedule})
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed := false
+		for _, e := range h.Events {
+			renewed = renewed || slices.ContainsFunc(e.Notes, func(n string) bool { return strings.HasPrefix(n, "c1's keepalive renewed") })
+		}
+		if h.Verdict.Outcome != tc.want || renewed != tc.renewed {
+			t.Errorf("%q: %v, renewed %v; want %s, renewed %v", tc.schedule, h.Verdict, renewed, tc.want, tc.renewed)
+		}
 	}
 }

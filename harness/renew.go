@@ -15,23 +15,54 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab"
 )
 
 // renewingStore is a store whose locks the run can renew outside the
-// schedule: unscheduled returns a connection source to node i whose
-// commands wait for no grant.
+// schedule: unscheduled gives cfg the store's own connections, whose
+// requests wait for no grant; renewed is told of each renewal that went
+// through, for the store's own account of the lease's time.
 type renewingStore interface {
-	unscheduled(i int) locklab.ConnSource
+	unscheduled(cfg *locklab.Config)
+	renewed(lease locklab.Lease)
 }
 
-var _ renewingStore = (*redisStore)(nil)
+var (
+	_ renewingStore = (*redisStore)(nil)
+	_ renewingStore = (*etcdStore)(nil)
+)
 
-// unscheduled returns node i's pool (0-based): the store's own
+// unscheduled gives cfg the first node's pool: the store's own
 // connections, which the scheduler does not see.
-func (s *redisStore) unscheduled(i int) locklab.ConnSource { return s.pool(i) }
+func (s *redisStore) unscheduled(cfg *locklab.Config) { cfg.Pool = s.pool(0) }
+
+// renewed does nothing: the key's TTL on the server is the account.
+func (s *redisStore) renewed(locklab.Lease) {}
+
+// unscheduled gives cfg the store's admin client.
+func (s *etcdStore) unscheduled(cfg *locklab.Config) { cfg.Store = s.admin }
+
+// renewed moves the expiry of lease's etcd lease on the run's clock to a
+// whole TTL from now, as the keepalive that went through did on the
+// leader's.
+func (s *etcdStore) renewed(lease locklab.Lease) {
+	i := strings.LastIndexByte(lease.Token, '/')
+	id, err := strconv.ParseInt(lease.Token[i+1:], 16, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[clientv3.LeaseID(id)]; ok {
+		s.leases[clientv3.LeaseID(id)] = s.now + s.leaseTTL[clientv3.LeaseID(id)]
+	}
+}
 
 // renewTimeout bounds one renewal: a node that does not answer (paused)
 // fails it, as the watchdog's bounded extend would.
@@ -63,12 +94,13 @@ func (r *run) renew(c *client) error {
 	l, lease := c.renewer, c.lease
 	r.mu.Unlock()
 	if l == nil {
+		cfg := locklab.Config{Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) })}
+		if r.spec.noWatchdog {
+			cfg.NoWatchdog = true
+		}
+		rs.unscheduled(&cfg)
 		var err error
-		l, err = r.spec.factory(locklab.Config{
-			Pool:       rs.unscheduled(0),
-			Clock:      locklab.ClockFunc(func() time.Time { return r.clock(c) }),
-			NoWatchdog: true,
-		})
+		l, err = r.spec.factory(cfg)
 		if err != nil {
 			return err
 		}
@@ -78,8 +110,11 @@ func (r *run) renew(c *client) error {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, renewTimeout)
 	defer cancel()
-	_, err := locklab.Extend(ctx, l, lease, r.spec.ttl)
-	return err
+	if _, err := locklab.Extend(ctx, l, lease, r.spec.ttl); err != nil {
+		return err
+	}
+	rs.renewed(lease)
+	return nil
 }
 
 // advanceRenewing moves virtual time forward by d, every TTL/3 of it
@@ -102,7 +137,7 @@ func (r *run) advanceRenewing(d time.Duration) error {
 				r.mu.Lock()
 				c.renewLost = true
 				r.mu.Unlock()
-				lost = append(lost, fmt.Sprintf("c%d's watchdog could not renew the lock (%v): it stops", c.id, err))
+				lost = append(lost, fmt.Sprintf("c%d's %s could not renew the lock (%v): it stops", c.id, r.renewal(), err))
 				continue
 			}
 			renewed[c.id]++
@@ -121,11 +156,20 @@ func (r *run) advanceRenewing(d time.Duration) error {
 	e := &r.hist.Events[len(r.hist.Events)-1]
 	for _, id := range order {
 		if n := renewed[id]; n > 0 {
-			e.Notes = append(e.Notes, fmt.Sprintf("c%d's watchdog renewed the lock %s", id, times(n)))
+			e.Notes = append(e.Notes, fmt.Sprintf("c%d's %s renewed the lock %s", id, r.renewal(), times(n)))
 		}
 	}
 	e.Notes = append(e.Notes, lost...)
 	return nil
+}
+
+// renewal names what renews the run's leases: the strategy's watchdog,
+// or the keepalive its users run (RunSetting).
+func (r *run) renewal() string {
+	if w := renewsAsUsed[r.spec.strategy]; w != "" {
+		return w
+	}
+	return "watchdog"
 }
 
 func times(n int) string {

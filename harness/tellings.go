@@ -96,9 +96,10 @@ var tellings = map[string]map[string]Telling{
 		},
 		StoreEtcd: {
 			Title: "a holder past its lease releases: nothing of its successor's is deleted",
-			Story: "C1 holds the lock and runs past its lease's TTL; the leader revokes the lease and C2 " +
-				"acquires. C1's release deletes its own key only if the key still has the create revision C1 " +
-				"got: it has gone, and C2's key is left alone.",
+			Story: "C1 holds the lock while time passes. Its session's keepalive renews the lease, and C2 is " +
+				"refused; had the lease run out and C2 acquired, C1's late release would delete its own key only " +
+				"if the key still had the create revision C1 got: it would have gone, and C2's key would be left " +
+				"alone.",
 			Source: srcEtcdLease,
 		},
 	},
@@ -130,10 +131,9 @@ var tellings = map[string]map[string]Telling{
 		},
 		StoreEtcd: {
 			Title: "the holder's lease runs out while it is cut off, and it keeps writing",
-			Story: "C1 holds the lock when the network cuts it off from every member. Nothing renews its lease " +
-				"(locklab runs etcd-lease without its session's keepalive, so the lease runs out whether or not " +
-				"C1 is cut off): the leader revokes it and deletes C1's key. C2 acquires and writes. C1 does not " +
-				"learn it lost the lock; it writes again.",
+			Story: "C1 holds the lock when the network cuts it off from every member. Its session's keepalive " +
+				"cannot reach the cluster either: the lease's TTL passes, the leader revokes it and deletes C1's " +
+				"key. C2 acquires and writes. C1 does not learn it lost the lock; it writes again.",
 			Source: srcEtcdJepsen,
 		},
 	},

@@ -125,7 +125,9 @@ type scenarioHead struct {
 
 type row struct {
 	Strategy string
-	Cells    []cellView
+	// Setting is how the harness runs it where that is not its default.
+	Setting string
+	Cells   []cellView
 }
 
 type cellView struct {
@@ -212,7 +214,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 		p.Scenarios = append(p.Scenarios, h)
 	}
 	for _, st := range m.Strategies {
-		r := row{Strategy: st}
+		r := row{Strategy: st, Setting: harness.RunSetting(st)}
 		for _, sc := range m.Scenarios {
 			c, ok := m.Cell(st, sc)
 			v := cellView{ID: cellID(st, sc), Strategy: st, Scenario: sc}

@@ -72,6 +72,11 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	}
 	b.WriteString("\nsafe: no violation in any schedule within the bound; VIOL: mutual exclusion,\n" +
 		"release or fencing violated; DEAD: deadlock; STARV: starvation; -: n/a.\n")
+	for _, st := range m.Strategies {
+		if w := harness.RunSetting(st); w != "" {
+			fmt.Fprintf(&b, "%s runs with its lease renewed while its holder runs (%s), as the lock it stands for does by default.\n", st, w)
+		}
+	}
 	if partial {
 		b.WriteString("*: the cell's schedule limit was reached before the bound was explored in full:\n")
 		for _, c := range m.Cells {
@@ -186,7 +191,7 @@ func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores 
 	var b strings.Builder
 	b.WriteString("| scenario | checks |")
 	for _, s := range strats {
-		fmt.Fprintf(&b, " `%s` |", s)
+		fmt.Fprintf(&b, " %s |", column(s))
 	}
 	b.WriteString("\n|---|---|")
 	for range strats {
@@ -225,6 +230,12 @@ func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores 
 	if partial {
 		fmt.Fprintf(&b, " safe\\*: the cell's schedule limit was reached before the bound was explored in full: %s.",
 			limitsText(m, strats, scens, schedules))
+	}
+	for _, s := range strats {
+		if w := harness.RunSetting(s); w != "" {
+			fmt.Fprintf(&b, " `%s` (%s): run with its lease renewed while its holder runs, as the lock it stands for "+
+				"runs by default (locklab's %s renews only with `Config.Watchdog`).", s, w, s)
+		}
 	}
 	if stores {
 		b.WriteString("\n\n**Counterexamples** (the first found with the fewest preemptions). Look at any of them step " +
@@ -287,7 +298,7 @@ func limitsText(m *harness.MatrixResult, strats, scens []string, schedules int) 
 func storeCounts(b *strings.Builder, m *harness.MatrixResult, strats, scens []string) {
 	b.WriteString("\n**Schedules run** (each level of preemptions runs the lower levels' schedules again).\n\n| scenario |")
 	for _, s := range strats {
-		fmt.Fprintf(b, " `%s` |", s)
+		fmt.Fprintf(b, " %s |", column(s))
 	}
 	b.WriteString("\n|---|")
 	for range strats {
@@ -375,7 +386,7 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer does not branch between a client's MULTI " +
 		"and its EXEC, where any step is equivalent to one taken before the MULTI; the plain enumeration does.\n\n| scenario |")
 	for _, s := range strats {
-		fmt.Fprintf(b, " `%s` |", s)
+		fmt.Fprintf(b, " %s |", column(s))
 	}
 	b.WriteString("\n|---|")
 	for range strats {
@@ -494,4 +505,13 @@ func summaryWord(o harness.Outcome) string {
 		return "safe"
 	}
 	return "**" + string(o) + "**"
+}
+
+// column is a strategy's column header: its name, and how the harness
+// runs it where that is not its default (harness.RunSetting).
+func column(strategy string) string {
+	if w := harness.RunSetting(strategy); w != "" {
+		return fmt.Sprintf("`%s` (%s)", strategy, w)
+	}
+	return "`" + strategy + "`"
 }
