@@ -706,7 +706,10 @@ func Record(ctx context.Context, m *MatrixResult, nodes []Node) (int, error) {
 			}
 			continue // keep the unrecorded history
 		}
-		if h.Verdict.Outcome != ce.Verdict.Outcome || h.Verdict.Property != ce.Verdict.Property || h.Schedule != ce.Schedule {
+		// The search stops a run at its violation; the replay runs on to
+		// the end: the two agree when they reach the same violation by the
+		// same steps.
+		if h.Verdict.Outcome != ce.Verdict.Outcome || h.Verdict.Property != ce.Verdict.Property || cut(h) != cut(ce) {
 			continue
 		}
 		c.Counterexample = h
