@@ -48,7 +48,7 @@ type Scenario struct {
 	// the fault it names ("time" after "isolate(c1)": partitioned-holder's
 	// time passes for a holder that is cut off). A schedule given in full
 	// is not held to it.
-	FaultAfter map[string]string `json:"fault_after,omitempty"`
+	FaultAfter map[string]string `json:"-"`
 	// MaxFaults bounds how many of Faults one explored schedule uses.
 	MaxFaults int `json:"max_faults,omitempty"`
 	// Fenced: the protected resource refuses a write whose fence number is
