@@ -99,6 +99,7 @@ const (
 	codeUniqueViolation = "23505"
 	codeLockNotAvail    = "55P03"
 	codeDuplicateTable  = "42P07"
+	codeDuplicateObject = "42710"
 	codeUndefinedTable  = "42P01"
 )
 
@@ -129,15 +130,16 @@ func newBase(cfg locklab.Config, name, ddl string) (*base, error) {
 }
 
 // ensure creates the strategy's table once. Two sessions that create it
-// at the same moment can collide in the catalog (unique violation on
-// pg_type): the table is there either way.
+// at the same moment can collide in the catalog (a unique violation on
+// pg_type, a duplicate table, or the table's row type already there):
+// the table is there either way.
 func (b *base) ensure(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ready {
 		return nil
 	}
-	if _, err := b.pool.Exec(ctx, b.ddl); err != nil && !isCode(err, codeUniqueViolation, codeDuplicateTable) {
+	if _, err := b.pool.Exec(ctx, b.ddl); err != nil && !isCode(err, codeUniqueViolation, codeDuplicateTable, codeDuplicateObject) {
 		return unavailable(ctx, err)
 	}
 	b.ready = true

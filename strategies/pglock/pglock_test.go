@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -608,5 +609,41 @@ func BenchmarkCycle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestFirstAcquiresCreateTheTableTogether: on a server where the strategy's
+// table does not exist yet, many clients' first acquires create it at the
+// same moment. The catalog collisions that brings (a duplicate type, table
+// or object) are not failures: every acquire is taken or refused.
+func TestFirstAcquiresCreateTheTableTogether(t *testing.T) {
+	s := pgtest.Start(t, pgproc.Options{})
+	pool := pgtest.Pool(t, s, poolParams)
+	for _, name := range []string{"pg-lock-table", "pg-for-update"} {
+		for round := range 5 {
+			for _, table := range []string{pglock.LockTableName, pglock.RowTableName} {
+				_, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+				require.NoError(t, err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for i := range 16 {
+				l := newLocker(t, name, locklab.Config{Store: pool})
+				wg.Go(func() {
+					lease, err := l.Acquire(context.Background(), fmt.Sprintf("first:%d:%d", round, i), time.Minute)
+					if err == nil {
+						err = l.Release(context.Background(), lease)
+					}
+					if err != nil && !errors.Is(err, locklab.ErrNotAcquired) {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("%s, round %d: %v", name, round, err)
+			}
+		}
 	}
 }
