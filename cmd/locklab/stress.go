@@ -247,7 +247,7 @@ its sessions with it.`,
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
-		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep or partition (default: none)")
+		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 	return serverCmd(cmd)

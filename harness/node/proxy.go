@@ -84,7 +84,10 @@ func (p *proxy) holdLocked(c net.Conn) {
 
 func (p *proxy) forward(c net.Conn) {
 	defer p.wg.Done()
-	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.DialTimeout("tcp", target, 2*time.Second)
 	if err != nil {
 		c.Close()
 		return
@@ -207,3 +210,12 @@ func (p *Proxy) Heal() { p.p.heal() }
 
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() { p.p.close() }
+
+// Retarget sends the connections made from now on to target: an address
+// that moves with a primary that failed over. Those made before stay
+// with the server they reached.
+func (p *Proxy) Retarget(target string) {
+	p.p.mu.Lock()
+	p.p.target = target
+	p.p.mu.Unlock()
+}

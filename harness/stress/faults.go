@@ -75,9 +75,10 @@ func (o *Options) faultDefaults() error {
 		return nil
 	}
 	for _, k := range o.Faults {
-		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) && !slices.Contains(RedisClusterFaultKinds, k) && !slices.Contains(EtcdFaultKinds, k) {
+		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) && !slices.Contains(RedisClusterFaultKinds, k) &&
+			!slices.Contains(EtcdFaultKinds, k) && !slices.Contains(PGFaultKinds, k) {
 			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k,
-				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill})))
+				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill, node.Kill})))
 		}
 	}
 	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {

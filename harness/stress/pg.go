@@ -6,11 +6,13 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +35,13 @@ const pgFamily = "postgres"
 // session locks and open transaction with it; committed rows stay) and
 // node.Partition (the clients' connections cut at a loopback proxy: the
 // server ends their sessions, while the clients hear nothing until it
-// heals).
-var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep, node.Partition}
+// heals) and node.Kill (every client's session killed, as an operator's
+// pg_terminate_backend would: the sessions end, with their session locks
+// and open transactions, while the server runs on and the clients'
+// next statements find them gone) and node.Failover (the primary killed,
+// its asynchronous streaming standby promoted, the clients' address moved
+// to it at the proxy: sessions and unreplayed rows are lost).
+var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep, node.Partition, node.Kill, node.Failover}
 
 // pgRun is the run's side of a PostgreSQL server: with a partition among
 // the faults, the loopback proxy the clients reach it through, which the
@@ -42,19 +49,90 @@ var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep, node.Partition}
 type pgRun struct {
 	s     *pgproc.Server
 	proxy *node.Proxy
+
+	// With failovers among the faults: primary is the server the clients
+	// reach now (s until the first failover), standby the asynchronous
+	// standby the next failover promotes (nil while none is ready), and
+	// started the servers the run started, which close closes.
+	mu      sync.Mutex
+	primary *pgproc.Server
+	standby *pgproc.Server
+	started []*pgproc.Server
 }
 
+// standbyStart bounds the start of a standby (pg_basebackup and its
+// first replay).
+const standbyStart = time.Minute
+
 // startPG puts a proxy in front of the server when a partition may cut
-// the clients off from it.
+// the clients off from it, or a failover move the primary; for a
+// failover it starts the first standby.
 func startPG(o *Options) (*pgRun, error) {
-	p := &pgRun{s: o.PG}
-	if slices.Contains(o.Faults, node.Partition) {
+	p := &pgRun{s: o.PG, primary: o.PG}
+	if slices.Contains(o.Faults, node.Partition) || slices.Contains(o.Faults, node.Failover) {
 		var err error
-		if p.proxy, err = node.NewProxy(net.JoinHostPort(o.PG.Host, strconv.Itoa(o.PG.Port))); err != nil {
+		if p.proxy, err = node.NewProxy(pgAddr(o.PG)); err != nil {
 			return nil, err
 		}
 	}
+	if slices.Contains(o.Faults, node.Failover) {
+		ctx, cancel := context.WithTimeout(context.Background(), standbyStart)
+		defer cancel()
+		sb, err := o.PG.StartStandby(ctx, pgproc.Options{})
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("stress: starting the standby a failover promotes: %w", err)
+		}
+		p.standby, p.started = sb, append(p.started, sb)
+	}
 	return p, nil
+}
+
+// pgAddr is s's "host:port".
+func pgAddr(s *pgproc.Server) string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// failover kills the primary (SIGKILL), promotes the standby and sends
+// the clients' new connections to it: the address moves with the
+// primary, and every session ends. The rows the standby had not replayed
+// are lost with the old primary.
+func (p *pgRun) failover(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.standby == nil {
+		return errors.New("no standby is ready to promote (the last failover's replacement is still starting)")
+	}
+	old, sb := p.primary, p.standby
+	old.KillPostmaster()
+	if err := sb.Promote(ctx); err != nil {
+		return err
+	}
+	p.proxy.Retarget(pgAddr(sb))
+	p.primary, p.standby = sb, nil
+	return nil
+}
+
+// replaceStandby starts a standby of the primary for the next failover.
+func (p *pgRun) replaceStandby(ctx context.Context) error {
+	p.mu.Lock()
+	primary := p.primary
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, standbyStart)
+	defer cancel()
+	sb, err := primary.StartStandby(ctx, pgproc.Options{})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.standby, p.started = sb, append(p.started, sb)
+	p.mu.Unlock()
+	return nil
+}
+
+// current is the primary the clients reach now.
+func (p *pgRun) current() *pgproc.Server {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.primary
 }
 
 // dsn is the DSN a client connects with: the server's, or the proxy's
@@ -74,6 +152,13 @@ func (p *pgRun) dsn() string {
 func (p *pgRun) close() {
 	if p.proxy != nil {
 		p.proxy.Close()
+	}
+	p.mu.Lock()
+	started := p.started
+	p.started = nil
+	p.mu.Unlock()
+	for _, s := range started {
+		s.Close()
 	}
 }
 
@@ -145,8 +230,8 @@ func (t pgCrashTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 // meanwhile.
 func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 	bg := context.WithoutCancel(ctx)
-	s := r.o.PG
-	name := "postgres " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
+	s := r.pg.current()
+	name := "postgres " + pgAddr(s)
 	f := NodeFault{Kind: kind, Node: name, At: r.now()}
 	var begin, end func() error
 	var what string
@@ -160,6 +245,16 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 			end = func() error { pr.Heal(); return nil }
 		}
 		what = fmt.Sprintf("cut off from the clients for %v: the server ends their sessions, and they hear nothing until it heals", r.o.FaultFor)
+	case node.Failover:
+		begin = func() error { return r.pg.failover(bg) }
+		end = func() error { return r.pg.replaceStandby(bg) }
+		what = "failed over: the primary killed (SIGKILL), its asynchronous standby promoted and the clients' new " +
+			"connections sent to it; every session ends, and what the standby had not replayed is lost; a new " +
+			"standby starts once the fault's time is up"
+	case node.Kill:
+		begin = func() error { return terminateSessions(bg, s) }
+		end = func() error { return nil }
+		what = "had every client session killed (pg_terminate_backend): their locks end with them, the server runs on"
 	case node.RestartKeep:
 		begin = func() error { s.KillPostmaster(); return nil }
 		end = func() error { return s.Restart(bg) }
@@ -192,4 +287,45 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 		r.event(NodeFaultClient, fmt.Sprintf("%s back after %v", name, f.For.Round(time.Millisecond)))
 	}
 	r.nfaults = append(r.nfaults, f)
+}
+
+// terminateSessions ends every client session on s but its own, with
+// pg_terminate_backend, and waits until those are gone (sessions opened
+// meanwhile live on).
+func terminateSessions(ctx context.Context, s *pgproc.Server) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// The sessions are listed first and ended in a second statement: in
+	// one, nothing orders the WHERE clause's tests, and this session
+	// could end itself.
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(p) FROM unnest($1::int[]) AS p`, pids); err != nil {
+		return err
+	}
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

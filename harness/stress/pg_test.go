@@ -67,8 +67,9 @@ func TestPGStress(t *testing.T) {
 	}
 }
 
-// pg-advisory across server restarts and partitions, with holders paused
-// inside the critical section: either ends the paused holder's session
+// pg-advisory across server restarts, partitions and killed sessions,
+// with holders paused inside the critical section: each ends the paused
+// holder's session
 // and its lock, the next client takes the lock, and the paused one, woken,
 // works on as if it held it. The lock is safe only while its session
 // lives.
@@ -78,7 +79,7 @@ func TestPGStressSessionEnds(t *testing.T) {
 	}
 	t.Parallel()
 	srv := pgtest.Start(t, pgproc.Options{})
-	for _, fault := range []node.Fault{node.RestartKeep, node.Partition} {
+	for _, fault := range []node.Fault{node.RestartKeep, node.Partition, node.Kill} {
 		rep, err := stress.Run(context.Background(), stress.Options{
 			Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 5 * time.Second, TTL: 500 * time.Millisecond,
 			PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:" + fault.String(),
@@ -119,4 +120,33 @@ func TestPGStressProcesses(t *testing.T) {
 	assert.Zero(t, rep.Overlaps)
 	assert.Zero(t, rep.LostUpdates)
 	assert.Empty(t, rep.Liveness)
+}
+
+// pg-advisory across failovers: the primary is killed and its standby
+// promoted, the clients' address moves to it, and a new standby starts
+// for the next one. Every session ends at each failover; the clients
+// reconnect to the promoted server and go on.
+func TestPGStressFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fails a PostgreSQL server over to its standby for several seconds")
+	}
+	t.Parallel()
+	srv := pgtest.Start(t, pgproc.Options{})
+	rep, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 6 * time.Second, TTL: 500 * time.Millisecond,
+		PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:failover",
+		Faults: []node.Fault{node.Failover}, FaultEvery: 2 * time.Second, FaultFor: 300 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Logf("failover: %d cycles, %d pauses, %d overlaps, %d lost updates, %d errors (%s), node faults %+v",
+		rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.FirstError, rep.NodeFaults)
+	require.NotEmpty(t, rep.NodeFaults)
+	for _, f := range rep.NodeFaults {
+		assert.Equal(t, node.Failover, f.Kind)
+		assert.Empty(t, f.Err, "failover of %s", f.Node)
+	}
+	if len(rep.NodeFaults) > 1 {
+		assert.NotEqual(t, rep.NodeFaults[0].Node, rep.NodeFaults[1].Node, "the second failover strikes the promoted server")
+	}
+	assert.Positive(t, rep.Cycles)
 }
