@@ -148,7 +148,7 @@ its sessions with it.`,
 			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
 			for _, f := range faults {
 				if _, err := stress.ParseFaults([]string{f}); err != nil {
-					return g.args.badFlag(cmd, "node-faults", f, "unknown node fault; the node faults are %s, failover, cluster-failover or (on etcd) leader-kill",
+					return g.args.badFlag(cmd, "node-faults", f, "unknown node fault; the node faults are %s, failover, cluster-failover, (on etcd) leader-kill or (on PostgreSQL) kill",
 						node.JoinFaults(stress.FaultKinds))
 				}
 			}
@@ -158,7 +158,8 @@ its sessions with it.`,
 			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
 				return errNoFaults
 			}
-			failover := slices.Contains(o.Faults, node.Failover)
+			onPG := d.Family == harness.StorePostgres
+			failover := slices.Contains(o.Faults, node.Failover) && !onPG
 			if failover {
 				if err := checkFailover(o.Faults, d); err != nil {
 					return err
@@ -181,6 +182,9 @@ its sessions with it.`,
 			}
 			if slices.Contains(o.Faults, node.LeaderKill) {
 				return fmt.Errorf("--node-faults %s strikes an etcd cluster's leader: it takes an etcd strategy (etcd-lease)", node.LeaderKill)
+			}
+			if slices.Contains(o.Faults, node.Kill) {
+				return fmt.Errorf("--node-faults %s kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy (pg-advisory, pg-for-update, pg-lock-table)", node.Kill)
 			}
 			c, _, err := g.cluster(ctx, errw, nodes)
 			if err != nil {

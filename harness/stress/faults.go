@@ -42,7 +42,7 @@ var RedisClusterFaultKinds = []node.Fault{node.ClusterFailover}
 // "restart-keep", "failover"). A name that is not one of FaultKinds or
 // SentinelFaultKinds is an error that lists them.
 func ParseFaults(names []string) ([]node.Fault, error) {
-	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill})
+	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill, node.Kill})
 	out := make([]node.Fault, 0, len(names))
 	for _, s := range names {
 		f, err := node.ParseFault(s)
@@ -80,6 +80,9 @@ func (o *Options) faultDefaults() error {
 			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k,
 				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill, node.Kill})))
 		}
+	}
+	if slices.Contains(o.Faults, node.Kill) && o.PG == nil {
+		return lockkit.Invalid("node fault %v kills a PostgreSQL server's client sessions: it needs Options.PG", node.Kill)
 	}
 	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
 		return lockkit.Invalid("node faults need nodes to fault")
