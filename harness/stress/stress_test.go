@@ -111,7 +111,10 @@ func TestParseFaults(t *testing.T) {
 	fs, err = stress.ParseFaults([]string{"failover"})
 	require.NoError(t, err)
 	assert.Equal(t, []node.Fault{node.Failover}, fs)
-	for _, bad := range []string{"explode", "kill", "Pause"} {
+	fs, err = stress.ParseFaults([]string{"kill"}) // PostgreSQL's: its client sessions killed
+	require.NoError(t, err)
+	assert.Equal(t, []node.Fault{node.Kill}, fs)
+	for _, bad := range []string{"explode", "Pause"} {
 		_, err := stress.ParseFaults([]string{"pause", bad})
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), `"`+bad+`"`)
