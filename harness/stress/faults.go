@@ -136,19 +136,27 @@ var faultWhat = map[node.Fault]string{
 
 func (r *recorder) nodeFault(ctx context.Context, kind node.Fault, n FaultNode) {
 	bg := context.WithoutCancel(ctx)
-	f := NodeFault{Kind: kind, Node: n.Name(), At: r.now()}
-	what := faultWhat[kind]
+	r.strike(ctx, kind, n.Name(), "node "+n.Name(), fmt.Sprintf("%s for %v", faultWhat[kind], r.o.FaultFor),
+		func() error { return node.Begin(bg, n, kind) }, func() error { return node.End(bg, n, kind) })
+}
+
+// strike runs one node fault on the node named nodeName, which the
+// timeline calls label: it says what the fault does, begins it, holds it
+// for FaultFor (or until ctx ends), ends it, and records it. A fault that
+// began is always ended, even when ctx ends meanwhile.
+func (r *recorder) strike(ctx context.Context, kind node.Fault, nodeName, label, what string, begin, end func() error) {
+	f := NodeFault{Kind: kind, Node: nodeName, At: r.now()}
 	r.mu.Lock()
-	r.event(NodeFaultClient, fmt.Sprintf("node %s %s for %v", n.Name(), what, r.o.FaultFor))
+	r.event(NodeFaultClient, label+" "+what)
 	r.mu.Unlock()
 	r.faulting.Store(true)
-	err := node.Begin(bg, n, kind)
+	err := begin()
 	if err == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(r.o.FaultFor):
 		}
-		err = node.End(bg, n, kind)
+		err = end()
 	}
 	r.faultEnded.Store(int64(r.now()))
 	r.faulting.Store(false)
@@ -157,9 +165,9 @@ func (r *recorder) nodeFault(ctx context.Context, kind node.Fault, n FaultNode) 
 	defer r.mu.Unlock()
 	if err != nil {
 		f.Err = err.Error()
-		r.event(NodeFaultClient, fmt.Sprintf("node %s: %s failed: %v", n.Name(), kind, err))
+		r.event(NodeFaultClient, fmt.Sprintf("%s: %s failed: %v", label, kind, err))
 	} else {
-		r.event(NodeFaultClient, fmt.Sprintf("node %s back after %v", n.Name(), f.For.Round(time.Millisecond)))
+		r.event(NodeFaultClient, fmt.Sprintf("%s back after %v", label, f.For.Round(time.Millisecond)))
 	}
 	r.nfaults = append(r.nfaults, f)
 }

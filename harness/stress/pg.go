@@ -232,7 +232,6 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 	bg := context.WithoutCancel(ctx)
 	s := r.pg.current()
 	name := "postgres " + pgAddr(s)
-	f := NodeFault{Kind: kind, Node: name, At: r.now()}
 	var begin, end func() error
 	var what string
 	switch kind {
@@ -263,30 +262,7 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 	if begin == nil {
 		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, node.ErrUnsupported) }
 	}
-	r.mu.Lock()
-	r.event(NodeFaultClient, name+" "+what)
-	r.mu.Unlock()
-	r.faulting.Store(true)
-	err := begin()
-	if err == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.o.FaultFor):
-		}
-		err = end()
-	}
-	r.faultEnded.Store(int64(r.now()))
-	r.faulting.Store(false)
-	f.For = r.now() - f.At
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
-		f.Err = err.Error()
-		r.event(NodeFaultClient, fmt.Sprintf("%s: %s failed: %v", name, kind, err))
-	} else {
-		r.event(NodeFaultClient, fmt.Sprintf("%s back after %v", name, f.For.Round(time.Millisecond)))
-	}
-	r.nfaults = append(r.nfaults, f)
+	r.strike(ctx, kind, name, name, what, begin, end)
 }
 
 // terminateSessions ends every client session on s but its own, with
