@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/play"
 )
 
@@ -93,7 +92,7 @@ otherwise.`,
 				}
 				page = "/#" + args[0]
 			}
-			if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+			if g.addrsBackend() {
 				return errors.New("play starts Redis servers of its own for every participant: use --backend process or docker, not addrs")
 			}
 			host, _, err := net.SplitHostPort(addr)

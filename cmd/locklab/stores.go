@@ -30,7 +30,7 @@ func (g *globals) startStores(ctx context.Context, w io.Writer, backend string, 
 // named lock on.
 func (g *globals) storesGiven(names []string) error {
 	for _, name := range names {
-		if st := stores.Of(name); st != "" && (g.addrsBackend() || g.backend == node.BackendAddrs) {
+		if st := stores.Of(name); st != "" && g.addrsBackend() {
 			return fmt.Errorf("strategy %s locks on %s, which the addrs backend does not give: use --backend process or docker", name, st)
 		}
 	}
@@ -60,5 +60,5 @@ func nodesOf(s *stores.Servers, cs harness.Case, redis []harness.Node) []harness
 // addrsBackend reports whether the command runs on the servers --addr
 // names, which give no store but Redis.
 func (g *globals) addrsBackend() bool {
-	return g.backend == "addrs" || g.backend == "" && len(g.addrs) > 0
+	return g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -155,7 +154,7 @@ its sessions with it.`,
 			if o.Faults, err = stress.ParseFaults(faults); err != nil {
 				return err
 			}
-			if len(o.Faults) > 0 && (g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0) {
+			if len(o.Faults) > 0 && g.addrsBackend() {
 				return errNoFaults
 			}
 			onPG := d.Family == harness.StorePostgres
@@ -222,13 +221,6 @@ its sessions with it.`,
 					}
 				}
 			}
-			if o.Processes {
-				exe, err := os.Executable()
-				if err != nil {
-					return err
-				}
-				o.WorkerCommand = []string{exe, "worker"}
-			}
 			return runStress(cmd, o, asJSON, fail, html)
 		},
 	}
@@ -259,6 +251,13 @@ its sessions with it.`,
 
 // runStress runs o and writes its report.
 func runStress(cmd *cobra.Command, o stress.Options, asJSON, fail bool, html string) error {
+	if o.Processes {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.WorkerCommand = []string{exe, "worker"}
+	}
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = -1 // --porcupine-timeout 0: no check
 	}
@@ -325,7 +324,7 @@ func writeVisualization(path string, rep *stress.Report) error {
 // stress.EtcdFaultKinds. The TTL defaults to 1s, etcd's lease
 // granularity.
 func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
-	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+	if g.addrsBackend() {
 		return fmt.Errorf("strategy %s locks on etcd, which the addrs backend does not give: use --backend process", o.Strategy)
 	}
 	for _, f := range o.Faults {
@@ -350,13 +349,6 @@ func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fai
 	defer cl.Close()
 	fmt.Fprintf(cmd.ErrOrStderr(), "etcd: %s\n", cl.Describe())
 	o.Etcd = cl
-	if o.Processes {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		o.WorkerCommand = []string{exe, "worker"}
-	}
 	return runStress(cmd, o, asJSON, fail, html)
 }
 
@@ -376,7 +368,7 @@ func multiNodeStrategies() []string {
 // it starts on the backend (a local process on process, a container on
 // docker; never on addrs), with the node faults of stress.PGFaultKinds.
 func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
-	if g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0 {
+	if g.addrsBackend() {
 		return fmt.Errorf("strategy %s locks on PostgreSQL, which the addrs backend does not give: use --backend process", o.Strategy)
 	}
 	for _, f := range o.Faults {
@@ -396,15 +388,8 @@ func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail 
 		return fmt.Errorf("starting PostgreSQL for %s: %w", o.Strategy, err)
 	}
 	defer closeAndTell(cmd.ErrOrStderr(), srv)
-	fmt.Fprintf(cmd.ErrOrStderr(), "PostgreSQL: %s %s (%s)\n", backend, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), pgproc.Version(srv.BinDir))
+	fmt.Fprintf(cmd.ErrOrStderr(), "PostgreSQL: %s\n", srv.Describe())
 	o.PG = srv
-	if o.Processes {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		o.WorkerCommand = []string{exe, "worker"}
-	}
 	return runStress(cmd, o, asJSON, fail, html)
 }
 
