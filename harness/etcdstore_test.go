@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 )
 
@@ -81,13 +81,9 @@ func TestEtcdStore(t *testing.T) {
 // members elect a new leader, which has the lock's key, and c2 is refused.
 // The killed member is started again before the next run.
 func TestEtcdFailoverKeepsLock(t *testing.T) {
+	cl := etcdtest.Start(t, etcdproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	before, err := cl.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -124,13 +120,9 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 // cluster keeps its lease while time passes, and the contender is
 // refused; one cut off loses it.
 func TestEtcdKeepalive(t *testing.T) {
+	cl := etcdtest.Start(t, etcdproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
 	if RunSetting("etcd-lease") != "keepalive" {
 		t.Fatalf("etcd-lease runs as %q", RunSetting("etcd-lease"))
@@ -147,10 +139,7 @@ func TestEtcdKeepalive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		renewed := false
-		for _, e := range h.Events {
-			renewed = renewed || slices.ContainsFunc(e.Notes, func(n string) bool { return strings.HasPrefix(n, "c1's keepalive renewed") })
-		}
+		renewed := noted(h, "c1's keepalive renewed")
 		if h.Verdict.Outcome != tc.want || renewed != tc.renewed {
 			t.Errorf("%q: %v, renewed %v; want %s, renewed %v", tc.schedule, h.Verdict, renewed, tc.want, tc.renewed)
 		}

@@ -28,10 +28,7 @@ func TestRenewalAsUsersGetIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		renewed := false
-		for _, e := range h.Events {
-			renewed = renewed || slices.ContainsFunc(e.Notes, func(n string) bool { return strings.Contains(n, "c1's watchdog renewed") })
-		}
+		renewed := noted(h, "c1's watchdog renewed")
 		if h.Verdict.Outcome != tc.want || renewed != tc.renewed {
 			t.Errorf("%s %q: %v, renewed %v; want %s, renewed %v", tc.scenario, tc.schedule, h.Verdict, renewed, tc.want, tc.renewed)
 		}
@@ -59,4 +56,14 @@ func TestFaultAfter(t *testing.T) {
 	if iso < 0 || tm < iso {
 		t.Errorf("counterexample %q: time before the cut", s)
 	}
+}
+
+// noted reports whether a note of one of h's events begins with prefix.
+func noted(h *History, prefix string) bool {
+	for _, e := range h.Events {
+		if slices.ContainsFunc(e.Notes, func(n string) bool { return strings.HasPrefix(n, prefix) }) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/internal/tooling/stores"
 )
@@ -48,24 +47,17 @@ func TestIdleRunIsNoPass(t *testing.T) {
 		assert.Regexp(t, `\nnothing to judge: no critical section completed; \d+ acquires failed, the first: server unreachable`, out)
 		assert.Contains(t, stderr, "locklab: stress on set-nx-px: no critical section completed; ")
 	})
-	t.Run("etcd", func(t *testing.T) {
-		if _, err := etcdproc.Binary(); err != nil {
-			t.Skip(err)
-		}
-		code, out, stderr := runStatus(t, "stress", "-s", "etcd-lease", "--backend", "process", "--duration", "1ns")
-		assert.Equal(t, 2, code, stderr)
-		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
-		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on etcd-lease: no critical section completed\n"), stderr)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		if err := stores.Installed(harness.StorePostgres); err != nil {
-			t.Skip(err)
-		}
-		code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--duration", "1ns")
-		assert.Equal(t, 2, code, stderr)
-		assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
-		assert.True(t, strings.HasSuffix(stderr, "locklab: stress on pg-advisory: no critical section completed\n"), stderr)
-	})
+	for _, st := range []struct{ store, strategy string }{{harness.StoreEtcd, "etcd-lease"}, {harness.StorePostgres, "pg-advisory"}} {
+		t.Run(st.store, func(t *testing.T) {
+			if err := stores.Installed(st.store); err != nil {
+				t.Skip(err)
+			}
+			code, out, stderr := runStatus(t, "stress", "-s", st.strategy, "--backend", "process", "--duration", "1ns")
+			assert.Equal(t, 2, code, stderr)
+			assert.Contains(t, out, "\nnothing to judge: no critical section completed\n")
+			assert.True(t, strings.HasSuffix(stderr, "locklab: stress on "+st.strategy+": no critical section completed\n"), stderr)
+		})
+	}
 	t.Run("matrix", func(t *testing.T) {
 		// Every cell n/a: the matrix ran nothing.
 		code, out, stderr := runStatus(t, "matrix", "-s", "setnx-del", "-x", "redlock-restart", "--backend", "process")
@@ -76,9 +68,8 @@ func TestIdleRunIsNoPass(t *testing.T) {
 }
 
 // TestStressPG: stress runs a PostgreSQL strategy on a PostgreSQL server
-// of its own (the issue's command line, which ran a Redis server and
-// reported a pass with no cycle): the advisory lock holds while its
-// sessions live.
+// of its own (this command line once ran a Redis server and reported a
+// pass with no cycle): the advisory lock holds while its sessions live.
 func TestStressPG(t *testing.T) {
 	if err := stores.Installed(harness.StorePostgres); err != nil {
 		t.Skip(err)
