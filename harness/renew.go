@@ -94,10 +94,7 @@ func (r *run) renew(c *client) error {
 	l, lease := c.renewer, c.lease
 	r.mu.Unlock()
 	if l == nil {
-		cfg := locklab.Config{Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) })}
-		if r.spec.noWatchdog {
-			cfg.NoWatchdog = true
-		}
+		cfg := locklab.Config{Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) }), NoWatchdog: r.spec.noWatchdog}
 		rs.unscheduled(&cfg)
 		var err error
 		l, err = r.spec.factory(cfg)
