@@ -109,9 +109,9 @@ WORK    := GOWORK=$(CURDIR)/test.work
 # and tests rather than after them; on 2 cores this kept both busier (1.75
 # against 1.68 cores over make test after make build, two runs each).
 # Longest first, as measured alone.
-FIRST   := ./cmd/locklab ./internal/tooling/pgproc ./strategies/redlock ./harness/stress . \
+FIRST   := ./cmd/locklab ./stores/postgres/pgproc ./strategies/redlock ./harness/stress . \
 	./harness/node ./deploy ./harness/play ./harness ./strategies/pglock ./internal/tooling/docgen \
-	./internal/tooling/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./internal/tooling/stores
+	./stores/etcd/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./internal/tooling/stores
 ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 TESTBUILD := -vet=off -ldflags=-w

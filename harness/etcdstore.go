@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
 // StoreEtcd is the store of the strategies of family "etcd".

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
 // StorePostgres is the store of the strategies of family "postgres".

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	_ "github.com/locklab/locklab/strategies/pglock" // registers the postgres family
 )
 

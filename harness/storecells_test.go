@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 	_ "github.com/locklab/locklab/strategies/pglock"   // registers the postgres family
 )

@@ -23,10 +23,10 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/internal/tooling/benchutil"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/internal/tooling/namespace"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
 

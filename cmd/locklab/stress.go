@@ -22,9 +22,9 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -11,8 +11,8 @@ import (
 
 // RemoveStale removes the containers and networks that an earlier run on
 // this host left behind: those labelled locklab whose owning process is gone
-// (the etcd and PostgreSQL containers of internal/tooling/etcdproc and
-// internal/tooling/pgproc too). Those of live processes (such as parallel test
+// (the etcd and PostgreSQL containers of stores/etcd/etcdproc and
+// stores/postgres/pgproc too). Those of live processes (such as parallel test
 // binaries) stay. Start calls it on the docker backend; it does nothing when
 // no engine answers.
 func RemoveStale(ctx context.Context) error { return dockerbox.RemoveStale(ctx) }

@@ -82,8 +82,8 @@ func (s *clusterServers) Fits(l Level) bool {
 }
 
 // StoreServers starts the servers of a level whose strategy locks on
-// another store than Redis: a three-member etcd cluster (internal/tooling/etcdproc)
-// or a throwaway PostgreSQL server (internal/tooling/pgproc), local processes of
+// another store than Redis: a three-member etcd cluster (stores/etcd/etcdproc)
+// or a throwaway PostgreSQL server (stores/postgres/pgproc), local processes of
 // their own, which Close stops and removes with their directories.
 func StoreServers(ctx context.Context, l Level) (Servers, error) {
 	if l.Store == "" {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
 // EtcdFaultKinds are the node faults of a run on an etcd cluster

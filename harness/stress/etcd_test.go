@@ -13,8 +13,8 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
 	"github.com/locklab/locklab/internal/tooling/namespace"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
 // pgFamily is the family of the strategies that lock on PostgreSQL

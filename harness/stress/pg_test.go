@@ -12,8 +12,8 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	_ "github.com/locklab/locklab/strategies/pglock" // pg-lock-table, pg-for-update, pg-advisory
 )
 

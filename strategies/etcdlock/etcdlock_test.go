@@ -19,8 +19,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	"github.com/locklab/locklab/strategies"
 	"github.com/locklab/locklab/strategies/etcdlock"
 )

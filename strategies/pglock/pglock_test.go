@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	"github.com/locklab/locklab/strategies"
 	"github.com/locklab/locklab/strategies/pglock"
 )

@@ -7,12 +7,12 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/tooling/benchutil"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -1,7 +1,7 @@
 // Package stores starts the servers of the stores other than Redis that
 // the strategies of the postgres and etcd families lock on: a throwaway
-// PostgreSQL server (internal/tooling/pgproc) and a three-member etcd
-// cluster (internal/tooling/etcdproc), run as local processes or in
+// PostgreSQL server (stores/postgres/pgproc) and a three-member etcd
+// cluster (stores/etcd/etcdproc), run as local processes or in
 // containers (the process and docker backends, as the Redis nodes' of
 // harness/node). The CLI and the documentation generator start them
 // through it, so that both run those strategies on the same servers.
@@ -17,8 +17,8 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 	_ "github.com/locklab/locklab/strategies/pglock"   // registers the postgres family

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 )
 
 func connect(t *testing.T, s *pgproc.Server) *pgx.Conn {

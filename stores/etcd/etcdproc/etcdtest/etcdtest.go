@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
 // startTimeout bounds a cluster's start.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/locklab/locklab/internal/tooling/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
 // startTimeout bounds a server's start, initdb included.

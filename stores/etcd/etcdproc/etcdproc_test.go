@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locklab/locklab/internal/tooling/etcdproc"
-	"github.com/locklab/locklab/internal/tooling/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
 
 // ctxFor is a context for one step of a test: long enough for a start or

@@ -19,8 +19,8 @@ import (
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	"github.com/locklab/locklab/internal/tooling/pgproc"
-	"github.com/locklab/locklab/internal/tooling/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 )
 
 // TestDocker: a throwaway cluster in a container of its own network, made
