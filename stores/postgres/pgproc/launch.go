@@ -1,0 +1,281 @@
+// A server's postgres process: the programs run as the server's user, the
+// start of postgres and the wait until it accepts connections, its log, and
+// Close.
+
+package pgproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/locklab/locklab/internal/tooling/cleanup"
+)
+
+// command prepares bin (a program of BinDir) to run as the server's user,
+// in Dir, with no PG* variables of this process's environment, and dying
+// with this process where the system allows it.
+func (s *Server) command(bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(s.BinDir, bin), args...)
+	cmd.Dir = s.Dir
+	env := []string{"LC_ALL=C"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
+	return cmd
+}
+
+// run runs a short-lived program (initdb, pg_basebackup, pg_ctl) to its
+// end; a failure carries what it printed.
+func (s *Server) run(ctx context.Context, bin string, args ...string) error {
+	cmd := s.command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", bin, err, strings.TrimSpace(out.String()))
+		}
+		return nil
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-waited
+		return fmt.Errorf("%s: %w\n%s", bin, ctx.Err(), strings.TrimSpace(out.String()))
+	}
+}
+
+// tool runs a short-lived program of BinDir (pg_basebackup, pg_ctl) to its
+// end as the server's user: here (run), or in the server's container on
+// the docker backend, where a failure carries the tail of its log.
+func (s *Server) tool(ctx context.Context, bin string, args ...string) error {
+	if s.box == nil {
+		return s.run(ctx, bin, args...)
+	}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n") {
+			return fmt.Errorf("%s: argument %q: empty or with white space, which the container's supervisor cannot pass", bin, a)
+		}
+	}
+	if err := s.box.Do(ctx, "run "+filepath.Join(s.BinDir, bin)+" "+strings.Join(args, " "), nil); err != nil {
+		return fmt.Errorf("%s: %w\n%s", bin, err, s.box.LogTail(10))
+	}
+	return nil
+}
+
+// where names the server in messages: "on port N", or "in container
+// NAME" on the docker backend, where every server's port is 5432.
+func (s *Server) where() string {
+	if s.box != nil {
+		return "in container " + s.box.Name
+	}
+	return "on port " + strconv.Itoa(s.Port)
+}
+
+// startFresh launches postgres on opts.Port, or on a free port, trying
+// other free ports when one is taken meanwhile.
+func (s *Server) startFresh(ctx context.Context) error {
+	var err error
+	for range 5 {
+		port := s.opts.Port
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return err
+			}
+		}
+		if err = s.launch(ctx, port); err == nil || s.opts.Port != 0 || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// settings returns the -c arguments.
+func (s *Server) settings() []string {
+	all := DefaultSettings()
+	maps.Copy(all, s.opts.Settings)
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		args = append(args, "-c", k+"="+all[k])
+	}
+	return args
+}
+
+// launch starts postgres on port and waits until it accepts connections.
+func (s *Server) launch(ctx context.Context, port int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.launchLocked(ctx, port)
+}
+
+func (s *Server) launchLocked(ctx context.Context, port int) error {
+	if s.closed {
+		return errors.New("pgproc: server closed")
+	}
+	if s.Port != port { // a Restart keeps it: no write under readers of DSN
+		s.Port = port
+	}
+	if s.box != nil {
+		return s.launchBox(ctx)
+	}
+	log, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	args := append([]string{"-D", s.DataDir, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", s.Dir}, s.settings()...)
+	cmd := s.command("postgres", args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("postgres on port %d: %w", port, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	s.cmd, s.done, s.stopped = cmd, done, nil
+
+	timeout := s.opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.waitReady(wctx, done); err != nil {
+		s.killLocked()
+		return fmt.Errorf("postgres on port %d did not come up: %w\n%s", port, err, s.LogTail(10))
+	}
+	return nil
+}
+
+// waitReady connects until the server answers as the one serving DataDir
+// (a server of another process could hold the port), ctx ends or the
+// process exits. It connects at growing intervals (each try the server
+// refuses may cost it a process), and at once when postmaster.pid says
+// the server accepts connections, which it reads every millisecond, as
+// pg_ctl -w does: a restart is seen within a millisecond or two of its
+// end rather than up to 50ms later.
+func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	delay := 2 * time.Millisecond
+	var (
+		last  error
+		tried time.Time
+	)
+	for {
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		default:
+		}
+		if since := time.Since(tried); since >= delay || since >= 5*time.Millisecond && s.pidFileReady() {
+			var dir string
+			last = s.query(ctx, "SHOW data_directory", &dir)
+			if last == nil {
+				if dir != s.DataDir {
+					return fmt.Errorf("port %d is served by the cluster in %s", s.Port, dir)
+				}
+				return nil
+			}
+			tried = time.Now()
+			if since >= delay {
+				delay = min(2*delay, 50*time.Millisecond)
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// pidFileReady reports whether postmaster.pid's status line says the
+// server accepts connections ("ready", or "standby" for a hot standby).
+func (s *Server) pidFileReady() bool {
+	b, err := os.ReadFile(filepath.Join(s.DataDir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 {
+		return false
+	}
+	st := strings.TrimSpace(lines[7])
+	return st == "ready" || st == "standby"
+}
+
+// Close stops the server (an immediate shutdown, then SIGKILL if it does
+// not exit within 10s) and removes its directory and any shared memory a
+// killed postmaster left. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	defer cleanup.Untrack(s)
+	if s.net != nil {
+		return s.closeBox()
+	}
+	if s.cmd != nil {
+		s.contLocked()
+		pm := s.cmd.Process.Pid
+		kids := children(pm)
+		syscall.Kill(pm, syscall.SIGQUIT) // immediate shutdown: ends the backends, removes the shared memory
+		select {
+		case <-s.done:
+			waitGone(kids, 10*time.Second)
+			s.cmd = nil
+		case <-time.After(10 * time.Second):
+			s.killLocked()
+		}
+	}
+	removeShm(s.DataDir)
+	return s.removeDir()
+}
+
+// LogTail returns the last n lines of the server's log.
+func (s *Server) LogTail(n int) string {
+	if s.box != nil {
+		return s.box.LogTail(n)
+	}
+	b, err := os.ReadFile(s.LogPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
