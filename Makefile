@@ -111,7 +111,7 @@ WORK    := GOWORK=$(CURDIR)/test.work
 # Longest first, as measured alone.
 FIRST   := ./cmd/locklab ./stores/postgres/pgproc ./strategies/redlock ./harness/stress . \
 	./harness/node ./deploy ./harness/play ./harness ./strategies/pglock ./internal/tooling/docgen \
-	./stores/etcd/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./internal/tooling/stores
+	./stores/etcd/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./stores
 ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 TESTBUILD := -vet=off -ldflags=-w
@@ -143,7 +143,7 @@ test-long: ## make test in full, as CI runs it: the long runs, -race, the browse
 
 .PHONY: bench
 bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)
-	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./internal/tooling/stores ./harness/
+	$(GO) test -run '^$$' -bench . -benchmem ./strategies/... ./stores ./harness/
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem .
 	cd bench && $(GO) run .
 

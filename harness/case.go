@@ -63,7 +63,7 @@ func (c Case) check(nodes []Node) error {
 		return fmt.Errorf("harness: incomplete case (resolve it with Resolve or Custom)")
 	}
 	if want, have := storeOf(c.Strategy.Family), nodeStore(nodes); want != have {
-		return fmt.Errorf("strategy %s locks on %s, and the run's nodes are %s servers", c.Strategy.Name, storeName(want), storeName(have))
+		return fmt.Errorf("strategy %s locks on %s, and the run's nodes are %s servers", c.Strategy.Name, StoreTitle(want), StoreTitle(have))
 	}
 	if len(nodes) < c.Scenario.nodes() {
 		return fmt.Errorf("scenario %s needs %d node(s), got %d", c.Scenario.Name, c.Scenario.nodes(), len(nodes))
@@ -83,21 +83,20 @@ func (c Case) spec() runSpec {
 		// A strategy that renews by default is run renewing, by the run
 		// (renew.go); so is one whose users renew as a rule (RunSetting).
 		renew: !c.Strategy.Properties.MultiNode &&
-			(slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog) || renewsAsUsed[c.Strategy.Name] != ""),
+			(slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog) || RunSetting(c.Strategy.Name) != ""),
 	}
 }
 
-// renewsAsUsed names, by strategy, the renewal the harness runs although
-// the strategy does not renew by default, because the lock it stands for
-// does: etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
-// its lease alive for as long as its process runs (etcdctl lock too);
-// locklab's etcd-lease does so only with Config.Watchdog.
-var renewsAsUsed = map[string]string{"etcd-lease": "keepalive"}
-
 // RunSetting says how the harness runs strategy where that is not the
-// strategy's default: "keepalive" for etcd-lease, "" for the others. The
-// matrix's column headers show it.
-func RunSetting(strategy string) string { return renewsAsUsed[strategy] }
+// strategy's default: the renewal its store's Driver.Renewals names
+// ("keepalive" for etcd-lease), "" for the others. The matrix's column
+// headers show it.
+func RunSetting(strategy string) string {
+	if d := driver(StoreOfStrategy(strategy)); d != nil {
+		return d.Renewals[strategy]
+	}
+	return ""
+}
 
 // Nodes is how many nodes a run of the case uses: the scenario's count,
 // or one for a single-node strategy.

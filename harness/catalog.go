@@ -201,7 +201,7 @@ var catalog = []*Scenario{
 		Property:  Fencing,
 		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
 		Versioned: true,
-		Applies:   onPostgres,
+		Applies:   versionedRow,
 		Known: map[string][]string{
 			"pg-lock-table": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 		},
@@ -221,7 +221,7 @@ var catalog = []*Scenario{
 		FaultAfter: map[string]string{"time": "isolate(c1)", "rejoin(c1)": "isolate(c1)"},
 		MaxFaults:  3,
 		Versioned:  true,
-		Applies:    onPostgres,
+		Applies:    versionedRow,
 		Known: map[string][]string{
 			"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
 			"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
@@ -387,9 +387,13 @@ func Scenarios() []*Scenario {
 	return out
 }
 
-// onPostgres is the Applies of the scenarios whose resource is a row on
-// the lock's PostgreSQL server.
-func onPostgres(d strategies.Description) bool { return storeOf(d.Family) == StorePostgres }
+// versionedRow is the Applies of the scenarios whose resource is a
+// versioned row on the lock's own server: the strategies of the stores
+// whose Driver says they keep one (PostgreSQL's).
+func versionedRow(d strategies.Description) bool {
+	st := driver(storeOf(d.Family))
+	return st != nil && st.Versioned
+}
 
 // Lookup finds a scenario by name.
 func Lookup(name string) (*Scenario, error) {

@@ -80,7 +80,7 @@ type client struct {
 	version   int64
 	inRelease bool
 	// ending: c crashed in its program and the store has not yet seen it
-	// (store.crashed): no step runs until it has, as none could run
+	// (Store.Crashed): no step runs until it has, as none could run
 	// between the crash and the death of its sessions.
 	ending    bool
 	lastEvent int
@@ -95,6 +95,8 @@ type client struct {
 	fan   int
 	info  ClientInfo
 	local owner
+	// handle is the client as its store sees it.
+	handle *Client
 }
 
 // seeded returns a deterministic random source for client id.
@@ -120,7 +122,10 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 		Retry:      locklab.RetryPolicy{Attempts: 1},
 		NoWatchdog: r.spec.noWatchdog,
 	}
-	r.slot.store.connect(r, c, &cfg)
+	c.handle = &Client{r: r, c: c}
+	if err := r.slot.store.Connect(c.handle, &cfg); err != nil {
+		r.fail(err)
+	}
 	l, err := r.spec.factory(cfg)
 	if err != nil {
 		return nil, err
@@ -372,7 +377,7 @@ func (r *run) loop(c *client) {
 			r.noteLocked(c, "crashed")
 			c.ending = true
 			r.mu.Unlock()
-			r.slot.store.crashed(c)
+			r.slot.store.Crashed(c.handle)
 			r.mu.Lock()
 			c.ending = false
 			r.mu.Unlock()
@@ -409,25 +414,12 @@ func (r *run) write(c *client) {
 	r.hist.Writes = append(r.hist.Writes, w)
 }
 
-// versionedStore is a store that keeps the versioned row of the
-// Scenario.Versioned scenarios: each call is a step of client c's.
-type versionedStore interface {
-	// prepareVersioned creates the row of key at version 0, outside the
-	// schedule, before a run's clients start.
-	prepareVersioned(ctx context.Context, key string) error
-	// readVersion returns the row's version.
-	readVersion(ctx context.Context, c *client) (int64, error)
-	// writeVersioned updates the row if its version is still v: it
-	// reports whether it did.
-	writeVersioned(ctx context.Context, c *client, v int64) (bool, error)
-}
-
 // readVersion has client c, which has just taken the lock, read the
 // versioned row's version. It reports false when the client's run is
 // over.
 func (r *run) readVersion(c *client) bool {
-	vs, _ := r.slot.store.(versionedStore) // execute refused a store without one
-	v, err := vs.readVersion(c.ctx, c)
+	vs, _ := r.slot.store.(Versioned) // execute refused a store without one
+	v, err := vs.ReadVersion(c.ctx, c.handle)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.crashed || errors.Is(err, errStopped) {
@@ -458,8 +450,8 @@ func (r *run) writeVersioned(c *client) bool {
 		return true // the version read failed: no write
 	}
 	r.mu.Unlock()
-	vs, _ := r.slot.store.(versionedStore) // execute refused a store without one
-	ok, err := vs.writeVersioned(c.ctx, c, v)
+	vs, _ := r.slot.store.(Versioned) // execute refused a store without one
+	ok, err := vs.WriteVersioned(c.ctx, c.handle, v)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.crashed || errors.Is(err, errStopped) {

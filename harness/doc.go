@@ -1,5 +1,8 @@
-// Package harness runs lock strategies on real Redis servers under explicit
-// or explored schedules and faults, and judges each run.
+// Package harness runs lock strategies on real servers under explicit or
+// explored schedules and faults, and judges each run. Redis is its own
+// store; every other store is a folder under stores/ that registers
+// itself through the contract in store.go, and the harness imports none
+// of them.
 //
 // A newcomer's map, in the order a run goes through it:
 //
@@ -12,7 +15,10 @@
 //	conn.go       the connection wrapper: every Redis command a scheduled step
 //	scheduler.go  which steps can run, and granting the chosen one
 //	events.go     events between steps: crashes, time, node faults
-//	nodes.go      the Redis servers and the database a run uses on each
+//	store.go      the store contract: Driver, Store, Client (what a store implements)
+//	redisstore.go the Redis store; conn.go its connection wrapper
+//	nodes.go      the servers a run uses, and the store of its slot
+//	storecells.go the stores' cells: n/a reasons, bounds
 //	history.go    the record of a run; check.go the checkers on it
 //	explore.go    many schedules of a case, keeping the shortest counterexample
 //	prefix.go     the explorer's depth-first walk, and its reduction

@@ -15,7 +15,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 )
 
-// crashLocked marks c crashed; the caller tells the store (store.crashed)
+// crashLocked marks c crashed; the caller tells the store (Store.Crashed)
 // once it has let go of the run's lock.
 func (r *run) crashLocked(c *client) {
 	if c.crashed || c.done {
@@ -70,7 +70,7 @@ func (r *run) event(st Step) error {
 	r.steps = append(r.steps, st)
 	r.mu.Unlock()
 	if st.Kind == StepCrash {
-		r.slot.store.crashed(c)
+		r.slot.store.Crashed(c.handle)
 	}
 	if st.Kind == StepCrash {
 		r.notify()
@@ -85,7 +85,7 @@ func (r *run) event(st Step) error {
 		err = r.advance(d)
 	case StepExpire:
 		var n int
-		n, err = r.slot.store.advance(r.ctx, st.Node-1, expireAll)
+		n, err = r.slot.store.Advance(r.ctx, st.Node-1, expireAll)
 		r.mu.Lock()
 		r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, fmt.Sprintf("n%d's clock jumps: %d key(s) expired", st.Node, n))
 		r.mu.Unlock()
@@ -114,7 +114,7 @@ func (r *run) advanceAll(d time.Duration) error {
 		if down[i] {
 			continue
 		}
-		if _, err := r.slot.store.advance(r.ctx, i, d); err != nil {
+		if _, err := r.slot.store.Advance(r.ctx, i, d); err != nil {
 			return fmt.Errorf("advancing time on %s: %w", r.slot.nodes[i].Name(), err)
 		}
 	}
@@ -142,7 +142,7 @@ func (r *run) nodeFault(st Step) error {
 		return fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
 	}
 	if f == node.Kill || f == node.Restart || f == node.RestartKeep || f == node.Failover {
-		r.slot.store.reconnect(st.Node - 1)
+		r.slot.store.Reconnect(st.Node - 1)
 	}
 	if f != node.Failover {
 		r.mu.Lock()
@@ -173,7 +173,7 @@ func (r *run) endFaults() error {
 		if err := node.End(context.WithoutCancel(r.ctx), n, f); err != nil {
 			errs = append(errs, fmt.Errorf("ending %s on %s after the run: %w", f, n.Name(), err))
 		}
-		r.slot.store.reconnect(i)
+		r.slot.store.Reconnect(i)
 	}
 	return errors.Join(errs...)
 }

@@ -435,7 +435,7 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	if st := storeOf(cs.Strategy.Family); st != "" {
 		nodes = o.Stores[st]
 		if len(nodes) == 0 {
-			c.Outcome, c.Message = NA, "needs a "+storeName(st)+" server"
+			c.Outcome, c.Message = NA, "needs a "+StoreTitle(st)+" server"
 			return c, false
 		}
 		if why := storeNA(st, sc); why != "" {
@@ -627,16 +627,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 	if budget <= 0 {
 		budget = StoreSchedules
 	}
-	if len(sc.Needs) > 0 {
-		restart := StoreRestartSchedules
-		switch {
-		case nodeStore(nodes) == StoreEtcd:
-			restart = EtcdRestartSchedules
-		case slices.Contains(sc.Needs, node.Failover):
-			restart = PGFailoverSchedules
-		}
-		budget = min(budget, restart)
-	}
+	budget = CellSchedules(nodeStore(nodes), sc, budget)
 	limit := budget
 	top := o.MaxPreemptions
 	if top == 0 {

@@ -41,7 +41,7 @@ type slot struct {
 	// nodes write for as long as the slot lasts ("": none, or each run
 	// switches its own on and off).
 	appendFsync string
-	store       store
+	store       Store
 }
 
 // newSlot makes the slot of database db on nodes. steps are the steps its
@@ -57,15 +57,12 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 			direct = false
 		}
 	}
-	switch nodeStore(nodes) {
-	case StorePostgres:
-		st, err := newPGStore(nodes[0].(*PGNode))
+	if name := nodeStore(nodes); name != "" {
+		d, err := LookupStore(name)
 		if err != nil {
 			return nil, err
 		}
-		return &slot{nodes: nodes, store: st}, nil
-	case StoreEtcd:
-		st, err := newEtcdStore(nodes[0].(*EtcdNode))
+		st, err := d.Open(nodes)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +75,7 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 func (s *slot) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeEmptyTimeout)
 	defer cancel()
-	return s.store.close(ctx)
+	return s.store.Close(ctx)
 }
 
 // appendOnly switches the append-only file of every node of the slot that

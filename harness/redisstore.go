@@ -79,18 +79,20 @@ func newRedisStore(nodes []Node, db int, direct bool) *redisStore {
 	return s
 }
 
-// connect gives client c's Config a connection source on each node that
+// Connect gives client c's Config a connection source on each node that
 // the run's scheduler sees every command of.
-func (s *redisStore) connect(r *run, c *client, cfg *locklab.Config) {
+func (s *redisStore) Connect(h *Client, cfg *locklab.Config) error {
+	r, c := h.r, h.c
 	if r.spec.multi {
 		// A node answers when the scheduler says so: no timeout of its own.
 		cfg.NodeTimeout = time.Hour
 		for i := range s.nodes {
 			cfg.Nodes = append(cfg.Nodes, s.source(r, c, i+1))
 		}
-		return
+		return nil
 	}
 	cfg.Pool = s.source(r, c, 1)
+	return nil
 }
 
 func (s *redisStore) newPool(i int) *redis.Pool {
@@ -112,9 +114,9 @@ func (s *redisStore) newPool(i int) *redis.Pool {
 	return p
 }
 
-// key returns the key a run of the slot locks: key itself, or key in the
+// Key returns the key a run of the slot locks: key itself, or key in the
 // slot's namespace.
-func (s *redisStore) key(key string) string { return s.ns.Key(key) }
+func (s *redisStore) Key(key string) string { return s.ns.Key(key) }
 
 // note records the namespace's keys that a command's arguments name.
 func (s *redisStore) note(args []any, queued [][]any) {
@@ -136,12 +138,12 @@ func (s *redisStore) tracked() []string {
 	return slices.Clone(s.keys.Keys())
 }
 
-// advance shortens every TTL of the run's keys on node i (0-based) by d,
+// Advance shortens every TTL of the run's keys on node i (0-based) by d,
 // deleting the keys whose TTL runs out: the effect of d passing on the
 // server's clock, applied at once. On an owned server that is every key of
 // the slot's database (which holds the run's keys only); on a shared one,
 // the namespace's keys. It returns the number of keys expired.
-func (s *redisStore) advance(ctx context.Context, i int, d time.Duration) (int, error) {
+func (s *redisStore) Advance(ctx context.Context, i int, d time.Duration) (int, error) {
 	c, err := s.pool(i).GetContext(ctx)
 	if err != nil {
 		return 0, err
@@ -160,12 +162,12 @@ func (s *redisStore) pool(i int) *redis.Pool {
 	return s.pools[i]
 }
 
-// crashed does nothing: a Redis lock outlives its client's connections.
-func (s *redisStore) crashed(*client) {}
+// Crashed does nothing: a Redis lock outlives its client's connections.
+func (s *redisStore) Crashed(*Client) {}
 
-// reconnect replaces node i's pool: after a kill or restart, idle
+// Reconnect replaces node i's pool: after a kill or restart, idle
 // connections are dead.
-func (s *redisStore) reconnect(i int) {
+func (s *redisStore) Reconnect(i int) {
 	s.mu.Lock()
 	old := s.pools[i]
 	s.pools[i] = s.newPool(i)
@@ -173,11 +175,11 @@ func (s *redisStore) reconnect(i int) {
 	old.Close()
 }
 
-// close closes the store's pools; in a namespace it first deletes every
+// Close closes the store's pools; in a namespace it first deletes every
 // key of the namespace on every node (a SCAN finds them), whatever became
 // of the run's context, and of ctx: on a server the user runs, nothing of
 // the run may be left.
-func (s *redisStore) close(context.Context) error {
+func (s *redisStore) Close(context.Context) error {
 	var err error
 	if !s.ns.IsZero() {
 		srcs := make([]locklab.ConnSource, len(s.nodes))
@@ -194,10 +196,10 @@ func (s *redisStore) close(context.Context) error {
 	return err
 }
 
-// empty empties the store on every node before a run: FLUSHDB of its
+// Empty empties the store on every node before a run: FLUSHDB of its
 // database on an owned server; in a namespace, a DEL of the keys the
 // earlier runs' commands named.
-func (s *redisStore) empty(ctx context.Context) error {
+func (s *redisStore) Empty(ctx context.Context) error {
 	for i := range s.nodes {
 		c, err := s.pool(i).GetContext(ctx)
 		if err != nil {
@@ -258,8 +260,8 @@ if redis.call('type', KEYS[1])['ok'] == 'hash' then
 end
 return redis.call('get', KEYS[1])`)
 
-// probe reads key on node i (0-based) outside the schedule.
-func (s *redisStore) probe(ctx context.Context, i int, key string) (any, error) {
+// Probe reads key on node i (0-based) outside the schedule.
+func (s *redisStore) Probe(ctx context.Context, i int, key string) (any, error) {
 	c, err := s.pool(i).GetContext(ctx)
 	if err != nil {
 		return nil, err

@@ -15,54 +15,19 @@ package harness
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab"
 )
 
-// renewingStore is a store whose locks the run can renew outside the
-// schedule: unscheduled gives cfg the store's own connections, whose
-// requests wait for no grant; renewed is told of each renewal that went
-// through, for the store's own account of the lease's time.
-type renewingStore interface {
-	unscheduled(cfg *locklab.Config)
-	renewed(lease locklab.Lease)
-}
+var _ Renewer = (*redisStore)(nil)
 
-var (
-	_ renewingStore = (*redisStore)(nil)
-	_ renewingStore = (*etcdStore)(nil)
-)
-
-// unscheduled gives cfg the first node's pool: the store's own
+// Unscheduled gives cfg the first node's pool: the store's own
 // connections, which the scheduler does not see.
-func (s *redisStore) unscheduled(cfg *locklab.Config) { cfg.Pool = s.pool(0) }
+func (s *redisStore) Unscheduled(cfg *locklab.Config) { cfg.Pool = s.pool(0) }
 
-// renewed does nothing: the key's TTL on the server is the account.
-func (s *redisStore) renewed(locklab.Lease) {}
-
-// unscheduled gives cfg the store's admin client.
-func (s *etcdStore) unscheduled(cfg *locklab.Config) { cfg.Store = s.admin }
-
-// renewed moves the expiry of lease's etcd lease on the run's clock to a
-// whole TTL from now, as the keepalive that went through did on the
-// leader's.
-func (s *etcdStore) renewed(lease locklab.Lease) {
-	i := strings.LastIndexByte(lease.Token, '/')
-	id, err := strconv.ParseInt(lease.Token[i+1:], 16, 64)
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.leases[clientv3.LeaseID(id)]; ok {
-		s.leases[clientv3.LeaseID(id)] = s.now + s.leaseTTL[clientv3.LeaseID(id)]
-	}
-}
+// Renewed does nothing: the key's TTL on the server is the account.
+func (s *redisStore) Renewed(locklab.Lease) {}
 
 // renewTimeout bounds one renewal: a node that does not answer (paused)
 // fails it, as the watchdog's bounded extend would.
@@ -86,7 +51,7 @@ func (r *run) renewersLocked() []*client {
 // renew extends c's lease to the TTL, outside the schedule, with an
 // instance of the strategy on the store's own connections.
 func (r *run) renew(c *client) error {
-	rs, ok := r.slot.store.(renewingStore)
+	rs, ok := r.slot.store.(Renewer)
 	if !ok {
 		return fmt.Errorf("the store of %s cannot renew outside the schedule", r.spec.strategy)
 	}
@@ -95,7 +60,7 @@ func (r *run) renew(c *client) error {
 	r.mu.Unlock()
 	if l == nil {
 		cfg := locklab.Config{Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) }), NoWatchdog: r.spec.noWatchdog}
-		rs.unscheduled(&cfg)
+		rs.Unscheduled(&cfg)
 		var err error
 		l, err = r.spec.factory(cfg)
 		if err != nil {
@@ -110,7 +75,7 @@ func (r *run) renew(c *client) error {
 	if _, err := locklab.Extend(ctx, l, lease, r.spec.ttl); err != nil {
 		return err
 	}
-	rs.renewed(lease)
+	rs.Renewed(lease)
 	return nil
 }
 
@@ -163,7 +128,7 @@ func (r *run) advanceRenewing(d time.Duration) error {
 // renewal names what renews the run's leases: the strategy's watchdog,
 // or the keepalive its users run (RunSetting).
 func (r *run) renewal() string {
-	if w := renewsAsUsed[r.spec.strategy]; w != "" {
+	if w := RunSetting(r.spec.strategy); w != "" {
 		return w
 	}
 	return "watchdog"

@@ -167,7 +167,7 @@ type run struct {
 }
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
-	spec.key = sl.store.key(spec.key)
+	spec.key = sl.store.Key(spec.key)
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
 		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes))}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
@@ -229,7 +229,7 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 				if err := p.Prepare(r.ctx); err != nil {
 					return nil, fmt.Errorf("preparing %s: %w", n.Name(), err)
 				}
-				r.slot.store.reconnect(i)
+				r.slot.store.Reconnect(i)
 			}
 		}
 	}
@@ -243,15 +243,15 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 			}
 		}()
 	}
-	if err := r.slot.store.empty(r.ctx); err != nil {
+	if err := r.slot.store.Empty(r.ctx); err != nil {
 		return nil, err
 	}
 	if r.spec.versioned {
-		vs, ok := r.slot.store.(versionedStore)
+		vs, ok := r.slot.store.(Versioned)
 		if !ok {
 			return nil, fmt.Errorf("scenario %s needs a versioned row, which the store of %s does not keep", r.spec.scenario, r.spec.strategy)
 		}
-		if err := vs.prepareVersioned(r.ctx, r.spec.key); err != nil {
+		if err := vs.PrepareVersioned(r.ctx, r.spec.key); err != nil {
 			return nil, err
 		}
 	}

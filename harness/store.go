@@ -1,138 +1,371 @@
-// Stores: what a run's lock lives on. The run, its scheduler and its
-// checkers know clients, steps and nodes; a store knows how a client's
-// operations reach its servers (each one submitted to the scheduler, so
-// each is a step), how to empty what the earlier runs wrote, how time
-// passes on it, and how to read the lock for the timeline. redisStore is
-// the store of the Redis strategies.
+// The store contract: what the harness asks of a store a lock lives on.
+//
+// The run, its scheduler, its checkers, the explorer and the matrix know
+// clients, steps and nodes. A store knows how a client's operations reach
+// its servers (each one submitted to the scheduler as a step, through
+// Client.Send), how to empty what earlier runs wrote, how time passes on
+// it, and how to read the lock for the timeline. Redis is the harness's
+// own store (redisstore.go), named "". Every other store is a folder of
+// its own under stores/ (stores/etcd, stores/postgres) that registers a
+// Driver from its init, as database/sql's drivers do: the harness imports
+// none of them, and names none of them.
+//
+// A store's folder holds:
+//
+//   - its servers: starting and stopping them on a backend (process or
+//     docker), and their faults, as Nodes implementing harness/node's
+//     fault interfaces (node.Killer, node.Restarter, node.Pauser,
+//     node.FailingOver);
+//   - its Driver: its name and title, its Store for a slot's runs, which
+//     scenarios have no meaning on it and why, its tellings of the
+//     scenarios, its schedule bounds, the short names of its timelines;
+//   - its labels: how a request or a statement shows as a step;
+//   - its stress faults (harness/stress's StoreDriver).
+//
+// A step's footprint (what it reads and writes, for a reduction that
+// knows which steps commute) is the next thing a store will declare: the
+// Send call is where it goes.
 
 package harness
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
+	"github.com/locklab/locklab/strategies"
 )
 
-// expireAll is a duration past every lock's time: advance by it expires
-// every lock that has one.
-const expireAll = ttlclock.All
+// Driver is a store other than Redis, as its folder registers it.
+type Driver struct {
+	// Name names the store and is the family of the strategies that lock
+	// on it (strategies.Description.Family): "etcd", "postgres".
+	Name string
+	// Title is how messages and pages name it: "PostgreSQL".
+	Title string
+	// Rank orders the stores wherever they are listed: Redis first, then
+	// the lowest Rank.
+	Rank int
 
-// store is the servers of one kind that a slot's runs lock on.
-type store interface {
-	// connect gives the Config of run r's client c the store's clients:
-	// every operation through them waits for the scheduler's grant.
-	connect(r *run, c *client, cfg *locklab.Config)
-	// key returns the key a run locks, for key: itself, or key inside
-	// the store's namespace.
-	key(key string) string
-	// empty removes what the earlier runs wrote, before a run.
-	empty(ctx context.Context) error
-	// advance makes d pass on node i's (0-based) clock: the locks whose
-	// time runs out expire. It returns how many did.
-	advance(ctx context.Context, i int, d time.Duration) (int, error)
-	// probe reads key on node i outside the schedule: nil when it is
-	// absent.
-	probe(ctx context.Context, i int, key string) (any, error)
-	// crashed is told that client c crashed; it returns once the store
-	// has seen the crash (a session ended). The run's lock is not held.
-	crashed(c *client)
-	// reconnect drops node i's idle connections after a fault that cut
-	// them.
-	reconnect(i int)
-	// close releases the store's connections and removes what its runs
-	// left; ctx bounds what it asks the servers for that.
-	close(ctx context.Context) error
+	// Installed says how to install the store's servers where they cannot
+	// be started here; nil where they can.
+	Installed func() error
+	// Start starts count servers of the store on backend ("process" or
+	// "docker"), each one Node of the harness (a cluster is one node; its
+	// faults strike the member they say). Each node's Close stops it.
+	Start func(ctx context.Context, backend string, count int) ([]StoreNode, error)
+	// Describe is the line that names the servers Start started: the first
+	// runs the store's cells, the others those that fault the server.
+	Describe func(first StoreNode, more []StoreNode) string
+
+	// Open makes the store of a slot on nodes (one of Start's).
+	Open func(nodes []Node) (Store, error)
+
+	// NA says why scenario sc has no meaning on the store, "" where it
+	// has one. It is asked for the scenarios the harness does not rule
+	// out itself: MultiNode's are n/a on every store but Redis.
+	NA func(sc *Scenario) string
+	// MultiNode is why a scenario of Redlock's independent masters has no
+	// meaning on the store.
+	MultiNode string
+	// Tellings tell the catalog's scenarios for the store, by scenario
+	// name (Scenario.Stores).
+	Tellings map[string]Telling
+	// Limits bound the schedules of the cells whose scenario faults the
+	// server (Scenario.Needs) below StoreRestartSchedules, where each
+	// schedule waits for an election or a promotion.
+	Limits []Limit
+	// Renewals names, by strategy, the renewal the harness runs although
+	// the strategy does not renew by default, because the lock it stands
+	// for does (RunSetting).
+	Renewals map[string]string
+	// Versioned says the store's Store keeps the versioned row of the
+	// Scenario.Versioned scenarios (Versioned): they apply to its
+	// strategies, and to no other.
+	Versioned bool
+	// Bench is the store's part of `locklab bench --stores`.
+	Bench *Bench
+	// Abbreviations explains the short names of the store's timelines;
+	// common is what every store's timeline shares.
+	Abbreviations func(common string) string
 }
 
-var _ store = (*redisStore)(nil)
+// Bench is how `locklab bench --stores` measures a store's locks.
+type Bench struct {
+	// Row orders the stores' rows in the table (Redis's come first).
+	Row int
+	// Strategies are the rows: the strategies measured, one each.
+	Strategies []string
+	// Open returns the Config the rows' lockers share on node n, for
+	// contenders clients at once, and the line naming the servers; close
+	// releases what Open opened. A *BenchLimit error says contenders is
+	// more than the servers take.
+	Open func(ctx context.Context, n StoreNode, contenders int) (cfg locklab.Config, server string, close func(), err error)
+}
+
+// BenchLimit says a bench asks more of a store's servers than they take:
+// Msg says what, and what to give instead.
+type BenchLimit struct{ Msg string }
+
+func (e *BenchLimit) Error() string { return e.Msg }
+
+// Limit bounds the schedules of a store's cells that fault its server.
+type Limit struct {
+	// Schedules is the bound.
+	Schedules int
+	// Where says where it applies, after the number in a page's list of
+	// the bounds: "on etcd", "on a PostgreSQL failover".
+	Where string
+	// Applies says whether it bounds scenario sc's cell (nil: every
+	// scenario that faults the server).
+	Applies func(sc *Scenario) bool
+}
+
+// StoreNode is a node of a store other than Redis: one server or one
+// cluster, which the harness runs a slot of runs on.
+type StoreNode interface {
+	Node
+	// Store returns the Driver's Name.
+	Store() string
+	// Close stops the node's servers and removes what they wrote.
+	Close() error
+}
+
+// Store is the servers of one kind that a slot's runs lock on.
+type Store interface {
+	// Connect gives the Config of client c the store's clients: every
+	// operation through them is a step (Client.Send).
+	Connect(c *Client, cfg *locklab.Config) error
+	// Key returns the key a run locks, for key: itself, or key inside the
+	// store's namespace.
+	Key(key string) string
+	// Empty removes what the earlier runs wrote, before a run.
+	Empty(ctx context.Context) error
+	// Advance makes d pass on node i's (0-based) clock: the locks whose
+	// time runs out expire. It returns how many did.
+	Advance(ctx context.Context, i int, d time.Duration) (int, error)
+	// Probe reads key on node i outside the schedule: nil when it is
+	// absent. The timeline shows it in the server's column.
+	Probe(ctx context.Context, i int, key string) (any, error)
+	// Crashed is told that client c crashed; it returns once the store
+	// has seen the crash (a session ended).
+	Crashed(c *Client)
+	// Reconnect drops node i's idle connections after a fault that cut
+	// them.
+	Reconnect(i int)
+	// Close releases the store's connections and removes what its runs
+	// left; ctx bounds what it asks the servers for that.
+	Close(ctx context.Context) error
+}
+
+// Renewer is a store whose locks the run can renew outside the schedule
+// (renew.go): Unscheduled gives cfg the store's own connections, whose
+// requests wait for no grant; Renewed is told of each renewal that went
+// through, for the store's own account of the lease's time.
+type Renewer interface {
+	Unscheduled(cfg *locklab.Config)
+	Renewed(lease locklab.Lease)
+}
+
+// Versioned is a store that keeps the versioned row of the
+// Scenario.Versioned scenarios: each call is a step of client c's.
+type Versioned interface {
+	// PrepareVersioned creates the row of key at version 0, outside the
+	// schedule, before a run's clients start.
+	PrepareVersioned(ctx context.Context, key string) error
+	// ReadVersion returns the row's version.
+	ReadVersion(ctx context.Context, c *Client) (int64, error)
+	// WriteVersioned updates the row if its version is still v: it
+	// reports whether it did.
+	WriteVersioned(ctx context.Context, c *Client, v int64) (bool, error)
+}
+
+// ErrStopped is what a store's client gets for an operation once its
+// run is over.
+var ErrStopped = errStopped
+
+// Client is a run's client as its store sees it.
+type Client struct {
+	r *run
+	c *client
+}
+
+// ID is the client's number: 1 for c1.
+func (c *Client) ID() int { return c.c.id }
+
+// Isolated reports whether a partition cut the client off (isolate).
+func (c *Client) Isolated() bool {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return c.c.isolated
+}
+
+// Crashed reports whether the client crashed.
+func (c *Client) Crashed() bool {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return c.c.crashed
+}
+
+// Holding returns the client's lease while it holds the lock.
+func (c *Client) Holding() (locklab.Lease, bool) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return c.c.lease, c.c.holding
+}
+
+// Locker is the strategy the client runs (nil before it is built).
+func (c *Client) Locker() locklab.Locker { return c.c.locker }
+
+// Fail ends the run with err: the store cannot go on.
+func (c *Client) Fail(err error) { c.r.fail(err) }
+
+// Send submits one operation of the client on node (1-based) to the
+// scheduler, shown as label with args, and waits for its grant. A node
+// the run took down, or a client cut off from it, refuses the operation
+// before it is sent: Step then returns an error that wraps the
+// unreachable node, the step already recorded. Otherwise the caller sends
+// the operation and calls Done with its answer.
+func (c *Client) Send(ctx context.Context, node int, label string, args []any) (*Sent, error) {
+	r := c.r
+	own := &owner{}
+	q, err := r.submit(ctx, c.c, own, node, label, args, "")
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	down := r.down[node-1] || c.c.isolated
+	r.mu.Unlock()
+	if down {
+		err := fmt.Errorf("%w: n%d", errUnreachable, node)
+		r.reply(q, nil, err, false)
+		r.idle(c.c, own)
+		return nil, err
+	}
+	return &Sent{c: c, q: q, own: own, watch: r.watchRelease(c.c, node)}, nil
+}
+
+// Sent is a granted operation of a client: one step of the schedule.
+type Sent struct {
+	c     *Client
+	q     *request
+	own   *owner
+	watch *releaseWatch
+}
+
+// Done records the operation's answer (v, shown as the step's reply, or
+// err) and ends the step.
+func (s *Sent) Done(v any, err error) {
+	r := s.c.r
+	r.reply(s.q, v, err, false)
+	s.watch.judge(s.q)
+	r.idle(s.c.c, s.own)
+}
+
+var (
+	driversMu sync.RWMutex
+	drivers   = map[string]*Driver{}
+)
+
+// RegisterStore makes the store d describes known to the harness, and its
+// tellings part of the catalog's scenarios. A store's package calls it
+// from its init; it panics on a second store of the same name.
+func RegisterStore(d *Driver) {
+	if d.Name == "" || d.Open == nil {
+		panic("harness: RegisterStore needs a Name and Open")
+	}
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if _, dup := drivers[d.Name]; dup {
+		panic("harness: store " + d.Name + " registered twice")
+	}
+	drivers[d.Name] = d
+	for _, sc := range catalog {
+		if t, ok := d.Tellings[sc.Name]; ok {
+			if sc.Stores == nil {
+				sc.Stores = map[string]Telling{}
+			}
+			sc.Stores[d.Name] = t
+		}
+	}
+}
+
+// driver returns the registered store named name; nil for Redis ("") and
+// for a store no package registered.
+func driver(name string) *Driver {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	return drivers[name]
+}
+
+// Stores returns the registered stores other than Redis, in their Rank's
+// order.
+func Stores() []*Driver {
+	driversMu.RLock()
+	out := make([]*Driver, 0, len(drivers))
+	for _, d := range drivers {
+		out = append(out, d)
+	}
+	driversMu.RUnlock()
+	slices.SortFunc(out, func(a, b *Driver) int { return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Name, b.Name)) })
+	return out
+}
+
+// LookupStore returns the registered store named name.
+func LookupStore(name string) (*Driver, error) {
+	if d := driver(name); d != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("harness: no store %q is registered (import its package under stores/)", name)
+}
 
 // storeOf names the store a strategy of family locks on: "" for Redis.
 func storeOf(family string) string {
-	switch family {
-	case StorePostgres, StoreEtcd:
+	if driver(family) != nil {
 		return family
 	}
 	return ""
 }
 
-// storeName is how messages name a store.
-func storeName(store string) string {
-	switch store {
-	case StorePostgres:
-		return "PostgreSQL"
-	case StoreEtcd:
-		return "etcd"
+// StoreOfStrategy names the store the registered strategy name locks on
+// when it is not Redis ("etcd", "postgres"), else "".
+func StoreOfStrategy(name string) string {
+	d, err := strategies.Info(name)
+	if err != nil {
+		return ""
 	}
-	return "Redis"
+	return storeOf(d.Family)
 }
 
-// storeNode is a node of a store other than Redis.
-type storeNode interface {
-	Store() string
+// StoreTitle is how messages name store: "Redis" for "".
+func StoreTitle(store string) string {
+	if d := driver(store); d != nil {
+		return d.Title
+	}
+	if store == "" {
+		return "Redis"
+	}
+	return store
 }
 
 // nodeStore names the store nodes serve: "" for Redis.
 func nodeStore(nodes []Node) string {
 	if len(nodes) > 0 {
-		if s, ok := nodes[0].(storeNode); ok {
+		if s, ok := nodes[0].(StoreNode); ok {
 			return s.Store()
 		}
 	}
 	return ""
 }
 
-// probeKey reads the run's lock key on node (1-based) outside the
-// schedule.
-func (r *run) probeKey(node int) (any, error) {
-	return r.slot.store.probe(r.ctx, node-1, r.spec.key)
-}
-
-// releaseWatch is a command of a release that runs while another client
-// holds the lock: the key is read before and after it, and the
-// wrongful-release checker (check.go) judges what changed.
-type releaseWatch struct {
-	r      *run
-	c      *client
-	victim *client
-	node   int
-	before any
-}
-
-// watchRelease starts watching c's next command on node (1-based), when c
-// is releasing while another client holds the lock; nil otherwise.
-func (r *run) watchRelease(c *client, node int) *releaseWatch {
-	var victim *client
-	r.mu.Lock()
-	if c.inRelease {
-		for _, o := range r.cls {
-			if o != c && o.holding && !o.crashed && !o.inRelease {
-				victim = o
-			}
-		}
-	}
-	r.mu.Unlock()
-	if victim == nil {
-		return nil
-	}
-	before, _ := r.probeKey(node)
-	return &releaseWatch{r: r, c: c, victim: victim, node: node, before: before}
-}
-
-// judge reads the key after the watched command q and records a wrongful
-// release in its event.
-func (w *releaseWatch) judge(q *request) {
-	if w == nil {
-		return
-	}
-	r := w.r
-	after, _ := r.probeKey(w.node)
-	r.mu.Lock()
-	checkReleaseStep(r.hist, q.event, releaseProbe{client: w.c.id, victim: w.victim.id, node: w.node,
-		token: w.victim.lease.Token, victimHolds: w.victim.holding, before: w.before, after: after})
-	r.mu.Unlock()
-}
+// expireAll is a duration past every lock's time: advance by it expires
+// every lock that has one.
+const expireAll = ttlclock.All
 
 // closeEmptyTimeout bounds the emptying of a store's server when a run's
 // slot closes: after Ctrl-C the servers may be gone already, and a client

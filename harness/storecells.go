@@ -3,13 +3,7 @@
 
 package harness
 
-import "github.com/locklab/locklab/strategies"
-
-// notOnStore says, by store and scenario, why the scenario is n/a for
-// every strategy of that store. The scenarios told for several
-// independent nodes (Redlock's) are n/a on both for the reason of
-// multiNodeNA.
-var notOnStore = map[string]map[string]string{}
+import "slices"
 
 // getsetNA is why stale-recovery-getset is n/a on a store other than
 // Redis: without GETSET its clients, faults and bounds are
@@ -17,43 +11,73 @@ var notOnStore = map[string]map[string]string{}
 const getsetNA = "the story of GETSET's recovery: on this store its clients and faults are stale-recovery's, " +
 	"whose cell explores the same schedules"
 
-// multiNodeNA is why a scenario of Redlock's independent masters is n/a on
-// a store other than Redis.
-var multiNodeNA = map[string]string{
-	StoreEtcd: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
-		"agree on every write before it is acknowledged",
-	StorePostgres: "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
-}
-
 // storeNA returns why scenario sc is n/a on store st, or "".
 func storeNA(st string, sc *Scenario) string {
+	d := driver(st)
+	if d == nil {
+		return ""
+	}
 	if sc.MultiNode {
-		return multiNodeNA[st]
+		return d.MultiNode
 	}
 	if sc.Name == "stale-recovery-getset" {
 		return getsetNA
 	}
-	return notOnStore[st][sc.Name]
+	if d.NA != nil {
+		return d.NA(sc)
+	}
+	return ""
 }
 
 // The bounds of the other stores' cells in the documented matrix
 // (MatrixOptions.StorePreemptions, StoreSchedules; exploreStoreCell): a
 // statement or a request costs a round trip to a database or a quorum of
 // a cluster (about 1 ms, a Redis command some microseconds), and a
-// schedule that restarts the server waits for it and for etcd's election,
-// so a cell runs at most StoreSchedules schedules, StoreRestartSchedules
-// when its scenario restarts the server, EtcdRestartSchedules when that
-// server is etcd's leader (each restart waits for an election: about half
-// a second), PGFailoverSchedules when it promotes a PostgreSQL standby
-// (each failover promotes one, and the next run starts a new standby with
-// pg_basebackup: about half a second together).
+// schedule that restarts the server waits for it, so a cell runs at most
+// StoreSchedules schedules, StoreRestartSchedules when its scenario
+// restarts the server, or fewer where the store's FaultSchedules says so
+// (an election to wait for, a standby to promote).
 const (
 	StorePreemptions      = 2
 	StoreSchedules        = 300
 	StoreRestartSchedules = 60
-	EtcdRestartSchedules  = 20
-	PGFailoverSchedules   = 6
 )
+
+// CellSchedules is the most schedules a cell of scenario sc on store runs,
+// for a store's budget of budget schedules (StoreSchedules by default).
+func CellSchedules(store string, sc *Scenario, budget int) int {
+	if len(sc.Needs) == 0 {
+		return budget
+	}
+	restart := min(budget, StoreRestartSchedules)
+	if d := driver(store); d != nil {
+		for _, l := range d.Limits {
+			if l.Applies == nil || l.Applies(sc) {
+				restart = min(restart, l.Schedules)
+			}
+		}
+	}
+	return restart
+}
+
+// StoreLimits are the registered stores' Limits, the largest first.
+func StoreLimits() []Limit {
+	var out []Limit
+	for _, d := range Stores() {
+		out = append(out, d.Limits...)
+	}
+	slices.SortStableFunc(out, func(a, b Limit) int { return b.Schedules - a.Schedules })
+	return out
+}
+
+// StoreTitles are the titles of the registered stores, in their order.
+func StoreTitles() []string {
+	var out []string
+	for _, d := range Stores() {
+		out = append(out, d.Title)
+	}
+	return out
+}
 
 // StoreLanes is how many cells of one other store that fault no server
 // explore at once (beside them, the cells that restart a server run on
@@ -61,16 +85,6 @@ const (
 // schedules one at a time, on a key of its own on its server, so that the
 // cells' results do not depend on how many run beside them.
 const StoreLanes = 3
-
-// StoreOfStrategy names the store the registered strategy name locks on
-// when it is not Redis (StorePostgres, StoreEtcd), else "".
-func StoreOfStrategy(name string) string {
-	d, err := strategies.Info(name)
-	if err != nil {
-		return ""
-	}
-	return storeOf(d.Family)
-}
 
 // Only returns the part of m whose strategies keep says to keep: its
 // cells, and the scenarios where at least one of them applies (a row of
@@ -108,13 +122,13 @@ func (m *MatrixResult) Only(keep func(strategy string) bool) *MatrixResult {
 
 // storeNAOnly reports a cell that is n/a because its scenario is one of
 // Redlock's independent masters on another store: a row of such cells
-// says nothing but multiNodeNA.
+// says nothing but a Driver's MultiNode.
 func storeNAOnly(c Cell) bool {
 	if c.Outcome != NA {
 		return false
 	}
-	for _, why := range multiNodeNA {
-		if c.Message == why {
+	for _, d := range Stores() {
+		if c.Message == d.MultiNode {
 			return true
 		}
 	}

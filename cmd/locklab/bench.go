@@ -15,7 +15,7 @@ import (
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/internal/tooling/namespace"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab"
@@ -24,17 +23,24 @@ import (
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/namespace"
-	"github.com/locklab/locklab/internal/tooling/stores"
-	"github.com/locklab/locklab/stores/etcd/etcdproc"
-	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
 // storeRedis names Redis among --stores.
 const storeRedis = "redis"
 
-// benchStores are the stores --stores knows, in the order of the rows.
-var benchStores = []string{storeRedis, harness.StoreEtcd, harness.StorePostgres}
+// benchStores are the stores --stores knows, in the order of the rows:
+// Redis, then the registered stores in their Bench.Row order.
+var benchStores = func() []string {
+	ds := slices.DeleteFunc(harness.Stores(), func(d *harness.Driver) bool { return d.Bench == nil })
+	slices.SortStableFunc(ds, func(a, b *harness.Driver) int { return a.Bench.Row - b.Bench.Row })
+	out := []string{storeRedis}
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	return out
+}()
 
 // storeRow is one lock of the comparison: a strategy of a store, on so
 // many of its nodes (Redlock's masters; 1 elsewhere).
@@ -57,12 +63,14 @@ func storeRows(store string) []storeRow {
 	switch store {
 	case storeRedis:
 		return []storeRow{{storeRedis, "set-nx-px", 1}, {storeRedis, "redlock", 3}, {storeRedis, "redlock", 5}}
-	case harness.StoreEtcd:
-		return []storeRow{{harness.StoreEtcd, "etcd-lease", 1}}
-	case harness.StorePostgres:
-		return []storeRow{{harness.StorePostgres, "pg-lock-table", 1}, {harness.StorePostgres, "pg-for-update", 1}, {harness.StorePostgres, "pg-advisory", 1}}
 	}
-	return nil
+	var out []storeRow
+	if d, err := harness.LookupStore(store); err == nil && d.Bench != nil {
+		for _, name := range d.Bench.Strategies {
+			out = append(out, storeRow{store, name, 1})
+		}
+	}
+	return out
 }
 
 // storesOptions are the flags of bench --stores.
@@ -238,50 +246,28 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 				r.key = ns.Key(fmt.Sprintf("bench:%s:%d", r.strategy, r.nodes))
 				r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
 			}
-		case harness.StoreEtcd:
-			if srv == nil || srv.Etcd == nil {
+		default:
+			n := srv.First(st)
+			if n == nil {
 				continue
 			}
-			cli, err := srv.Etcd.Client()
+			d, err := harness.LookupStore(st)
 			if err != nil {
 				return err
 			}
-			defer cli.Close()
-			servers = append(servers, storesServer{harness.StoreEtcd, fmt.Sprintf("%d member processes %s (%s)", len(srv.Etcd.Members()),
-				strings.Join(srv.Etcd.Endpoints(), ","), etcdproc.Version(srv.Etcd.Bin))})
-			for _, r := range rows {
-				if r.store == harness.StoreEtcd {
-					r.key = "bench:" + r.strategy
-					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, locklab.Config{Store: cli}) }
-				}
+			cfg, server, closeBench, err := d.Bench.Open(ctx, n, o.contenders)
+			if lim, ok := errors.AsType[*harness.BenchLimit](err); ok {
+				return g.args.badFlag(cmd, "contenders", strconv.Itoa(o.contenders), "%s", lim.Msg)
 			}
-		case harness.StorePostgres:
-			if srv == nil || srv.PG == nil {
-				continue
-			}
-			// Enough connections that no contender waits for one: a
-			// pg-for-update holder keeps its own for the lease.
-			pool, err := pgxpool.New(ctx, fmt.Sprintf("%s&pool_max_conns=%d", srv.PG.DSN(), 2*o.contenders+4))
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			// Refused at once, rather than a contender at a time by the
-			// server's "too many clients already".
-			var maxConns int
-			if err := pool.QueryRow(ctx, "SELECT current_setting('max_connections')::int").Scan(&maxConns); err != nil {
-				return fmt.Errorf("PostgreSQL: reading max_connections: %w", err)
-			}
-			if need := 2*o.contenders + 4; need > maxConns {
-				return g.args.badFlag(cmd, "contenders", strconv.Itoa(o.contenders),
-					"the PostgreSQL server takes %d connections (max_connections), and --stores postgres opens up to 2 a contender and 4 more: give at most %d",
-					maxConns, (maxConns-4)/2)
-			}
-			servers = append(servers, storesServer{harness.StorePostgres, fmt.Sprintf("process 127.0.0.1:%d (%s)", srv.PG.Port, pgproc.Version(srv.PG.BinDir))})
+			defer closeBench()
+			servers = append(servers, storesServer{st, server})
 			for _, r := range rows {
-				if r.store == harness.StorePostgres {
+				if r.store == st {
 					r.key = "bench:" + r.strategy
-					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, locklab.Config{Store: pool}) }
+					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
 				}
 			}
 		}
@@ -429,11 +415,8 @@ func printStores(w io.Writer, o storesOptions, servers []storesServer, rows []*m
 
 // storeTitle is how the table's header names a store.
 func storeTitle(store string) string {
-	switch store {
-	case storeRedis:
+	if store == storeRedis {
 		return "Redis"
-	case harness.StorePostgres:
-		return "PostgreSQL"
 	}
-	return store
+	return harness.StoreTitle(store)
 }

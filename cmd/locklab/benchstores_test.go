@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/postgres"
 )
 
 // TestBenchStores runs bench --stores on real servers of every store, with
@@ -18,7 +19,7 @@ import (
 // asserted: the machine may be loaded.)
 func TestBenchStores(t *testing.T) {
 	t.Parallel()
-	for _, st := range []string{harness.StoreEtcd, harness.StorePostgres} {
+	for _, st := range []string{etcd.Name, postgres.Name} {
 		require.NoError(t, stores.Installed(st), "bench --stores %s needs its servers here", st)
 	}
 	out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "postgres,redis,etcd",
@@ -88,7 +89,7 @@ func TestBenchStoresSkipsMissing(t *testing.T) {
 // server takes connections for are refused in one line, before any is
 // measured, not once per contender the server turns away.
 func TestBenchStoresMaxConnections(t *testing.T) {
-	if err := stores.Installed(harness.StorePostgres); err != nil {
+	if err := stores.Installed(postgres.Name); err != nil {
 		t.Skip(err)
 	}
 	code, out, stderr := runStatus(t, "bench", "--backend", "process", "--stores", "postgres", "--contenders", "300",

@@ -11,7 +11,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 

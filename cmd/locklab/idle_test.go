@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/redistest"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/postgres"
 )
 
 // TestIdleRunIsNoPass: a run that completed no critical section reports
@@ -47,7 +48,7 @@ func TestIdleRunIsNoPass(t *testing.T) {
 		assert.Regexp(t, `\nnothing to judge: no critical section completed; \d+ acquires failed, the first: server unreachable`, out)
 		assert.Contains(t, stderr, "locklab: stress on set-nx-px: no critical section completed; ")
 	})
-	for _, st := range []struct{ store, strategy string }{{harness.StoreEtcd, "etcd-lease"}, {harness.StorePostgres, "pg-advisory"}} {
+	for _, st := range []struct{ store, strategy string }{{etcd.Name, "etcd-lease"}, {postgres.Name, "pg-advisory"}} {
 		t.Run(st.store, func(t *testing.T) {
 			if err := stores.Installed(st.store); err != nil {
 				t.Skip(err)
@@ -71,7 +72,7 @@ func TestIdleRunIsNoPass(t *testing.T) {
 // of its own (this command line once ran a Redis server and reported a
 // pass with no cycle): the advisory lock holds while its sessions live.
 func TestStressPG(t *testing.T) {
-	if err := stores.Installed(harness.StorePostgres); err != nil {
+	if err := stores.Installed(postgres.Name); err != nil {
 		t.Skip(err)
 	}
 	code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--duration", "2s", "--clients", "2")

@@ -15,7 +15,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 )
 
 func newMatrixCmd(g *globals) *cobra.Command {

@@ -1,6 +1,6 @@
 // The stores other than Redis a command's strategies lock on: a PostgreSQL
 // server for the postgres family and a three-member etcd cluster for the
-// etcd family (internal/tooling/stores), each a throwaway run on the backend the
+// etcd family (stores), each a throwaway run on the backend the
 // Redis nodes run on (local processes or containers), started only when a
 // strategy of that family is asked for.
 
@@ -13,7 +13,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 )
 
 // startStores starts the servers that the strategies named lock on beyond

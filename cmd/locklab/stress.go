@@ -18,12 +18,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
@@ -130,9 +131,9 @@ its sessions with it.`,
 					return g.args.badFlag(cmd, "porcupine-html", html, "%v", err)
 				}
 			}
-			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || d.Family == harness.StoreEtcd) {
+			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || d.Family == etcd.Name) {
 				where := "locks on one Redis node"
-				if d.Family == harness.StoreEtcd {
+				if d.Family == etcd.Name {
 					where = "runs on a three-member etcd cluster"
 				}
 				return g.args.badFlag(cmd, "nodes", strconv.Itoa(nodes), "%s %s; --nodes is the Redis nodes of a multi-node strategy (%s)",
@@ -157,7 +158,7 @@ its sessions with it.`,
 			if len(o.Faults) > 0 && g.addrsBackend() {
 				return errNoFaults
 			}
-			onPG := d.Family == harness.StorePostgres
+			onPG := d.Family == postgres.Name
 			failover := slices.Contains(o.Faults, node.Failover) && !onPG
 			if failover {
 				if err := checkFailover(o.Faults, d); err != nil {
@@ -173,10 +174,10 @@ its sessions with it.`,
 				nodes = 1
 			}
 			errw := cmd.ErrOrStderr()
-			if d.Family == harness.StoreEtcd {
+			if d.Family == etcd.Name {
 				return runStressEtcd(cmd, g, o, asJSON, fail, html)
 			}
-			if d.Family == harness.StorePostgres {
+			if d.Family == postgres.Name {
 				return runStressPG(cmd, g, o, asJSON, fail, html)
 			}
 			if slices.Contains(o.Faults, node.LeaderKill) {
@@ -376,7 +377,7 @@ func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail 
 			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on PostgreSQL injects %s", node.JoinFaults(stress.PGFaultKinds))
 		}
 	}
-	if err := stores.Installed(harness.StorePostgres); err != nil {
+	if err := stores.Installed(postgres.Name); err != nil {
 		return fmt.Errorf("strategy %s locks on PostgreSQL: %w", o.Strategy, err)
 	}
 	backend, err := stores.Backend(cmd.Context(), g.backend)

@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/browsertest"
+	"github.com/locklab/locklab/stores/postgres"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -235,7 +235,7 @@ func TestPlayRecoversEndedSession(t *testing.T) {
 // being played.
 func TestPlayEtcdLevelInBrowser(t *testing.T) {
 	ts := newTestServer(t, Options{Installed: func(store string) error {
-		if store == harness.StorePostgres {
+		if store == postgres.Name {
 			return errors.New("PostgreSQL server binaries (initdb, postgres) not found")
 		}
 		return nil

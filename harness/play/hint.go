@@ -147,18 +147,12 @@ func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 
 // hintBudget bounds the exploration behind a hint of level l: max
 // schedules, and no more than the matrix's cell of another store runs
-// (harness.StoreSchedules, fewer when the scenario restarts the server),
-// where a schedule costs round trips to a database or a quorum.
+// (harness.CellSchedules: harness.StoreSchedules, fewer when the scenario
+// restarts the server), where a schedule costs round trips to a database
+// or a quorum.
 func hintBudget(l Level, max int) int {
 	if l.Store == "" {
 		return max
 	}
-	budget := harness.StoreSchedules
-	if len(l.cs.Scenario.Needs) > 0 {
-		budget = harness.StoreRestartSchedules
-		if l.Store == harness.StoreEtcd {
-			budget = harness.EtcdRestartSchedules
-		}
-	}
-	return min(max, budget)
+	return min(max, harness.CellSchedules(l.Store, l.cs.Scenario, harness.StoreSchedules))
 }

@@ -38,9 +38,9 @@ type Level struct {
 	// needs an asynchronous replica (failover).
 	Nodes   int  `json:"nodes"`
 	Replica bool `json:"replica,omitempty"`
-	// Store is what the strategy locks on when it is not Redis
-	// (harness.StoreEtcd: a three-member etcd cluster, one node of the
-	// harness; harness.StorePostgres: a PostgreSQL server), else "".
+	// Store is what the strategy locks on when it is not Redis (a store
+	// registered with the harness: "etcd", a three-member cluster that is
+	// one node of the harness; "postgres", a PostgreSQL server), else "".
 	Store string `json:"store,omitempty"`
 	// Unavailable says why the level cannot be played here (its store's
 	// servers are not installed); the server sets it, and refuses to start

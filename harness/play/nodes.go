@@ -12,7 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 )
 
 // Servers are the Redis servers one session plays on: its own, so that its
@@ -82,9 +82,9 @@ func (s *clusterServers) Fits(l Level) bool {
 }
 
 // StoreServers starts the servers of a level whose strategy locks on
-// another store than Redis: a three-member etcd cluster (stores/etcd/etcdproc)
-// or a throwaway PostgreSQL server (stores/postgres/pgproc), local processes of
-// their own, which Close stops and removes with their directories.
+// another store than Redis (package stores: a three-member etcd cluster,
+// a throwaway PostgreSQL server), local processes of their own, which
+// Close stops and removes with their directories.
 func StoreServers(ctx context.Context, l Level) (Servers, error) {
 	if l.Store == "" {
 		return nil, fmt.Errorf("level %s plays on Redis", l.ID)
@@ -111,13 +111,5 @@ func (s *storeServers) Close() error          { return s.s.Close() }
 // Fits: a level of the same store (each is one node of the harness).
 func (s *storeServers) Fits(l Level) bool { return l.Store == s.store }
 
-// storeName is how messages name what a level plays on.
-func storeName(store string) string {
-	switch store {
-	case harness.StoreEtcd:
-		return "etcd"
-	case harness.StorePostgres:
-		return "PostgreSQL"
-	}
-	return "Redis"
-}
+// storeTitle is how messages name what a level plays on.
+func storeTitle(store string) string { return harness.StoreTitle(store) }

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 )
 
 //go:embed assets
@@ -107,7 +107,7 @@ func New(o Options) (*Server, error) {
 			continue
 		}
 		if err := o.Installed(l.Store); err != nil {
-			s.all[i].Unavailable = fmt.Sprintf("this level plays on %s: %v", storeName(l.Store), err)
+			s.all[i].Unavailable = fmt.Sprintf("this level plays on %s: %v", storeTitle(l.Store), err)
 		}
 	}
 	static, err := fs.Sub(assets, "assets")

@@ -21,6 +21,8 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/postgres"
 )
 
 // c1c2 is the C1/C2 schedule of the SETNX page.
@@ -46,11 +48,11 @@ func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
 	c.mu.Lock()
 	for _, n := range sv.Nodes() {
 		switch n := n.(type) {
-		case *harness.EtcdNode:
+		case *etcd.Node:
 			for _, e := range n.Cluster.Endpoints() {
 				c.ports = append(c.ports, strings.TrimPrefix(e, "http://"))
 			}
-		case *harness.PGNode:
+		case *postgres.Node:
 			c.ports = append(c.ports, n.Addr())
 		default:
 			c.addrs = append(c.addrs, n.Addr())

@@ -204,7 +204,7 @@ func (s *session) load(ctx context.Context, m *manager, l Level, prefix string) 
 	if s.servers == nil {
 		sv, err := m.start(ctx, l)
 		if err != nil {
-			return harness.InteractiveState{}, fmt.Errorf("starting %s for level %s: %w", storeName(l.Store), l.ID, err)
+			return harness.InteractiveState{}, fmt.Errorf("starting %s for level %s: %w", storeTitle(l.Store), l.ID, err)
 		}
 		s.servers = sv
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/stores/etcd"
 )
 
 // play plays schedule on the session from a reset to level, and returns
@@ -37,7 +37,7 @@ func TestStoreLevels(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	r := ts.create("etcd-pause")
 	id := r.Session
-	assert.Equal(t, harness.StoreEtcd, r.Level.Store)
+	assert.Equal(t, etcd.Name, r.Level.Store)
 	assert.Empty(t, r.Level.Unavailable)
 	require.Len(t, r.State.History.Nodes, 1)
 	require.Len(t, r.State.Clients, 2)
@@ -103,7 +103,7 @@ func TestStoreLevels(t *testing.T) {
 // is refused with it, without starting anything.
 func TestStoreLevelUnavailable(t *testing.T) {
 	ts := newTestServer(t, Options{Installed: func(store string) error {
-		if store == harness.StoreEtcd {
+		if store == etcd.Name {
 			return errors.New("etcd not found on PATH")
 		}
 		return nil
@@ -116,7 +116,7 @@ func TestStoreLevelUnavailable(t *testing.T) {
 	seen := 0
 	for _, l := range ls {
 		switch l.Store {
-		case harness.StoreEtcd:
+		case etcd.Name:
 			seen++
 			assert.Equal(t, "this level plays on etcd: etcd not found on PATH", l.Unavailable, l.ID)
 		default:

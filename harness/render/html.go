@@ -189,9 +189,9 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	}
 	var on []string
 	others := false
-	for _, st := range []string{"", harness.StorePostgres, harness.StoreEtcd} {
+	for _, st := range append([]string{""}, storeNames()...) {
 		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == st }) {
-			on = append(on, storeTitle(st))
+			on = append(on, harness.StoreTitle(st))
 			p.OnRedis = p.OnRedis || st == ""
 			others = others || st != ""
 		}
@@ -332,24 +332,26 @@ func bounds(m Meta, redis, others bool) string {
 			def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1)))
 	}
 	if others {
-		parts = append(parts, fmt.Sprintf("on PostgreSQL and etcd at most %s preemptions and %s schedules per cell, "+
-			"fewer where a server restarts or fails over (%d, %d on etcd, %d on a PostgreSQL failover): "+
-			"a safe* cell says which limit stopped it",
-			def(m.StorePreemptions, harness.StorePreemptions), def(m.StoreSchedules, harness.StoreSchedules),
-			harness.StoreRestartSchedules, harness.EtcdRestartSchedules, harness.PGFailoverSchedules))
+		limits := []string{fmt.Sprint(harness.StoreRestartSchedules)}
+		for _, l := range harness.StoreLimits() {
+			limits = append(limits, fmt.Sprintf("%d %s", l.Schedules, l.Where))
+		}
+		parts = append(parts, fmt.Sprintf("on %s at most %s preemptions and %s schedules per cell, "+
+			"fewer where a server restarts or fails over (%s): a safe* cell says which limit stopped it",
+			joinAnd(harness.StoreTitles()), def(m.StorePreemptions, harness.StorePreemptions), def(m.StoreSchedules, harness.StoreSchedules),
+			strings.Join(limits, ", ")))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// storeTitle is how the page names a store ("" is Redis).
-func storeTitle(st string) string {
-	switch st {
-	case "":
-		return "Redis"
-	case harness.StorePostgres:
-		return "PostgreSQL"
+// storeNames are the names of the registered stores other than Redis, in
+// their order.
+func storeNames() []string {
+	var out []string
+	for _, d := range harness.Stores() {
+		out = append(out, d.Name)
 	}
-	return st
+	return out
 }
 
 // joinAnd joins "a", "b" and "c" as "a, b and c".

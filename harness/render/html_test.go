@@ -12,8 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
-	_ "github.com/locklab/locklab/strategies/etcdlock" // registers etcd-lease
-	_ "github.com/locklab/locklab/strategies/pglock"   // registers pg-advisory
+	_ "github.com/locklab/locklab/stores" // registers the stores, etcd-lease and pg-advisory
 )
 
 // testMeta is what the page's header says of the recorded matrix.

@@ -195,16 +195,8 @@ func Abbreviations(strategy string) string {
 	const common = "K: the lock's key (named above the timeline). c1's: the token or value of client c1; " +
 		"a value cut with ~ is the first digits of a random token. The server's column shows who holds the lock " +
 		"after the step (-: nobody)."
-	switch harness.StoreOfStrategy(strategy) {
-	case harness.StoreEtcd:
-		return "P/: the lock's key prefix (the key and a slash); every contender puts a key under it. " +
-			"L1, L2: the leases, numbered in the order the run granted them; P/L1: the key put with lease L1. " +
-			"first P/: a read of the key with the lowest create revision under the prefix, the one that holds the lock. " +
-			"@N: a key's create revision, which is the lease's fence; rev N: the store's revision after the request. " +
-			"The server's column shows whose key holds the lock after the step (-: nobody)."
-	case harness.StorePostgres:
-		return common + " @30.001s: a time on the run's clock, from its start (a row's expiry, say). " +
-			"A statement is shown by its verb and table; an advisory lock's number is shown as K."
+	if d, err := harness.LookupStore(harness.StoreOfStrategy(strategy)); err == nil && d.Abbreviations != nil {
+		return d.Abbreviations(common)
 	}
 	return common
 }

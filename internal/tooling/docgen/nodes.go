@@ -7,7 +7,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -28,15 +28,15 @@ func StartNodes(ctx context.Context) (nodes []harness.Node, stop func() error, e
 }
 
 // StartStores starts the servers of the other stores the matrix and the
-// family pages run on, as `locklab matrix` does (internal/tooling/stores): a
+// family pages run on, as `locklab matrix` does (package stores): a
 // PostgreSQL server and a three-member etcd cluster, as local processes.
-// Generation needs both installed (make servers). The caller calls stop
+// Generation needs every store installed (make servers). The caller calls stop
 // when done.
 func StartStores(ctx context.Context) (nodes map[string][]harness.Node, stop func() error, err error) {
 	var names []string
-	for _, st := range []string{harness.StorePostgres, harness.StoreEtcd} {
-		if err := stores.Installed(st); err != nil {
-			return nil, nil, fmt.Errorf("the docs run the %s strategies: %w", st, err)
+	for _, d := range harness.Stores() {
+		if err := stores.Installed(d.Name); err != nil {
+			return nil, nil, fmt.Errorf("the docs run the %s strategies: %w", d.Name, err)
 		}
 	}
 	for _, d := range strategies.All() {

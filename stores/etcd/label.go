@@ -4,7 +4,7 @@
 // 30"), keys relative to the lock's prefix P and leases by their names in
 // the run (L1, L2).
 
-package harness
+package etcd
 
 import (
 	"fmt"

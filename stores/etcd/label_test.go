@@ -1,4 +1,4 @@
-package harness
+package etcd
 
 import (
 	"errors"
@@ -67,7 +67,7 @@ func TestEtcdLabels(t *testing.T) {
 	assert.Equal(t, "revoked", n.reply(&pb.LeaseRevokeResponse{Header: hdr}))
 
 	err := status.Error(codes.NotFound, "etcdserver: requested lease not found")
-	assert.Equal(t, "error: requested lease not found", fmtReply(nil, etcdError(err)))
+	assert.Equal(t, "requested lease not found", etcdError(err).Error(), "shown as error: requested lease not found")
 	plain := errors.New("unreachable: n1")
 	assert.Equal(t, plain, etcdError(plain))
 

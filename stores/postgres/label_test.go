@@ -1,4 +1,4 @@
-package harness
+package postgres
 
 import (
 	"testing"
@@ -7,11 +7,13 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
 )
 
 // A statement's parameters, answer and error read as what they say.
 func TestPGLabels(t *testing.T) {
-	at := Epoch.Add(30 * time.Second)
+	at := harness.Epoch.Add(30 * time.Second)
 	got := pgArgs([]any{"lock:k", at, advisoryID("lock:k"), int64(7)}, "lock:k")
 	assert.Equal(t, []any{"lock:k", "1704067230000", "lock:k", int64(7)}, got)
 	assert.Equal(t, "1704067230000", got[1], "a time shows as Unix milliseconds, which renderers show as @30s")
@@ -26,7 +28,7 @@ func TestPGLabels(t *testing.T) {
 	assert.Equal(t, "23505 unique violation", pgErrorText("23505", `duplicate key value violates unique constraint "locklab_lock_table_pkey"`))
 	assert.Equal(t, "55P03 lock not available", pgErrorText("55P03", `could not obtain lock on row in relation "locklab_lock_rows"`))
 	assert.Equal(t, "XX000 an error whose message is long …", pgErrorText("XX000", "an error whose message is long enough to be cut"))
-	assert.Equal(t, "error: 23505 unique violation", fmtReply(nil, pgError(pgErrorText("23505", ""))))
+	assert.Equal(t, "23505 unique violation", pgError(pgErrorText("23505", "")).Error(), "shown as error: 23505 unique violation")
 }
 
 // The bool codec records what a query returned, in both formats, and

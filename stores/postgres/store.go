@@ -5,7 +5,7 @@
 // passes, the server ends the sessions of the clients it can no longer
 // reach, as its TCP keepalives would.
 
-package harness
+package postgres
 
 import (
 	"context"
@@ -27,13 +27,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
-// StorePostgres is the store of the strategies of family "postgres".
-const StorePostgres = "postgres"
+// Name is the store of the strategies of family "postgres".
+const Name = "postgres"
 
-// PGNode is a PostgreSQL server that runs of the postgres family's
+// Node is a PostgreSQL server that runs of the postgres family's
 // strategies lock on. Kill and Restart strike its postmaster; a restart
 // keeps the data directory either way (a database keeps its tables on
 // disk: only its sessions, and the locks they held, are lost).
@@ -47,7 +48,7 @@ const StorePostgres = "postgres"
 // standby; from then on Primary is the promoted server, and clients that
 // connect to the node reach it, as through an address that moves with the
 // primary. The next Prepare starts a new standby of it.
-type PGNode struct {
+type Node struct {
 	NodeName string
 	// Server is the server the node starts on: its primary until a
 	// failover (Primary).
@@ -63,11 +64,11 @@ type PGNode struct {
 }
 
 // Name returns the node's name.
-func (n *PGNode) Name() string { return n.NodeName }
+func (n *Node) Name() string { return n.NodeName }
 
 // Primary is the server that clients of the node reach: Server, or the
 // standby the last failover promoted.
-func (n *PGNode) Primary() *pgproc.Server {
+func (n *Node) Primary() *pgproc.Server {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.promoted != nil {
@@ -77,28 +78,28 @@ func (n *PGNode) Primary() *pgproc.Server {
 }
 
 // Addr returns the primary's "host:port".
-func (n *PGNode) Addr() string {
+func (n *Node) Addr() string {
 	return net.JoinHostPort(n.Primary().Host, strconv.Itoa(n.Primary().Port))
 }
 
-// Store returns StorePostgres.
-func (n *PGNode) Store() string { return StorePostgres }
+// Store returns Name.
+func (n *Node) Store() string { return Name }
 
 // Kill stops the primary's postmaster at once (SIGKILL); its backends end
 // with it.
-func (n *PGNode) Kill(context.Context) error {
+func (n *Node) Kill(context.Context) error {
 	n.Primary().KillPostmaster()
 	return nil
 }
 
 // Restart kills the primary if it runs and starts it again on the same
 // data directory, whatever keepData says.
-func (n *PGNode) Restart(ctx context.Context, _ bool) error { return n.Primary().Restart(ctx) }
+func (n *Node) Restart(ctx context.Context, _ bool) error { return n.Primary().Restart(ctx) }
 
 // dial wraps a pgx dial function so that it connects to the node's
 // primary of the moment, whatever address the connection was configured
 // with: after a failover, new connections reach the promoted server.
-func (n *PGNode) dial(dial pgconn.DialFunc) pgconn.DialFunc {
+func (n *Node) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dial(ctx, network, n.Addr())
 	}
@@ -107,7 +108,7 @@ func (n *PGNode) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 // Prepare gets the node ready for a run that may fail over: a standby
 // streams from the primary (a new one after a failover), and the store
 // cuts it off once it has emptied the run's key.
-func (n *PGNode) Prepare(ctx context.Context) error {
+func (n *Node) Prepare(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	primary := n.Server
@@ -133,7 +134,7 @@ func (n *PGNode) Prepare(ctx context.Context) error {
 // cutStandby cuts the standby off from the primary, once it has replayed
 // everything the primary has written, when the run was prepared for a
 // failover: the standby then misses every write of the run.
-func (n *PGNode) cutStandby(ctx context.Context) error {
+func (n *Node) cutStandby(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.lag || n.standby == nil {
@@ -159,7 +160,7 @@ func (n *PGNode) cutStandby(ctx context.Context) error {
 // primary's sessions (their advisory locks, their open transactions and
 // the row locks these hold) nor the rows written since. Without a standby
 // (no Prepare) it is an error.
-func (n *PGNode) Failover(ctx context.Context) error {
+func (n *Node) Failover(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.standby == nil {
@@ -180,7 +181,7 @@ func (n *PGNode) Failover(ctx context.Context) error {
 
 // DropStandby stops and removes the standby, if any: the cells that
 // follow a failover cell run on a lone primary.
-func (n *PGNode) DropStandby() error {
+func (n *Node) DropStandby() error {
 	n.mu.Lock()
 	sb := n.standby
 	n.standby, n.lag, n.cut = nil, false, false
@@ -191,10 +192,9 @@ func (n *PGNode) DropStandby() error {
 	return sb.Close()
 }
 
-// Close stops and removes the servers the node started: the standby and
-// the promoted primary. Server is its starter's to close (a failover has
-// closed it already).
-func (n *PGNode) Close() error {
+// Close stops and removes the node's servers: the standby, the promoted
+// primary, and Server (a failover has closed it already).
+func (n *Node) Close() error {
 	err := n.DropStandby()
 	n.mu.Lock()
 	p := n.promoted
@@ -202,7 +202,7 @@ func (n *PGNode) Close() error {
 	if p != nil {
 		err = errors.Join(err, p.Close())
 	}
-	return err
+	return errors.Join(err, n.Server.Close())
 }
 
 // pgStore is one PostgreSQL server.
@@ -216,13 +216,12 @@ func (n *PGNode) Close() error {
 // server ended is closed, and a crashed client's pool is closed whole, as
 // its process's sockets would be.
 type pgStore struct {
-	node  *PGNode
+	node  *Node
 	admin *pgxpool.Pool
 
 	mu sync.Mutex
-	// run is the current run; clients its clients' pools and backends.
-	run     *run
-	clients map[*client]*pgClient
+	// clients are the current run's clients' pools and backends.
+	clients map[*harness.Client]*pgClient
 	// spare are the pools of the earlier runs' clients, by client number.
 	spare map[int]*pgClient
 	// ended are the backends the store ended (advance); restarted: the
@@ -266,7 +265,7 @@ func (s *pgStore) live(pc *pgClient) []uint32 {
 	return slices.Collect(maps.Keys(pc.backends))
 }
 
-func newPGStore(n *PGNode) (*pgStore, error) {
+func newStore(n *Node) (*pgStore, error) {
 	cfg, err := pgxpool.ParseConfig(n.Primary().DSN())
 	if err != nil {
 		return nil, err
@@ -277,23 +276,22 @@ func newPGStore(n *PGNode) (*pgStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pgStore{node: n, admin: admin, clients: map[*client]*pgClient{}, spare: map[int]*pgClient{},
+	return &pgStore{node: n, admin: admin, clients: map[*harness.Client]*pgClient{}, spare: map[int]*pgClient{},
 		ended: map[uint32]bool{}, gone: map[uint32]bool{}, unlisted: true}, nil
 }
 
-// connect gives client c a pool of its own on the server, whose statements
-// are steps of run r: the pool an earlier run's client of the same number
+// Connect gives client c a pool of its own on the server, whose statements
+// are its steps: the pool an earlier run's client of the same number
 // left, or a new one.
-func (s *pgStore) connect(r *run, c *client, cfg *locklab.Config) {
+func (s *pgStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	s.mu.Lock()
-	pc := s.spare[c.id]
-	delete(s.spare, c.id)
+	pc := s.spare[c.ID()]
+	delete(s.spare, c.ID())
 	s.mu.Unlock()
 	if pc == nil {
 		pcfg, err := pgxpool.ParseConfig(s.node.Primary().DSN())
 		if err != nil {
-			r.fail(err)
-			return
+			return err
 		}
 		pcfg.MaxConns = 4
 		// pgxpool pings a connection idle for more than a second before
@@ -326,33 +324,32 @@ func (s *pgStore) connect(r *run, c *client, cfg *locklab.Config) {
 			return nil
 		}
 		if pc.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg); err != nil {
-			r.fail(err)
-			return
+			return err
 		}
 	}
 	pc.backends, pc.server = map[uint32]bool{}, s.node.Primary()
 	s.mu.Lock()
-	pc.tracer.r, pc.tracer.c = r, c
-	s.run = r
+	pc.tracer.c = c
 	s.clients[c] = pc
 	s.mu.Unlock()
 	cfg.Store = pc.pool
+	return nil
 }
 
-// key notes the key the runs lock: what empty deletes, so that cells
+// Key notes the key the runs lock: what empty deletes, so that cells
 // locking other keys can run beside the store's.
-func (s *pgStore) key(key string) string {
+func (s *pgStore) Key(key string) string {
 	s.mu.Lock()
 	s.lockKey = key
 	s.mu.Unlock()
 	return key
 }
 
-// empty ends the earlier run's sessions that hold anything (their locks
+// Empty ends the earlier run's sessions that hold anything (their locks
 // end with them), keeps its clients' idle clean sessions for the next run,
 // and deletes the rows of the runs' key from every table the strategies
 // made.
-func (s *pgStore) empty(ctx context.Context) error {
+func (s *pgStore) Empty(ctx context.Context) error {
 	s.mu.Lock()
 	clients := slices.Collect(maps.Keys(s.clients))
 	restarted := s.restarted
@@ -452,7 +449,7 @@ func (s *pgStore) created(sql string) {
 // a transaction, ended by the server, or every one after a restart);
 // the pool, with the clean ones, waits for the next run's client of c's
 // number. It returns once the server has ended every closed session.
-func (s *pgStore) retire(ctx context.Context, c *client, restarted bool) error {
+func (s *pgStore) retire(ctx context.Context, c *harness.Client, restarted bool) error {
 	s.mu.Lock()
 	pc := s.clients[c]
 	delete(s.clients, c)
@@ -461,7 +458,7 @@ func (s *pgStore) retire(ctx context.Context, c *client, restarted bool) error {
 	if pc == nil {
 		return nil
 	}
-	if cl, ok := c.locker.(io.Closer); ok {
+	if cl, ok := c.Locker().(io.Closer); ok {
 		cl.Close()
 	}
 	kept := map[uint32]bool{}
@@ -483,8 +480,8 @@ func (s *pgStore) retire(ctx context.Context, c *client, restarted bool) error {
 		clear(kept)
 	} else {
 		s.mu.Lock()
-		pc.tracer.r, pc.tracer.c = nil, nil
-		s.spare[c.id] = pc
+		pc.tracer.c = nil
+		s.spare[c.ID()] = pc
 		s.mu.Unlock()
 	}
 	var gone []uint32
@@ -493,7 +490,7 @@ func (s *pgStore) retire(ctx context.Context, c *client, restarted bool) error {
 			gone = append(gone, pid)
 		}
 	}
-	return s.waitEnded(ctx, fmt.Sprintf("c%d", c.id), gone)
+	return s.waitEnded(ctx, fmt.Sprintf("c%d", c.ID()), gone)
 }
 
 // pgSocket is a client's connection to the server. Closing it returns
@@ -580,7 +577,7 @@ func discardConn(conn *pgxpool.Conn) {
 // sessions among them (a strategy that holds sessions closes them:
 // io.Closer), as the death of its process does, and waits until the
 // server has ended them all, and so released their locks.
-func (s *pgStore) disconnect(ctx context.Context, c *client) error {
+func (s *pgStore) disconnect(ctx context.Context, c *harness.Client) error {
 	s.mu.Lock()
 	pc := s.clients[c]
 	delete(s.clients, c)
@@ -588,11 +585,11 @@ func (s *pgStore) disconnect(ctx context.Context, c *client) error {
 	if pc == nil {
 		return nil
 	}
-	if cl, ok := c.locker.(io.Closer); ok {
+	if cl, ok := c.Locker().(io.Closer); ok {
 		cl.Close()
 	}
 	pc.pool.Close()
-	return s.waitEnded(ctx, fmt.Sprintf("c%d", c.id), s.live(pc))
+	return s.waitEnded(ctx, fmt.Sprintf("c%d", c.ID()), s.live(pc))
 }
 
 // sawEnd notes that backend pid's process has exited.
@@ -632,28 +629,24 @@ func (s *pgStore) waitEnded(ctx context.Context, who string, backends []uint32) 
 	}
 }
 
-// advance: the server keeps no time of its own for locks (the lock table's
+// Advance: the server keeps no time of its own for locks (the lock table's
 // expiry is the clients' clocks'). But time passing is what lets it notice
 // the clients it cannot reach: a time step ends the sessions of the
 // isolated clients, as unanswered TCP keepalives would (pgproc's settings
 // make that take seconds; a step of time is the TTL, 30s). It returns how
 // many sessions it ended.
-func (s *pgStore) advance(ctx context.Context, _ int, d time.Duration) (int, error) {
+func (s *pgStore) Advance(ctx context.Context, _ int, d time.Duration) (int, error) {
 	if d < time.Second {
 		return 0, nil
 	}
-	r, clients := s.snapshot()
+	clients := s.snapshot()
 	var pids []int32
-	if r != nil {
-		r.mu.Lock()
-		for c, backends := range clients {
-			if c.isolated && !c.crashed {
-				for _, pid := range backends {
-					pids = append(pids, int32(pid))
-				}
+	for c, backends := range clients {
+		if c.Isolated() && !c.Crashed() {
+			for _, pid := range backends {
+				pids = append(pids, int32(pid))
 			}
 		}
-		r.mu.Unlock()
 	}
 	if len(pids) == 0 {
 		return 0, nil
@@ -678,25 +671,20 @@ func (s *pgStore) advance(ctx context.Context, _ int, d time.Duration) (int, err
 	return len(ended), s.waitEnded(ctx, "the isolated clients", gone)
 }
 
-// crashed closes c's connections: a process that dies closes its sockets,
+// Crashed closes c's connections: a process that dies closes its sockets,
 // and the server ends its sessions at once.
-func (s *pgStore) crashed(c *client) {
+func (s *pgStore) Crashed(c *harness.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.disconnect(ctx, c); err != nil {
-		s.mu.Lock()
-		r := s.run
-		s.mu.Unlock()
-		if r != nil {
-			r.fail(err)
-		}
+		c.Fail(err)
 	}
 }
 
-// probe reads who holds key: the token of the lock table's row, or the
+// Probe reads who holds key: the token of the lock table's row, or the
 // token of the client whose session holds an advisory lock or an open
 // transaction (a FOR UPDATE lock); nil when nobody does.
-func (s *pgStore) probe(ctx context.Context, _ int, key string) (any, error) {
+func (s *pgStore) Probe(ctx context.Context, _ int, key string) (any, error) {
 	var token string
 	err := s.admin.QueryRow(ctx, "SELECT token FROM locklab_lock_table WHERE key = $1", key).Scan(&token)
 	switch {
@@ -709,7 +697,7 @@ func (s *pgStore) probe(ctx context.Context, _ int, key string) (any, error) {
 	}
 	// The sessions of the run's clients only: other cells' runs may lock
 	// other keys on the server meanwhile.
-	r, clients := s.snapshot()
+	clients := s.snapshot()
 	var mine []int32
 	for _, backends := range clients {
 		for _, pid := range backends {
@@ -728,10 +716,6 @@ UNION SELECT pid FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' A
 	if len(pids) == 0 {
 		return nil, nil
 	}
-	if r != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-	}
 	var held []string
 	for _, pid := range pids {
 		// Process ids differ from one run to the next: a session is named
@@ -740,9 +724,9 @@ UNION SELECT pid FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' A
 		name := "another session"
 		for c, backends := range clients {
 			if slices.Contains(backends, uint32(pid)) {
-				name = fmt.Sprintf("c%d's session", c.id)
-				if c.holding {
-					name = c.lease.Token
+				name = fmt.Sprintf("c%d's session", c.ID())
+				if lease, holding := c.Holding(); holding {
+					name = lease.Token
 				}
 			}
 		}
@@ -752,23 +736,22 @@ UNION SELECT pid FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' A
 	return strings.Join(held, ","), nil
 }
 
-// snapshot returns the current run and each client's backends. The
-// store's lock is never held while the run's is taken (a crash calls
-// crashed under the run's lock).
-func (s *pgStore) snapshot() (*run, map[*client][]uint32) {
+// snapshot returns the current run's clients' backends. The store's lock
+// is never held while a client's state is read.
+func (s *pgStore) snapshot() map[*harness.Client][]uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[*client][]uint32, len(s.clients))
+	out := make(map[*harness.Client][]uint32, len(s.clients))
 	for c, pc := range s.clients {
 		out[c] = s.live(pc)
 	}
-	return s.run, out
+	return out
 }
 
-// reconnect drops the store's own idle connections after the server was
+// Reconnect drops the store's own idle connections after the server was
 // killed or restarted; the clients' pools find theirs broken, as a real
 // client does.
-func (s *pgStore) reconnect(int) {
+func (s *pgStore) Reconnect(int) {
 	s.admin.Reset()
 	s.mu.Lock()
 	s.restarted = true
@@ -781,8 +764,9 @@ func (s *pgStore) reconnect(int) {
 	}
 }
 
-func (s *pgStore) close(ctx context.Context) error {
-	err := s.empty(ctx)
+// Close empties the server and closes the store's pools.
+func (s *pgStore) Close(ctx context.Context) error {
+	err := s.Empty(ctx)
 	s.mu.Lock()
 	spare := s.spare
 	s.spare = map[int]*pgClient{}
@@ -794,7 +778,7 @@ func (s *pgStore) close(ctx context.Context) error {
 	return err
 }
 
-var _ store = (*pgStore)(nil)
+var _ harness.Store = (*pgStore)(nil)
 
 // isPGCode reports a server error with SQLSTATE code.
 func isPGCode(err error, code string) bool {
@@ -809,15 +793,13 @@ func isPGCode(err error, code string) bool {
 // schedule: it is set-up, not part of any algorithm.
 type pgTracer struct {
 	s *pgStore
-	// r and c are the run and client the pool serves now (s.mu); nil
-	// between runs.
-	r *run
-	c *client
+	// c is the client the pool serves now (s.mu); nil between runs.
+	c *harness.Client
 }
 
-// binding returns the run and client the tracer's pool serves, and
-// notes the backend a statement runs on.
-func (t *pgTracer) binding(conn *pgx.Conn) (*run, *client) {
+// binding returns the client the tracer's pool serves, and notes the
+// backend a statement runs on.
+func (t *pgTracer) binding(conn *pgx.Conn) *harness.Client {
 	var server *pgproc.Server
 	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
 		server = sock.server
@@ -835,18 +817,12 @@ func (t *pgTracer) binding(conn *pgx.Conn) (*run, *client) {
 			// Else a session of a server that failed over, dead with it.
 		}
 	}
-	return t.r, t.c
+	return t.c
 }
 
 type pgStepKey struct{}
 
-type pgStep struct {
-	r     *run
-	c     *client
-	q     *request
-	own   *owner
-	watch *releaseWatch
-}
+type pgStep struct{ sent *harness.Sent }
 
 func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	sql := strings.Join(strings.Fields(data.SQL), " ")
@@ -854,9 +830,9 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 		t.s.created(sql)
 		return ctx
 	}
-	r, c := t.binding(conn)
-	if r == nil {
-		return cancelled(ctx, errStopped) // no run: the pool's client is gone
+	c := t.binding(conn)
+	if c == nil {
+		return cancelled(ctx, harness.ErrStopped) // no run: the pool's client is gone
 	}
 	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
 		sock.value.last = ""
@@ -864,21 +840,11 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 	t.s.mu.Lock()
 	args := pgArgs(data.Args, t.s.lockKey)
 	t.s.mu.Unlock()
-	own := &owner{}
-	q, err := r.submit(ctx, c, own, 1, sqlLabel(sql), args, "")
+	sent, err := c.Send(ctx, 1, sqlLabel(sql), args)
 	if err != nil {
 		return cancelled(ctx, err)
 	}
-	r.mu.Lock()
-	down := r.down[0] || c.isolated
-	r.mu.Unlock()
-	if down {
-		err := fmt.Errorf("%w: n1", errUnreachable)
-		r.reply(q, nil, err, false)
-		r.idle(c, own)
-		return cancelled(ctx, err)
-	}
-	return context.WithValue(ctx, pgStepKey{}, &pgStep{r: r, c: c, q: q, own: own, watch: r.watchRelease(c, 1)})
+	return context.WithValue(ctx, pgStepKey{}, &pgStep{sent: sent})
 }
 
 func (t *pgTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
@@ -898,9 +864,7 @@ func (t *pgTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.T
 		// As a timeline shows a server's error: its code, named.
 		err = pgError(pgErrorText(pe.Code, pe.Message))
 	}
-	st.r.reply(st.q, v, err, false)
-	st.watch.judge(st.q)
-	st.r.idle(st.c, st.own)
+	st.sent.Done(v, err)
 }
 
 // cancelled is a context that ended with err: the statement pgx was about
@@ -966,12 +930,12 @@ func sqlLabel(sql string) string {
 // Scenario.Versioned scenarios protect: a version per key.
 const ResourceTableName = "locklab_resource"
 
-var _ versionedStore = (*pgStore)(nil)
+var _ harness.Versioned = (*pgStore)(nil)
 
-// prepareVersioned creates the versioned row of key at version 0 (and its
+// PrepareVersioned creates the versioned row of key at version 0 (and its
 // table where it is missing), outside the schedule: empty has deleted the
 // row an earlier run left.
-func (s *pgStore) prepareVersioned(ctx context.Context, key string) error {
+func (s *pgStore) PrepareVersioned(ctx context.Context, key string) error {
 	if _, err := s.admin.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+ResourceTableName+
 		" (key text PRIMARY KEY, version bigint NOT NULL)"); err != nil {
 		return fmt.Errorf("creating %s on %s: %w", ResourceTableName, s.node.Name(), err)
@@ -989,19 +953,19 @@ func (s *pgStore) prepareVersioned(ctx context.Context, key string) error {
 }
 
 // pool returns client c's pool in the current run.
-func (s *pgStore) pool(c *client) (*pgxpool.Pool, error) {
+func (s *pgStore) pool(c *harness.Client) (*pgxpool.Pool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pc := s.clients[c]
 	if pc == nil {
-		return nil, errStopped
+		return nil, harness.ErrStopped
 	}
 	return pc.pool, nil
 }
 
-// readVersion reads the versioned row's version through client c's pool:
+// ReadVersion reads the versioned row's version through client c's pool:
 // a step of c's.
-func (s *pgStore) readVersion(ctx context.Context, c *client) (int64, error) {
+func (s *pgStore) ReadVersion(ctx context.Context, c *harness.Client) (int64, error) {
 	p, err := s.pool(c)
 	if err != nil {
 		return 0, err
@@ -1014,9 +978,9 @@ func (s *pgStore) readVersion(ctx context.Context, c *client) (int64, error) {
 	return v, err
 }
 
-// writeVersioned writes the versioned row through client c's pool, if its
+// WriteVersioned writes the versioned row through client c's pool, if its
 // version is still v: a step of c's. It reports whether a row was updated.
-func (s *pgStore) writeVersioned(ctx context.Context, c *client, v int64) (bool, error) {
+func (s *pgStore) WriteVersioned(ctx context.Context, c *harness.Client, v int64) (bool, error) {
 	p, err := s.pool(c)
 	if err != nil {
 		return false, err

@@ -1,4 +1,4 @@
-package harness
+package postgres
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
@@ -26,38 +28,38 @@ func TestPostgresStore(t *testing.T) {
 		t.Skip("explores schedules on PostgreSQL")
 	}
 	srv := pgtest.Start(t, pgproc.Options{})
-	nodes := []Node{&PGNode{NodeName: "n1", Server: srv}}
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
 	for _, tc := range []struct {
 		scenario, strategy string
-		want               Outcome
+		want               harness.Outcome
 	}{
-		{"stale-recovery", "pg-lock-table", Safe},
-		{"clock-skew", "pg-lock-table", Violated},
-		{"release-after-expiry", "pg-lock-table", Violated},
-		{"pause-past-ttl", "pg-lock-table", Violated},
-		{"crash-before-expire", "pg-lock-table", Safe},
-		{"pause-past-ttl", "pg-advisory", Safe},
-		{"crash-before-expire", "pg-advisory", Safe},
-		{"release-after-expiry", "pg-advisory", Safe},
-		{"partitioned-holder", "pg-advisory", Violated},
-		{"restart-loses-lock", "pg-advisory", Violated},
-		{"restart-loses-lock", "pg-lock-table", Safe},
-		{"pause-past-ttl", "pg-for-update", Safe},
-		{"partitioned-holder", "pg-for-update", Violated},
-		{"clock-skew", "pg-for-update", Safe},
+		{"stale-recovery", "pg-lock-table", harness.Safe},
+		{"clock-skew", "pg-lock-table", harness.Violated},
+		{"release-after-expiry", "pg-lock-table", harness.Violated},
+		{"pause-past-ttl", "pg-lock-table", harness.Violated},
+		{"crash-before-expire", "pg-lock-table", harness.Safe},
+		{"pause-past-ttl", "pg-advisory", harness.Safe},
+		{"crash-before-expire", "pg-advisory", harness.Safe},
+		{"release-after-expiry", "pg-advisory", harness.Safe},
+		{"partitioned-holder", "pg-advisory", harness.Violated},
+		{"restart-loses-lock", "pg-advisory", harness.Violated},
+		{"restart-loses-lock", "pg-lock-table", harness.Safe},
+		{"pause-past-ttl", "pg-for-update", harness.Safe},
+		{"partitioned-holder", "pg-for-update", harness.Violated},
+		{"clock-skew", "pg-for-update", harness.Safe},
 	} {
 		t.Run(tc.scenario+"/"+tc.strategy, func(t *testing.T) {
-			cs, err := Resolve(tc.scenario, tc.strategy)
+			cs, err := harness.Resolve(tc.scenario, tc.strategy)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A violation found is enough; SAFE is within the bound.
 			max := 150
-			if tc.want != Safe {
+			if tc.want != harness.Safe {
 				max = 3000
 			}
-			res, err := Explore(context.Background(), ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: max,
-				StopAtFirst: tc.want != Safe})
+			res, err := harness.Explore(context.Background(), harness.ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: max,
+				StopAtFirst: tc.want != harness.Safe})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,11 +81,11 @@ func TestPostgresStore(t *testing.T) {
 // TestPostgresCaseOnRedis: a postgres strategy on Redis nodes is refused
 // before anything runs, and a Redis strategy on a PostgreSQL node too.
 func TestPostgresCaseOnRedis(t *testing.T) {
-	cs, err := Resolve("stale-recovery", "pg-advisory")
+	cs, err := harness.Resolve("stale-recovery", "pg-advisory")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(context.Background(), RunOptions{Case: cs, Nodes: []Node{AddrNode{"n1", "127.0.0.1:1"}}})
+	_, err = harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: []harness.Node{harness.AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1"}}})
 	if err == nil {
 		t.Fatal("a postgres strategy ran on a Redis node")
 	}
@@ -121,14 +123,14 @@ func TestPostgresFailover(t *testing.T) {
 
 func testPostgresFailover(t *testing.T, opts pgproc.Options) {
 	srv := pgtest.Start(t, opts)
-	n := &PGNode{NodeName: "n1", Server: srv}
+	n := &Node{NodeName: "n1", Server: srv}
 	t.Cleanup(func() { n.Close() })
-	nodes := []Node{n}
-	m, err := Matrix(context.Background(), MatrixOptions{
+	nodes := []harness.Node{n}
+	m, err := harness.Matrix(context.Background(), harness.MatrixOptions{
 		Strategies:       []string{"pg-lock-table", "pg-for-update", "pg-advisory"},
 		Scenarios:        []string{"failover-loses-lock"},
-		Stores:           map[string][]Node{StorePostgres: nodes},
-		StorePreemptions: StorePreemptions, StoreSchedules: StoreSchedules,
+		Stores:           map[string][]harness.Node{Name: nodes},
+		StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +138,14 @@ func testPostgresFailover(t *testing.T, opts pgproc.Options) {
 	// pg-for-update's violation lies beyond the cell's search: the cell
 	// finds it in the schedule docs/postgres.md replays (Scenario.Known),
 	// which it runs first.
-	known := mustLookup(t, "failover-loses-lock").Known["pg-for-update"][0]
+	sc, err := harness.Lookup("failover-loses-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := sc.Known["pg-for-update"][0]
 	for _, c := range m.Cells {
 		t.Logf("%s: %s in %d schedules, %v: %s", c.Strategy, c.Outcome, c.Schedules, c.Elapsed.Round(time.Millisecond), c.Schedule)
-		if c.Outcome != Violated {
+		if c.Outcome != harness.Violated {
 			t.Errorf("%s on failover-loses-lock: %s %q, want VIOLATED", c.Strategy, c.Outcome, c.Message)
 		}
 		if c.Strategy == "pg-for-update" && c.Schedule != known {
@@ -156,15 +162,15 @@ func testPostgresFailover(t *testing.T, opts pgproc.Options) {
 		t.Error("the cell left a standby running")
 	}
 
-	cs, err := Resolve("failover-loses-lock", "pg-for-update")
+	cs, err := harness.Resolve("failover-loses-lock", "pg-for-update")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Run(context.Background(), RunOptions{Case: cs, Nodes: nodes, Schedule: "c2 c2 c2 failover(n1) c1 c1 c1"})
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c2 c2 c2 failover(n1) c1 c1 c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Verdict.Outcome != Violated {
+	if h.Verdict.Outcome != harness.Violated {
 		t.Errorf("pg-for-update, the primary failing over while c2 holds the row lock: %s, want VIOLATED", h.Verdict.Outcome)
 	}
 	if err := n.DropStandby(); err != nil {
@@ -184,7 +190,7 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := pgtest.Start(t, pgproc.Options{})
-	s, err := newPGStore(&PGNode{NodeName: "n1", Server: srv})
+	s, err := newStore(&Node{NodeName: "n1", Server: srv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +250,10 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.key("k")
+	s.Key("k")
 	exec("CREATE TABLE locklab_hk_a (key text)")
 	exec("INSERT INTO locklab_hk_a VALUES ('k'), ('other')")
-	if err := s.empty(ctx); err != nil {
+	if err := s.Empty(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := count("locklab_hk_a"); n != 0 {
@@ -260,7 +266,7 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	s.created(create)
 	exec("INSERT INTO locklab_hk_a VALUES ('k')")
 	exec("INSERT INTO locklab_hk_b VALUES ('k')")
-	if err := s.empty(ctx); err != nil {
+	if err := s.Empty(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := count("locklab_hk_a"), count("locklab_hk_b"); a != 0 || b != 0 {
@@ -276,7 +282,7 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	// A table listed, then gone: empty lists them again.
 	exec("DROP TABLE locklab_hk_a")
 	exec("INSERT INTO locklab_hk_b VALUES ('k')")
-	if err := s.empty(ctx); err != nil {
+	if err := s.Empty(ctx); err != nil {
 		t.Fatalf("empty after a listed table was dropped: %v", err)
 	}
 	if n := count("locklab_hk_b"); n != 0 {
@@ -292,16 +298,16 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 // SAFE where the plain scenario's stale write is accepted.
 func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 	srv := pgtest.Start(t, pgproc.Options{})
-	nodes := []Node{&PGNode{NodeName: "n1", Server: srv}}
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
 	for _, tc := range []struct{ scenario, strategy string }{
 		{"partitioned-holder-versioned", "pg-advisory"},
 		{"partitioned-holder-versioned", "pg-for-update"},
 		{"partitioned-holder-versioned", "pg-lock-table"},
 		{"pause-past-ttl-versioned", "pg-lock-table"},
 	} {
-		cs := mustCase(t, tc.scenario, tc.strategy)
+		cs := harnesstest.Case(t, tc.scenario, tc.strategy)
 		sched := cs.Scenario.Known[tc.strategy][0]
-		h, err := Run(context.Background(), RunOptions{Case: cs, Nodes: nodes, Schedule: sched})
+		h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: sched})
 		if err != nil {
 			t.Fatalf("%s on %s: %v", tc.strategy, tc.scenario, err)
 		}
@@ -311,12 +317,12 @@ func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 				refused = true
 			}
 		}
-		if h.Verdict.Outcome != Safe || !refused {
+		if h.Verdict.Outcome != harness.Safe || !refused {
 			t.Errorf("%s on %s (%s): %v, c1's stale write refused: %v\n%+v", tc.strategy, tc.scenario, sched, h.Verdict, refused, h.Writes)
 		}
 	}
 	// The versioned scenarios are for the database locks only.
-	if cs, err := Resolve("pause-past-ttl-versioned", "set-nx-px"); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
+	if cs, err := harness.Resolve("pause-past-ttl-versioned", "set-nx-px"); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
 		t.Error("pause-past-ttl-versioned applies to set-nx-px")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/redistest"
-	"github.com/locklab/locklab/internal/tooling/stores"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	"github.com/locklab/locklab/stores/postgres/pgproc"

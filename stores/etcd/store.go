@@ -7,7 +7,7 @@
 // runs out with no keepalive. The leases' own TTL is the harness's 30s,
 // which no run lasts.
 
-package harness
+package etcd
 
 import (
 	"context"
@@ -22,20 +22,21 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
-// StoreEtcd is the store of the strategies of family "etcd".
-const StoreEtcd = "etcd"
+// Name is the store of the strategies of family "etcd".
+const Name = "etcd"
 
-// EtcdNode is an etcd cluster that runs of the etcd family's strategies
+// Node is an etcd cluster that runs of the etcd family's strategies
 // lock on: one node of the harness, however many members. Its faults
 // strike the cluster's leader: Kill kills it (the others elect a new one),
 // Restart restarts it on its data directory (the raft log: a member comes
 // back with every committed key, whatever keepData says), Failover kills it
 // for the rest of the run and waits for the new leader, Pause stops it
 // (SIGSTOP) until Resume.
-type EtcdNode struct {
+type Node struct {
 	NodeName string
 	Cluster  *etcdproc.Cluster
 
@@ -44,15 +45,18 @@ type EtcdNode struct {
 }
 
 // Name returns the node's name.
-func (n *EtcdNode) Name() string { return n.NodeName }
+func (n *Node) Name() string { return n.NodeName }
 
 // Addr returns the first member's client URL.
-func (n *EtcdNode) Addr() string { return n.Cluster.Endpoints()[0] }
+func (n *Node) Addr() string { return n.Cluster.Endpoints()[0] }
 
-// Store returns StoreEtcd.
-func (n *EtcdNode) Store() string { return StoreEtcd }
+// Store returns Name.
+func (n *Node) Store() string { return Name }
 
-func (n *EtcdNode) leader(ctx context.Context) (*etcdproc.Member, error) {
+// Close stops the cluster and removes its members' directories.
+func (n *Node) Close() error { return n.Cluster.Close() }
+
+func (n *Node) leader(ctx context.Context) (*etcdproc.Member, error) {
 	m, err := n.Cluster.Leader(ctx)
 	if err != nil {
 		return nil, err
@@ -63,14 +67,14 @@ func (n *EtcdNode) leader(ctx context.Context) (*etcdproc.Member, error) {
 	return m, nil
 }
 
-func (n *EtcdNode) last() *etcdproc.Member {
+func (n *Node) last() *etcdproc.Member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.struck
 }
 
 // Kill kills the leader (SIGKILL).
-func (n *EtcdNode) Kill(ctx context.Context) error {
+func (n *Node) Kill(ctx context.Context) error {
 	m, err := n.leader(ctx)
 	if err != nil {
 		return err
@@ -81,7 +85,7 @@ func (n *EtcdNode) Kill(ctx context.Context) error {
 
 // Restart starts the member the last Kill struck again, or kills the
 // leader and starts it again, on its data directory.
-func (n *EtcdNode) Restart(ctx context.Context, _ bool) error {
+func (n *Node) Restart(ctx context.Context, _ bool) error {
 	m := n.last()
 	if m == nil || m.Running() {
 		var err error
@@ -100,7 +104,7 @@ func (n *EtcdNode) Restart(ctx context.Context, _ bool) error {
 // with every acknowledged write can win the election. The killed member
 // stays down for the rest of the run; the next run's empty starts it
 // again on its data directory (Recover).
-func (n *EtcdNode) Failover(ctx context.Context) error {
+func (n *Node) Failover(ctx context.Context) error {
 	m, err := n.leader(ctx)
 	if err != nil {
 		return err
@@ -115,7 +119,7 @@ func (n *EtcdNode) Failover(ctx context.Context) error {
 // Recover starts again, on its data directory, the member a Failover
 // killed, and waits for the cluster to be healthy: the next run starts on
 // a whole cluster, as the first did.
-func (n *EtcdNode) Recover(ctx context.Context) error {
+func (n *Node) Recover(ctx context.Context) error {
 	m := n.last()
 	if m == nil || m.Running() {
 		return nil
@@ -127,7 +131,7 @@ func (n *EtcdNode) Recover(ctx context.Context) error {
 }
 
 // Pause stops the leader (SIGSTOP).
-func (n *EtcdNode) Pause(ctx context.Context) error {
+func (n *Node) Pause(ctx context.Context) error {
 	m, err := n.leader(ctx)
 	if err != nil {
 		return err
@@ -136,7 +140,7 @@ func (n *EtcdNode) Pause(ctx context.Context) error {
 }
 
 // Resume continues the member Pause stopped.
-func (n *EtcdNode) Resume(context.Context) error {
+func (n *Node) Resume(context.Context) error {
 	if m := n.last(); m != nil {
 		return m.Cont()
 	}
@@ -152,7 +156,7 @@ func (n *EtcdNode) Resume(context.Context) error {
 // empty clears; after a fault struck a member every client is closed
 // (reconnect), and the next runs dial afresh.
 type etcdStore struct {
-	node  *EtcdNode
+	node  *Node
 	admin *clientv3.Client
 
 	mu sync.Mutex
@@ -178,7 +182,7 @@ type etcdStore struct {
 	lockKey string
 }
 
-func newEtcdStore(n *EtcdNode) (*etcdStore, error) {
+func newStore(n *Node) (*etcdStore, error) {
 	admin, err := n.Cluster.Client()
 	if err != nil {
 		return nil, err
@@ -194,13 +198,13 @@ type etcdClient struct {
 	gate *etcdGate
 }
 
-// connect gives client c an etcd client of its own, whose requests are
-// steps of run r: the one an earlier run's client of the same number
-// left, or a new one.
-func (s *etcdStore) connect(r *run, c *client, cfg *locklab.Config) {
+// Connect gives client c an etcd client of its own, whose requests are
+// its steps: the one an earlier run's client of the same number left, or
+// a new one.
+func (s *etcdStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	s.mu.Lock()
-	ec := s.spare[c.id]
-	delete(s.spare, c.id)
+	ec := s.spare[c.ID()]
+	delete(s.spare, c.ID())
 	s.mu.Unlock()
 	if ec == nil {
 		g := &etcdGate{s: s}
@@ -208,32 +212,32 @@ func (s *etcdStore) connect(r *run, c *client, cfg *locklab.Config) {
 		cc.DialOptions = append(cc.DialOptions, grpc.WithChainUnaryInterceptor(g.unary))
 		cli, err := clientv3.New(cc)
 		if err != nil {
-			r.fail(err)
-			return
+			return err
 		}
-		ec = &etcdClient{id: c.id, cli: cli, gate: g}
+		ec = &etcdClient{id: c.ID(), cli: cli, gate: g}
 	}
-	ec.gate.bind(r, c)
+	ec.gate.bind(c)
 	s.mu.Lock()
 	s.clients = append(s.clients, ec)
 	s.mu.Unlock()
 	cfg.Store = ec.cli
+	return nil
 }
 
-// key notes the key the runs lock: what empty deletes, so that cells
+// Key notes the key the runs lock: what empty deletes, so that cells
 // locking other keys can run beside the store's.
-func (s *etcdStore) key(key string) string {
+func (s *etcdStore) Key(key string) string {
 	s.mu.Lock()
 	s.lockKey = key
 	s.mu.Unlock()
 	return key
 }
 
-// empty unbinds the earlier run's clients from it and keeps them for the
+// Empty unbinds the earlier run's clients from it and keeps them for the
 // next run (closes them after a fault struck a member), revokes their
 // leases (all at once) and deletes the keys left under the runs' lock's
 // prefix.
-func (s *etcdStore) empty(ctx context.Context) error {
+func (s *etcdStore) Empty(ctx context.Context) error {
 	if err := s.node.Recover(ctx); err != nil {
 		return fmt.Errorf("restarting the member a failover killed on %s: %w", s.node.Name(), err)
 	}
@@ -255,10 +259,10 @@ func (s *etcdStore) empty(ctx context.Context) error {
 		ec.gate.mu.Lock()
 		c := ec.gate.c
 		ec.gate.mu.Unlock()
-		if cl, ok := c.locker.(io.Closer); ok {
+		if cl, ok := c.Locker().(io.Closer); ok {
 			cl.Close() // any keepalive it runs ends with its run
 		}
-		ec.gate.bind(nil, nil)
+		ec.gate.bind(nil)
 		s.mu.Lock()
 		old := s.spare[ec.id]
 		keep := !restarted && old == nil
@@ -295,9 +299,9 @@ func (s *etcdStore) empty(ctx context.Context) error {
 	return nil
 }
 
-// advance moves the store's clock by d and revokes the leases whose TTL
+// Advance moves the store's clock by d and revokes the leases whose TTL
 // it passes. It returns how many it revoked.
-func (s *etcdStore) advance(ctx context.Context, _ int, d time.Duration) (int, error) {
+func (s *etcdStore) Advance(ctx context.Context, _ int, d time.Duration) (int, error) {
 	s.mu.Lock()
 	s.now += d
 	var due []clientv3.LeaseID
@@ -317,13 +321,13 @@ func (s *etcdStore) advance(ctx context.Context, _ int, d time.Duration) (int, e
 	return len(due), nil
 }
 
-// crashed does nothing: a lease lives its TTL whether its client lives or
+// Crashed does nothing: a lease lives its TTL whether its client lives or
 // not (the strategy's session renews nothing without Config.Watchdog).
-func (s *etcdStore) crashed(*client) {}
+func (s *etcdStore) Crashed(*harness.Client) {}
 
-// probe returns the key that holds the lock on key: the lowest create
+// Probe returns the key that holds the lock on key: the lowest create
 // revision under the lock's prefix, which is the holder's Lease.Token.
-func (s *etcdStore) probe(ctx context.Context, _ int, key string) (any, error) {
+func (s *etcdStore) Probe(ctx context.Context, _ int, key string) (any, error) {
 	resp, err := s.admin.Get(ctx, etcdPrefix(key)+"/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
@@ -340,10 +344,10 @@ func etcdPrefix(key string) string {
 	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
 }
 
-// reconnect closes the spare clients once a fault struck a member, and
+// Reconnect closes the spare clients once a fault struck a member, and
 // has empty close the run's: the next runs dial the members afresh, as
 // they did before the store kept clients.
-func (s *etcdStore) reconnect(int) {
+func (s *etcdStore) Reconnect(int) {
 	s.mu.Lock()
 	s.restarted = true
 	spare := s.spare
@@ -354,8 +358,9 @@ func (s *etcdStore) reconnect(int) {
 	}
 }
 
-func (s *etcdStore) close(ctx context.Context) error {
-	err := s.empty(ctx)
+// Close empties the cluster and closes the store's clients.
+func (s *etcdStore) Close(ctx context.Context) error {
+	err := s.Empty(ctx)
 	s.mu.Lock()
 	spare := s.spare
 	s.spare = map[int]*etcdClient{}
@@ -367,7 +372,7 @@ func (s *etcdStore) close(ctx context.Context) error {
 	return err
 }
 
-var _ store = (*etcdStore)(nil)
+var _ harness.Store = (*etcdStore)(nil)
 
 // etcdGate makes each unary request of one client a step: it waits for
 // the scheduler's grant, and records the answer in the step's event; a
@@ -377,43 +382,29 @@ type etcdGate struct {
 	s *etcdStore
 
 	mu sync.Mutex
-	// r and c are the run and client the etcd client serves now; nil
-	// between runs.
-	r *run
-	c *client
+	// c is the client the etcd client serves now; nil between runs.
+	c *harness.Client
 }
 
-// bind makes the gate's requests steps of client c of run r (none when r
-// is nil).
-func (g *etcdGate) bind(r *run, c *client) {
+// bind makes the gate's requests steps of client c (none when c is nil).
+func (g *etcdGate) bind(c *harness.Client) {
 	g.mu.Lock()
-	g.r, g.c = r, c
+	g.c = c
 	g.mu.Unlock()
 }
 
 func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	g.mu.Lock()
-	r, c := g.r, g.c
+	c := g.c
 	g.mu.Unlock()
-	if r == nil {
-		return errStopped // no run: the client's run is over
+	if c == nil {
+		return harness.ErrStopped // no run: the client's run is over
 	}
 	name := method[strings.LastIndex(method, "/")+1:]
-	own := &owner{}
-	q, err := r.submit(ctx, c, own, 1, g.s.request(name, req), nil, "")
+	step, err := c.Send(ctx, 1, g.s.request(name, req), nil)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	down := r.down[0] || c.isolated
-	r.mu.Unlock()
-	if down {
-		err := fmt.Errorf("%w: n1", errUnreachable)
-		r.reply(q, nil, err, false)
-		r.idle(c, own)
-		return err
-	}
-	w := r.watchRelease(c, 1)
 	err = invoker(ctx, method, req, reply, cc, opts...)
 	if lg, ok := reply.(interface {
 		GetID() int64
@@ -437,9 +428,7 @@ func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc 
 	} else {
 		shown = etcdError(err)
 	}
-	r.reply(q, v, shown, false)
-	w.judge(q)
-	r.idle(c, own)
+	step.Done(v, shown)
 	return err
 }
 

@@ -5,7 +5,7 @@
 // query returned ("true"), else the rows it touched ("1 row"), an error as
 // its SQLSTATE and a short name ("23505 unique violation").
 
-package harness
+package postgres
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package harness
+package etcd
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
@@ -29,22 +31,22 @@ func TestEtcdStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
 	for _, tc := range []struct {
 		scenario string
-		want     Outcome
+		want     harness.Outcome
 	}{
-		{"stale-recovery", Safe},
-		{"release-after-expiry", Safe},
-		{"clock-skew", Safe},
-		{"crash-before-expire", Safe},
-		{"pause-past-ttl", Violated},
-		{"pause-past-ttl-fenced", Safe},
-		{"partitioned-holder", Violated},
-		{"restart-loses-lock", Safe},
+		{"stale-recovery", harness.Safe},
+		{"release-after-expiry", harness.Safe},
+		{"clock-skew", harness.Safe},
+		{"crash-before-expire", harness.Safe},
+		{"pause-past-ttl", harness.Violated},
+		{"pause-past-ttl-fenced", harness.Safe},
+		{"partitioned-holder", harness.Violated},
+		{"restart-loses-lock", harness.Safe},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			cs, err := Resolve(tc.scenario, "etcd-lease")
+			cs, err := harness.Resolve(tc.scenario, "etcd-lease")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,13 +54,13 @@ func TestEtcdStore(t *testing.T) {
 			// Redis's: an acquire is two requests); SAFE is within the bound.
 			max := 150
 			switch {
-			case tc.want != Safe:
+			case tc.want != harness.Safe:
 				max = 3000
 			case tc.scenario == "restart-loses-lock":
 				max = 40 // each schedule restarts the leader: about 0.7s
 			}
-			res, err := Explore(context.Background(), ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: max,
-				StopAtFirst: tc.want != Safe})
+			res, err := harness.Explore(context.Background(), harness.ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: max,
+				StopAtFirst: tc.want != harness.Safe})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,13 +91,13 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := before.Pid()
-	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
-	cs := mustCase(t, "failover-loses-lock", "etcd-lease")
-	h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 c1 failover(n1) c2 c2"})
+	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	cs := harnesstest.Case(t, "failover-loses-lock", "etcd-lease")
+	h, err := harness.Run(ctx, harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 c1 failover(n1) c2 c2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Verdict.Outcome != Safe {
+	if h.Verdict.Outcome != harness.Safe {
 		t.Fatalf("etcd failover: %v\n%s", h.Verdict, h.Schedule)
 	}
 	refused := false
@@ -123,23 +125,23 @@ func TestEtcdKeepalive(t *testing.T) {
 	cl := etcdtest.Start(t, etcdproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nodes := []Node{&EtcdNode{NodeName: "n1", Cluster: cl}}
-	if RunSetting("etcd-lease") != "keepalive" {
-		t.Fatalf("etcd-lease runs as %q", RunSetting("etcd-lease"))
+	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	if harness.RunSetting("etcd-lease") != "keepalive" {
+		t.Fatalf("etcd-lease runs as %q", harness.RunSetting("etcd-lease"))
 	}
 	for _, tc := range []struct {
 		schedule string
-		want     Outcome
+		want     harness.Outcome
 		renewed  bool
 	}{
-		{"c1 c1 time c2 c2 c2 c2 c2 c1", Safe, true},
-		{"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1", Violated, false},
+		{"c1 c1 time c2 c2 c2 c2 c2 c1", harness.Safe, true},
+		{"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1", harness.Violated, false},
 	} {
-		h, err := Run(ctx, RunOptions{Case: mustCase(t, "partitioned-holder", "etcd-lease"), Nodes: nodes, Schedule: tc.schedule})
+		h, err := harness.Run(ctx, harness.RunOptions{Case: harnesstest.Case(t, "partitioned-holder", "etcd-lease"), Nodes: nodes, Schedule: tc.schedule})
 		if err != nil {
 			t.Fatal(err)
 		}
-		renewed := noted(h, "c1's keepalive renewed")
+		renewed := harnesstest.Noted(h, "c1's keepalive renewed")
 		if h.Verdict.Outcome != tc.want || renewed != tc.renewed {
 			t.Errorf("%q: %v, renewed %v; want %s, renewed %v", tc.schedule, h.Verdict, renewed, tc.want, tc.renewed)
 		}

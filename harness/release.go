@@ -1,0 +1,56 @@
+// The wrongful-release watch: a release that runs while another client
+// holds the lock has the key read before and after its command, and the
+// checker (check.go) judges what changed.
+
+package harness
+
+// probeKey reads the run's lock key on node (1-based) outside the
+// schedule.
+func (r *run) probeKey(node int) (any, error) {
+	return r.slot.store.Probe(r.ctx, node-1, r.spec.key)
+}
+
+// releaseWatch is a command of a release that runs while another client
+// holds the lock: the key is read before and after it, and the
+// wrongful-release checker (check.go) judges what changed.
+type releaseWatch struct {
+	r      *run
+	c      *client
+	victim *client
+	node   int
+	before any
+}
+
+// watchRelease starts watching c's next command on node (1-based), when c
+// is releasing while another client holds the lock; nil otherwise.
+func (r *run) watchRelease(c *client, node int) *releaseWatch {
+	var victim *client
+	r.mu.Lock()
+	if c.inRelease {
+		for _, o := range r.cls {
+			if o != c && o.holding && !o.crashed && !o.inRelease {
+				victim = o
+			}
+		}
+	}
+	r.mu.Unlock()
+	if victim == nil {
+		return nil
+	}
+	before, _ := r.probeKey(node)
+	return &releaseWatch{r: r, c: c, victim: victim, node: node, before: before}
+}
+
+// judge reads the key after the watched command q and records a wrongful
+// release in its event.
+func (w *releaseWatch) judge(q *request) {
+	if w == nil {
+		return
+	}
+	r := w.r
+	after, _ := r.probeKey(w.node)
+	r.mu.Lock()
+	checkReleaseStep(r.hist, q.event, releaseProbe{client: w.c.id, victim: w.victim.id, node: w.node,
+		token: w.victim.lease.Token, victimHolds: w.victim.holding, before: w.before, after: after})
+	r.mu.Unlock()
+}

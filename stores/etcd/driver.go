@@ -1,0 +1,112 @@
+// Package etcd is the etcd store of the harness: the clusters the etcd
+// family's lock (strategies/etcdlock) runs on, in the matrix and in play,
+// and how each gRPC request becomes a step. Importing it registers it
+// with the harness (harness.RegisterStore).
+//
+//	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
+//	node.go      the node: a cluster, whose faults strike its leader
+//	store.go     a slot's store: each client's etcd client, leases on the run's clock
+//	renew.go     the keepalive etcd-lease's users run, on the run's clock
+//	label.go     how a request and its answer show in a timeline
+//	tellings.go  the scenarios as told for etcd
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+)
+
+// RestartSchedules bounds a cell whose scenario restarts or kills the
+// leader: each fault waits for an election (about half a second).
+const RestartSchedules = 20
+
+func init() {
+	harness.RegisterStore(&harness.Driver{
+		Name:  Name,
+		Title: "etcd",
+		Rank:  2,
+		Installed: func() error {
+			_, err := etcdproc.Binary()
+			return err
+		},
+		Start:    start,
+		Describe: describe,
+		Open:     func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		MultiNode: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
+			"agree on every write before it is acknowledged",
+		Tellings: tellings,
+		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
+		// etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
+		// its lease alive for as long as its process runs (etcdctl lock
+		// too); locklab's etcd-lease does so only with Config.Watchdog.
+		Renewals: map[string]string{"etcd-lease": "keepalive"},
+		Bench:    bench,
+		Abbreviations: func(string) string {
+			return "P/: the lock's key prefix (the key and a slash); every contender puts a key under it. " +
+				"L1, L2: the leases, numbered in the order the run granted them; P/L1: the key put with lease L1. " +
+				"first P/: a read of the key with the lowest create revision under the prefix, the one that holds the lock. " +
+				"@N: a key's create revision, which is the lease's fence; rev N: the store's revision after the request. " +
+				"The server's column shows whose key holds the lock after the step (-: nobody)."
+		},
+	})
+}
+
+// start starts count three-member clusters on backend, side by side.
+func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
+	cls := make([]*etcdproc.Cluster, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range cls {
+		wg.Go(func() { cls[i], errs[i] = etcdproc.Start(ctx, etcdproc.Options{Backend: backend}) })
+	}
+	wg.Wait()
+	var out []harness.StoreNode
+	var err error
+	for i, cl := range cls {
+		if errs[i] != nil {
+			if err == nil {
+				err = errs[i]
+			}
+			continue
+		}
+		out = append(out, &Node{NodeName: "n1", Cluster: cl})
+	}
+	if err != nil {
+		for _, n := range out {
+			n.Close()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// describe names the first cluster, and the others' endpoints.
+func describe(first harness.StoreNode, more []harness.StoreNode) string {
+	line := first.(*Node).Cluster.Describe()
+	for _, n := range more {
+		line += fmt.Sprintf(", and %s for the cells that restart or kill its leader", strings.Join(n.(*Node).Cluster.Endpoints(), ","))
+	}
+	return line
+}
+
+// bench is etcd's part of locklab bench --stores: etcd-lease on the
+// cluster, every locker on one client.
+var bench = &harness.Bench{
+	Row:        1,
+	Strategies: []string{"etcd-lease"},
+	Open: func(_ context.Context, n harness.StoreNode, _ int) (locklab.Config, string, func(), error) {
+		cl := n.(*Node).Cluster
+		cli, err := cl.Client()
+		if err != nil {
+			return locklab.Config{}, "", nil, err
+		}
+		server := fmt.Sprintf("%d member processes %s (%s)", len(cl.Members()), strings.Join(cl.Endpoints(), ","), etcdproc.Version(cl.Bin))
+		return locklab.Config{Store: cli}, server, func() { cli.Close() }, nil
+	},
+}

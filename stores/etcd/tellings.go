@@ -1,0 +1,81 @@
+// The scenarios as told for etcd: the same clients and faults, and what
+// they do to a lock on a Raft cluster.
+
+package etcd
+
+import "github.com/locklab/locklab/harness"
+
+// Sources of the tellings.
+const (
+	srcEtcdFailures = "etcd documentation, \"Failure modes\" (leader failure); Raft (Ongaro and Ousterhout, 2014): " +
+		"only a member with every committed entry can be elected"
+	srcEtcdJepsen = "Jepsen, \"etcd 3.4.3\" (Kyle Kingsbury, 2020); Martin Kleppmann, \"How to do distributed locking\" (2016)"
+	srcEtcdLease  = "etcd's Go client, package concurrency (Session, Mutex): a key under the lock's prefix, " +
+		"attached to a lease; the lowest create revision holds"
+)
+
+// tellings are the scenarios' stories on etcd, by scenario.
+var tellings = map[string]harness.Telling{
+	"stale-recovery": {
+		Title: "two clients take a crashed holder's lock at once",
+		Story: "C3 takes the lock and crashes; its lease runs out and the leader deletes its key. C1 and C2 " +
+			"both put a key under the lock's prefix: the server orders them by create revision, the lowest " +
+			"holds, and exactly one of them acquires.",
+		Source: srcEtcdLease,
+	},
+	"clock-skew": {
+		Title: "a client whose clock runs ahead: nothing to steal",
+		Story: "C2's clock is 32s ahead. etcd's lease expires on the cluster's clock, not a client's: C2 " +
+			"sees C1's key under the prefix and is refused.",
+		Source: srcEtcdLease,
+	},
+	"crash-before-expire": {
+		Title: "the holder crashes holding the lock",
+		Story: "C1 crashes holding the lock. Its key lives as long as its lease: the lease's TTL passes " +
+			"with nobody renewing it, the leader revokes it and deletes the key, and the next client acquires.",
+		Source: srcEtcdLease,
+	},
+	"ttl-pushed-by-waiters": {
+		Title: "a crashed holder and a waiter who keeps trying",
+		Story: "C1 takes the lock and crashes; C2 tries every 20s. A refused try deletes its own key and " +
+			"revokes its own lease; C1's lease keeps its TTL, and C2 acquires once it has passed.",
+		Source: srcEtcdLease,
+	},
+	"release-after-expiry": {
+		Title: "a holder past its lease releases: nothing of its successor's is deleted",
+		Story: "C1 holds the lock while time passes. Its session's keepalive renews the lease, and C2 is " +
+			"refused; had the lease run out and C2 acquired, C1's late release would delete its own key only " +
+			"if the key still had the create revision C1 got: it would have gone, and C2's key would be left " +
+			"alone.",
+		Source: srcEtcdLease,
+	},
+	"pause-past-ttl": {
+		Title: "a holder pauses past its lease (no fencing)",
+		Story: "C1 acquires, then stops for longer than its lease's TTL. Nothing renews the lease while C1 " +
+			"is stopped: the leader revokes it and deletes C1's key. C2 acquires and writes; C1 wakes up " +
+			"and writes too. Consensus does not help: the lock was released correctly, and C1 does not know.",
+		Source: srcEtcdJepsen,
+	},
+	"partitioned-holder": {
+		Title: "the holder's lease runs out while it is cut off, and it keeps writing",
+		Story: "C1 holds the lock when the network cuts it off from every member. Its session's keepalive " +
+			"cannot reach the cluster either: the lease's TTL passes, the leader revokes it and deletes C1's " +
+			"key. C2 acquires and writes. C1 does not learn it lost the lock; it writes again.",
+		Source: srcEtcdJepsen,
+	},
+	"failover-loses-lock": {
+		Title: "the leader dies for good; the others elect a new one, which has the lock",
+		Story: "C1 holds the lock when the cluster's leader is killed, and stays down. The other two members " +
+			"elect a new leader. A write is acknowledged only once a quorum of members has it, and only a " +
+			"member with every acknowledged write can be elected: the new leader has C1's key and lease, " +
+			"and C2 is refused.",
+		Source: srcEtcdFailures,
+	},
+	"restart-loses-lock": {
+		Title: "the leader restarts on its data directory; the lock survives",
+		Story: "C1 holds the lock when the leader is killed and started again on its data directory. The " +
+			"others elect a new leader, which has every committed key, and the restarted member catches " +
+			"up from its raft log: C1's key is there, and C2 is refused.",
+		Source: srcEtcdFailures,
+	},
+}

@@ -1,0 +1,93 @@
+// The scenarios as told for PostgreSQL: the same clients and faults, and
+// what they do to a lock on a database server.
+
+package postgres
+
+import "github.com/locklab/locklab/harness"
+
+// Sources of the tellings.
+const (
+	srcPGLocking = "PostgreSQL documentation, \"Explicit Locking\" (row-level locks, held until the transaction " +
+		"ends; advisory locks, held until released or the session ends)"
+	srcPGReplication = "PostgreSQL documentation, \"High Availability, Load Balancing, and Replication\" " +
+		"(asynchronous streaming replication, promoting a standby)"
+	srcPGTable = "the notes \"分布式锁 Distributed Lock\", section 0 (RMDB 数据库实现分布式锁: a lock table, " +
+		"SELECT ... FOR UPDATE)"
+)
+
+// tellings are the scenarios' stories on PostgreSQL, by scenario.
+var tellings = map[string]harness.Telling{
+	"stale-recovery": {
+		Title: "two clients recover a crashed holder's stale lock at once",
+		Story: "C3 takes the lock and crashes; its expiry passes. C1 and C2 both find the lock taken and both " +
+			"recover it. The lock table's recovery deletes the row only where its expiry has passed, in one " +
+			"statement, then inserts: the slower client's DELETE finds the faster one's fresh row and deletes " +
+			"nothing, and its INSERT is refused by the primary key. The session locks need no recovery: C3's " +
+			"session ended with its crash, and its lock with it.",
+		Source: srcPGTable,
+	},
+	"clock-skew": {
+		Title: "a client whose clock runs ahead steals a live lock-table row",
+		Story: "The lock table's row carries an expiry written from the client's clock, and a contender " +
+			"compares it with its own. C2's clock is 32s ahead: C1's fresh row looks expired to it, so C2 " +
+			"deletes it and takes the lock C1 still validly holds. The session locks read no client's clock.",
+		Source: srcPGTable,
+	},
+	"crash-before-expire": {
+		Title: "the holder crashes in or after its acquire",
+		Story: "C1 crashes, in the middle of a many-statement acquire or holding the lock. Its connections " +
+			"close and the server ends its session: an advisory lock or an open transaction ends with it. " +
+			"The lock table's row stays until its expiry passes; then the next client deletes it. Nobody " +
+			"is locked out for good.",
+		Source: srcPGLocking,
+	},
+	"ttl-pushed-by-waiters": {
+		Title: "a crashed holder and a waiter who keeps trying",
+		Story: "C1 takes the lock and crashes; C2 tries every 20s. A refused try changes nothing on the " +
+			"server: the lock table's row keeps its expiry, and a session lock ended with C1's session. " +
+			"C2 acquires once the lock is free.",
+		Source: srcPGTable,
+	},
+	"release-after-expiry": {
+		Title: "a holder past its expiry releases and deletes its successor's lock",
+		Story: "C1 holds the lock and runs past its expiry; C2 takes it. C1 then releases: the lock table's " +
+			"release is a DELETE of the key's row, whoever's it is, so it deletes C2's lock. The session " +
+			"locks have no expiry to run past: C2 is refused until C1 releases, and a release acts on the " +
+			"releasing session's own lock only.",
+		Source: srcPGTable,
+	},
+	"pause-past-ttl": {
+		Title: "a holder pauses past its lock's expiry (no fencing)",
+		Story: "C1 acquires, then stops (a GC pause) for longer than the TTL. The lock table's row carries an " +
+			"expiry, which C2 reads as past: C2 deletes the row, acquires and writes, and C1 wakes up and " +
+			"writes too. The session locks have no expiry: the server keeps C1's session through the pause, " +
+			"and with it the advisory lock or the row lock, and C2 is refused.",
+		Source: "Martin Kleppmann, \"How to do distributed locking\" (2016); " + srcPGTable,
+	},
+	"partitioned-holder": {
+		Title: "the holder is cut off from the database and keeps writing",
+		Story: "C1 holds the lock when the network cuts it off from the server. As time passes the server's " +
+			"keepalives find C1's session dead and end it, and the advisory lock or the open transaction's " +
+			"row lock with it; the lock table's row expires by its stamp. C2 acquires and writes. C1 cannot " +
+			"reach the server to learn it lost the lock; it writes again.",
+		Source: "Martin Kleppmann, \"How to do distributed locking\" (2016); " + srcPGLocking,
+	},
+	"failover-loses-lock": {
+		Title: "the primary dies and its asynchronous standby is promoted",
+		Story: "C1 takes the lock on the primary. The primary dies and its asynchronous streaming standby is " +
+			"promoted; the clients' new connections reach it. Sessions are not replicated: an advisory lock " +
+			"or an open transaction's row lock is gone with C1's session. The lock table's row is data, but " +
+			"the primary acknowledged it alone and the standby never saw it. C2 acquires on the promoted " +
+			"server while C1 still believes it holds the lock. A synchronous standby would keep the row, " +
+			"never the session locks.",
+		Source: srcPGReplication,
+	},
+	"restart-loses-lock": {
+		Title: "the server restarts: its sessions end, and the locks they held",
+		Story: "C1 takes the lock. The server restarts on its data directory: tables and committed rows " +
+			"survive, sessions do not. The advisory lock and the transaction's row lock end with C1's " +
+			"session, and C2 acquires while C1 still believes it holds the lock. The lock table's row is " +
+			"data: it survives the restart, and C2 is refused until its expiry.",
+		Source: srcPGLocking,
+	},
+}

@@ -1,0 +1,192 @@
+// Package stores holds the stores other than Redis that locklab's locks
+// run on, one folder each (stores/postgres, stores/etcd), and starts
+// their servers for the CLI, play and the documentation generator.
+// Importing it registers every store with the harness; each store's
+// folder registers itself (harness.RegisterStore), as database/sql's
+// drivers do, and this package is the one list of them.
+//
+// Adding a store is a folder beside the others, an import here, and its
+// strategies' package (docs/development.md has the checklist).
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	_ "github.com/locklab/locklab/stores/etcd"     // registers the etcd store
+	_ "github.com/locklab/locklab/stores/postgres" // registers the PostgreSQL store
+	"github.com/locklab/locklab/strategies"
+	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
+	_ "github.com/locklab/locklab/strategies/pglock"   // registers the postgres family
+)
+
+// Servers are the servers started, as nodes by store, for
+// harness.MatrixOptions.Stores; FaultNodes those of the other servers
+// StartWithFaultServers starts, for harness.MatrixOptions.FaultStores.
+type Servers struct {
+	Nodes      map[string][]harness.Node
+	FaultNodes map[string][]harness.Node
+}
+
+// First returns the node every cell of store runs on, nil when none was
+// started.
+func (s *Servers) First(store string) harness.StoreNode {
+	if s == nil || len(s.Nodes[store]) == 0 {
+		return nil
+	}
+	return s.Nodes[store][0].(harness.StoreNode)
+}
+
+// Of names the store that strategy name locks on when it is not Redis
+// ("postgres", "etcd"), or "".
+func Of(name string) string { return harness.StoreOfStrategy(name) }
+
+// Installed reports whether the servers of store can be started here: an
+// error saying how to install them otherwise.
+func Installed(store string) error {
+	d, err := harness.LookupStore(store)
+	if err != nil {
+		return nil // Redis, whose servers harness/node starts
+	}
+	if d.Installed == nil {
+		return nil
+	}
+	return d.Installed()
+}
+
+// Names are the registered strategies of the stores other than Redis whose
+// servers are installed here.
+func Names() []string {
+	var out []string
+	for _, d := range strategies.All() {
+		if st := Of(d.Name); st != "" && Installed(st) == nil {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// Backend resolves the backend the servers run on from the Redis nodes'
+// (node.Options.Backend or node.Cluster.Backend): "docker" and "process"
+// are themselves; "" is docker when a Docker engine answers, else process,
+// as harness/node picks; any other (addrs) gives no store but Redis.
+func Backend(ctx context.Context, redis string) (string, error) {
+	switch redis {
+	case node.BackendDocker, node.BackendProcess:
+		return redis, nil
+	case "":
+		if _, err := dockerbox.Connect(ctx); err == nil {
+			return node.BackendDocker, nil
+		}
+		return node.BackendProcess, nil
+	}
+	return "", fmt.Errorf("the %s backend gives Redis servers only: use --backend process or docker", redis)
+}
+
+// Start starts the servers the strategies named lock on beyond Redis,
+// on backend ("process" or "docker", see Backend), each once, all at once;
+// none when no strategy of another store is named. say, when set, is told
+// each store's servers started, in a line. The caller closes them.
+func Start(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
+	return start(ctx, backend, names, say, false)
+}
+
+// StartWithFaultServers is Start with more servers of each store
+// (FaultNodes), one for each strategy named that locks there, on which
+// the matrix's cells that restart the server run beside the store's other
+// cells, each strategy's on a server of its own
+// (harness.MatrixOptions.FaultStores).
+func StartWithFaultServers(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
+	return start(ctx, backend, names, say, true)
+}
+
+func start(ctx context.Context, backend string, names []string, say func(string), fault bool) (*Servers, error) {
+	s := &Servers{Nodes: map[string][]harness.Node{}, FaultNodes: map[string][]harness.Node{}}
+	want := map[string]string{} // store: the first strategy named that locks there
+	count := map[string]int{}   // store: the strategies named that lock there
+	seen := map[string]bool{}
+	for _, name := range names {
+		st := Of(name)
+		if st == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		count[st]++
+		if want[st] == "" {
+			want[st] = name
+		}
+	}
+	if len(want) > 0 && backend != node.BackendProcess && backend != node.BackendDocker {
+		return nil, fmt.Errorf("stores: backend %q: want %q or %q", backend, node.BackendProcess, node.BackendDocker)
+	}
+	ds := harness.Stores()
+	started := make([][]harness.StoreNode, len(ds))
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		name := want[d.Name]
+		if name == "" {
+			continue
+		}
+		n := 1
+		if fault {
+			n += count[d.Name]
+		}
+		wg.Go(func() {
+			var err error
+			if started[i], err = d.Start(ctx, backend, n); err != nil {
+				errs[i] = fmt.Errorf("starting %s for %s: %w", d.Title, name, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, d := range ds {
+		for j, n := range started[i] {
+			if j == 0 {
+				s.Nodes[d.Name] = []harness.Node{n}
+			} else {
+				s.FaultNodes[d.Name] = append(s.FaultNodes[d.Name], n)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if say != nil {
+		for i, d := range ds {
+			if len(started[i]) > 0 {
+				say(d.Title + ": " + d.Describe(started[i][0], started[i][1:]))
+			}
+		}
+	}
+	return s, nil
+}
+
+// Close stops the servers, side by side: each is a process or a container
+// of its own, and removing a container costs the engine a while.
+func (s *Servers) Close() error {
+	if s == nil {
+		return nil
+	}
+	var closers []func() error
+	for _, byStore := range []map[string][]harness.Node{s.Nodes, s.FaultNodes} {
+		for _, ns := range byStore {
+			for _, n := range ns {
+				closers = append(closers, n.(harness.StoreNode).Close)
+			}
+		}
+	}
+	errs := make([]error, len(closers))
+	var wg sync.WaitGroup
+	for i, c := range closers {
+		wg.Go(func() { errs[i] = c() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
