@@ -1,0 +1,211 @@
+// One cell of the matrix: a case explored to its verdict, on Redis
+// (exploreCell) or on another store (exploreStoreCell), the schedules the
+// pages pin run first.
+
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/locklab/locklab/harness/node"
+)
+
+// exploreCell runs cs's cell on nodes, in database db.
+func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db int) (_ Cell, err error) {
+	sc := cs.Scenario
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
+	if slices.Contains(sc.Needs, node.Failover) {
+		// Leave the replica in sync for the cells that share the node next
+		// (jobFor): the last run may have failed over, or cut it off.
+		defer func() {
+			for _, n := range nodes {
+				if rl, ok := n.(replicaLink); ok && ctx.Err() == nil {
+					if cerr := rl.CatchUp(ctx); cerr != nil && err == nil {
+						err = fmt.Errorf("catching the replica of %s up: %w", n.Name(), cerr)
+					}
+				}
+			}
+		}()
+	}
+	record := func(h *History) {
+		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
+		c.Schedule = cut(h)
+		c.Counterexample = h
+	}
+	own, known, runs, err := replayTold(ctx, cs, nodes, db)
+	if err != nil {
+		return c, err
+	}
+	c.Schedules = runs
+	if own != nil {
+		c.Naive = int64(runs) // the plain enumeration stops there too
+		record(own)
+		return c, nil
+	}
+	maxSched := o.MaxSchedules
+	if maxSched <= 0 {
+		maxSched = MatrixSchedules
+	}
+	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
+		Workers: o.Workers, DB: db, NoReduction: o.NoReduction}
+	ex, err := Explore(ctx, eo)
+	if err != nil {
+		return c, err
+	}
+	c.Schedules += ex.Schedules
+	c.Complete = ex.Complete
+	naive := ex.Naive
+	if naive == 0 && ex.Complete && o.Naive {
+		eo.MaxSchedules, eo.NoReduction = 1<<30, true
+		plain, err := Explore(ctx, eo)
+		if err != nil {
+			return c, err
+		}
+		naive = int64(plain.Schedules)
+	}
+	if naive > 0 {
+		c.Naive = int64(c.Schedules-ex.Schedules) + naive
+	}
+	if ex.Counterexample != nil {
+		record(ex.Counterexample)
+		return c, nil
+	}
+	if known != nil {
+		// A known schedule outside the bound: the cell fails all the same.
+		record(known)
+		return c, nil
+	}
+	c.Outcome = Safe
+	c.Limit = maxSched
+	if !ex.Complete {
+		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", ex.Schedules)
+	}
+	return c, nil
+}
+
+// replayTold runs, before a cell's search, the schedules told for its
+// case: the scenario's own, then those the documentation replays for the
+// strategy (Scenario.Known), each once. own is the scenario's own run when
+// it failed: the search starts from it, so the cell ends there. known is
+// the first failing known schedule's run, which the cell reports when its
+// search finds nothing shorter. runs counts the schedules run.
+func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known *History, runs int, err error) {
+	sc := cs.Scenario
+	if sc.Schedule != "" {
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db})
+		if err != nil {
+			return nil, nil, runs, err
+		}
+		runs++
+		if h.Verdict.Failed() {
+			return h, nil, runs, nil
+		}
+	}
+	for _, text := range sc.Known[cs.Strategy.Name] {
+		if text == sc.Schedule {
+			continue
+		}
+		h, err := Run(ctx, RunOptions{Case: cs, Nodes: nodes, NoRecord: true, DB: db, Schedule: text})
+		if err != nil {
+			return nil, nil, runs, fmt.Errorf("replaying the known schedule %q: %w", text, err)
+		}
+		runs++
+		if h.Verdict.Failed() && known == nil {
+			known = h
+		}
+	}
+	return nil, known, runs, nil
+}
+
+// exploreStoreCell runs cs's cell on the nodes of another store: the
+// scenario's own schedule first, then the schedules within 1, 2, ... up
+// to o.MaxPreemptions preemptions in turn, each level stopping at its
+// first violation, all of them together at most o.MaxSchedules schedules
+// (StoreRestartSchedules for a scenario that restarts the server, whose
+// every schedule waits for the server, EtcdRestartSchedules when it waits
+// for etcd's election too, PGFailoverSchedules when it promotes a
+// PostgreSQL standby). The
+// counterexample is the first found with the fewest preemptions: on these
+// stores a step costs a round trip, and a violation that needs an early
+// fault lies deep in the depth-first order of the full bound. (The level
+// of no preemption is left out: the level of one runs its schedules too,
+// and first.)
+func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node) (_ Cell, err error) {
+	sc := cs.Scenario
+	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
+	if slices.Contains(sc.Needs, node.Failover) {
+		// The cells that follow run on a lone primary, as before.
+		defer func() {
+			for _, n := range nodes {
+				if d, ok := n.(interface{ DropStandby() error }); ok {
+					if derr := d.DropStandby(); derr != nil && err == nil {
+						err = fmt.Errorf("removing the standby of %s: %w", n.Name(), derr)
+					}
+				}
+			}
+		}()
+	}
+	record := func(h *History) {
+		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
+		c.Schedule = cut(h)
+		c.Counterexample = h
+	}
+	own, known, runs, err := replayTold(ctx, cs, nodes, 0)
+	if err != nil {
+		return c, err
+	}
+	c.Schedules = runs
+	if own == nil {
+		own = known
+	}
+	if own != nil {
+		record(own)
+		return c, nil
+	}
+	budget := o.MaxSchedules
+	if budget <= 0 {
+		budget = StoreSchedules
+	}
+	budget = CellSchedules(nodeStore(nodes), sc, budget)
+	limit := budget
+	top := o.MaxPreemptions
+	if top == 0 {
+		top = 2
+	}
+	top = max(top, 0)
+	for p := min(1, top); p <= top && budget > 0; p++ {
+		mp := p
+		if p == 0 {
+			mp = -1
+		}
+		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
+			StopAtFirst: true})
+		if err != nil {
+			return c, err
+		}
+		c.Schedules += ex.Schedules
+		budget -= ex.Schedules
+		if ex.Counterexample != nil {
+			record(ex.Counterexample)
+			return c, nil
+		}
+		c.Complete = ex.Complete
+	}
+	c.Outcome = Safe
+	c.Limit = limit
+	if !c.Complete {
+		c.Message = fmt.Sprintf("no violation in %d schedules (bound not exhausted)", c.Schedules)
+	}
+	return c, nil
+}
+
+// cut returns the schedule of h up to its violation.
+func cut(h *History) string {
+	s, err := ParseSchedule(h.Schedule)
+	if err != nil || h.Verdict.Step <= 0 || h.Verdict.Step > len(s) {
+		return h.Schedule
+	}
+	return s[:h.Verdict.Step].String()
+}

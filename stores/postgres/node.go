@@ -1,0 +1,191 @@
+// The PostgreSQL store's node: a server, the standby a failover promotes,
+// and the faults the harness strikes it with.
+
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/locklab/locklab/stores/postgres/pgproc"
+)
+
+// Name is the store of the strategies of family "postgres".
+const Name = "postgres"
+
+// Node is a PostgreSQL server that runs of the postgres family's
+// strategies lock on. Kill and Restart strike its postmaster; a restart
+// keeps the data directory either way (a database keeps its tables on
+// disk: only its sessions, and the locks they held, are lost).
+//
+// Failover promotes an asynchronous streaming standby in the primary's
+// place. Prepare, which a failover scenario's runs call, starts one (or
+// connects the one there to the primary again); the store cuts it off once
+// it has emptied the run's key and the standby has replayed that, so that
+// it misses every write of the run, as Replicated's Redis replica does.
+// Failover kills the primary (SIGKILL), closes it, and promotes the
+// standby; from then on Primary is the promoted server, and clients that
+// connect to the node reach it, as through an address that moves with the
+// primary. The next Prepare starts a new standby of it.
+type Node struct {
+	NodeName string
+	// Server is the server the node starts on: its primary until a
+	// failover (Primary).
+	Server *pgproc.Server
+
+	mu sync.Mutex
+	// promoted is the primary since the last failover (nil: Server);
+	// standby the streaming standby (nil: none yet, or promoted).
+	promoted, standby *pgproc.Server
+	// lag: the run being prepared cuts the standby off once the store has
+	// emptied its key (cutStandby); cut: the standby is cut off.
+	lag, cut bool
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.NodeName }
+
+// Primary is the server that clients of the node reach: Server, or the
+// standby the last failover promoted.
+func (n *Node) Primary() *pgproc.Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.promoted != nil {
+		return n.promoted
+	}
+	return n.Server
+}
+
+// Addr returns the primary's "host:port".
+func (n *Node) Addr() string {
+	return net.JoinHostPort(n.Primary().Host, strconv.Itoa(n.Primary().Port))
+}
+
+// Store returns Name.
+func (n *Node) Store() string { return Name }
+
+// Kill stops the primary's postmaster at once (SIGKILL); its backends end
+// with it.
+func (n *Node) Kill(context.Context) error {
+	n.Primary().KillPostmaster()
+	return nil
+}
+
+// Restart kills the primary if it runs and starts it again on the same
+// data directory, whatever keepData says.
+func (n *Node) Restart(ctx context.Context, _ bool) error { return n.Primary().Restart(ctx) }
+
+// dial wraps a pgx dial function so that it connects to the node's
+// primary of the moment, whatever address the connection was configured
+// with: after a failover, new connections reach the promoted server.
+func (n *Node) dial(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dial(ctx, network, n.Addr())
+	}
+}
+
+// Prepare gets the node ready for a run that may fail over: a standby
+// streams from the primary (a new one after a failover), and the store
+// cuts it off once it has emptied the run's key.
+func (n *Node) Prepare(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	primary := n.Server
+	if n.promoted != nil {
+		primary = n.promoted
+	}
+	switch {
+	case n.standby == nil:
+		sb, err := primary.StartStandby(ctx, pgproc.Options{})
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.NodeName, err)
+		}
+		n.standby = sb
+	case n.cut:
+		if err := n.standby.StartStreaming(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", n.NodeName, err)
+		}
+	}
+	n.cut, n.lag = false, true
+	return nil
+}
+
+// cutStandby cuts the standby off from the primary, once it has replayed
+// everything the primary has written, when the run was prepared for a
+// failover: the standby then misses every write of the run.
+func (n *Node) cutStandby(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.lag || n.standby == nil {
+		return nil
+	}
+	n.lag = false
+	primary := n.Server
+	if n.promoted != nil {
+		primary = n.promoted
+	}
+	if err := n.standby.WaitReplayed(ctx, primary); err != nil {
+		return fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	if err := n.standby.StopStreaming(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	n.cut = true
+	return nil
+}
+
+// Failover kills the primary, removes it, and promotes the standby, which
+// lacks every write since the run began (Prepare): it has neither the
+// primary's sessions (their advisory locks, their open transactions and
+// the row locks these hold) nor the rows written since. Without a standby
+// (no Prepare) it is an error.
+func (n *Node) Failover(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.standby == nil {
+		return fmt.Errorf("node %s has no standby to promote", n.NodeName)
+	}
+	old := n.Server
+	if n.promoted != nil {
+		old = n.promoted
+	}
+	old.KillPostmaster()
+	if err := n.standby.Promote(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	n.promoted, n.standby, n.lag, n.cut = n.standby, nil, false, false
+	old.Close()
+	return nil
+}
+
+// DropStandby stops and removes the standby, if any: the cells that
+// follow a failover cell run on a lone primary.
+func (n *Node) DropStandby() error {
+	n.mu.Lock()
+	sb := n.standby
+	n.standby, n.lag, n.cut = nil, false, false
+	n.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	return sb.Close()
+}
+
+// Close stops and removes the node's servers: the standby, the promoted
+// primary, and Server (a failover has closed it already).
+func (n *Node) Close() error {
+	err := n.DropStandby()
+	n.mu.Lock()
+	p := n.promoted
+	n.mu.Unlock()
+	if p != nil {
+		err = errors.Join(err, p.Close())
+	}
+	return errors.Join(err, n.Server.Close())
+}
