@@ -1,10 +1,13 @@
 package locklab_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,4 +71,51 @@ func TestLayering(t *testing.T) {
 		}
 	}
 	t.Logf("%d files in %d library directories", checked, len(library))
+}
+
+// TestCoreKnowsNoStore keeps the harness's core apart from the stores: the
+// harness, its renderer and its checkers import no store's client (pgx,
+// etcd's client, gRPC, ZooKeeper's client) and no package of stores/, and
+// their code names no store other than Redis in a string. What differs by
+// store is asked of the store's harness.Driver.
+func TestCoreKnowsNoStore(t *testing.T) {
+	core := []string{"./harness", "./harness/render"}
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	forbidden := []string{"github.com/jackc/pgx", "go.etcd.io/etcd", "google.golang.org/grpc",
+		"github.com/go-zookeeper/zk", "github.com/locklab/locklab/stores"}
+	deps := strings.Fields(string(out))
+	if len(deps) < 20 {
+		t.Fatalf("go list -deps found %d packages: %v", len(deps), deps)
+	}
+	for _, p := range deps {
+		for _, f := range forbidden {
+			if p == f || strings.HasPrefix(p, f+"/") {
+				t.Errorf("the harness's core depends on %s", p)
+			}
+		}
+	}
+	fset := token.NewFileSet()
+	for _, dir := range core {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, _ := strconv.Unquote(lit.Value); slices.Contains([]string{"etcd", "postgres", "zookeeper"}, s) {
+						t.Errorf("%s names the store %q: ask its Driver instead", fset.Position(lit.Pos()), s)
+					}
+				}
+				return true
+			})
+		}
+	}
 }
