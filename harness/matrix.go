@@ -51,13 +51,13 @@ type MatrixOptions struct {
 	// time.
 	Progress func(Cell)
 	// Stores are the nodes of the stores other than Redis, by store
-	// (StorePostgres: a PGNode): the cells of the strategies that lock
+	// ("postgres": a stores/postgres Node): the cells of the strategies that lock
 	// there run on them, StoreLanes cells at a time on each store (one
 	// when it restarts the server), beside the Redis cells. A strategy
 	// whose store has no nodes here is n/a.
 	Stores map[string][]Node
 	// FaultStores are more servers of each store other than Redis, a node
-	// each (StorePostgres: PGNodes), on which the cells that fault the
+	// each ("postgres": stores/postgres Nodes), on which the cells that fault the
 	// server (restart-loses-lock) run, one at a time on each, while the
 	// store's other cells run on Stores' nodes; once a server has no more
 	// of them it takes the others too, a cell of a scenario whose key is

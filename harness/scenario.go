@@ -30,9 +30,9 @@ type Scenario struct {
 	// it, and the explorer starts from it.
 	Schedule string `json:"schedule,omitempty"`
 	// Stores tell the story again for the stores other than Redis, by
-	// store (StorePostgres, StoreEtcd): what the scenario's faults do to
-	// a lock there, and where that is written. A store without an entry
-	// is told Story.
+	// store (a registered Driver's Name): what the scenario's faults do
+	// to a lock there, and where that is written. A store without an
+	// entry is told Story.
 	Stores map[string]Telling `json:"stores,omitempty"`
 	// Known are schedules told or found for a strategy, by its name: the
 	// ones the documentation replays. A matrix cell runs each of them,

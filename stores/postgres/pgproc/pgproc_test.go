@@ -374,7 +374,7 @@ func testStopStreaming(t *testing.T, opts pgproc.Options) {
 	require.NoError(t, sb.StopStreaming(ctx))
 	_, err = pc.Exec(ctx, "INSERT INTO r VALUES (3)")
 	require.NoError(t, err)
-	// A failover, as harness.PGNode makes it: the primary killed, the
+	// A failover, as the PostgreSQL store's Node makes it: the primary killed, the
 	// standby promoted, the primary closed.
 	p.KillPostmaster()
 	require.NoError(t, sb.Promote(ctx))
