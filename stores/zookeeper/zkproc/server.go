@@ -1,0 +1,412 @@
+// A server's faults and state, the leader, health, and the four-letter
+// words they are read with.
+
+package zkproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+)
+
+// Name is the server's name, "zk" and its myid: "zk1", "zk2", ...
+func (s *Server) Name() string { return "zk" + strconv.Itoa(s.ID) }
+
+// Addr is its client address, "127.0.0.1:port" (on the docker backend,
+// its container's address and port 2181).
+func (s *Server) Addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.clientPort)) }
+
+// Pid is the process id (on the docker backend, in its container), or 0
+// when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.box != nil {
+		return s.pid
+	}
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Exited is closed when the current process has exited (nil when none was
+// started, and on the docker backend).
+func (s *Server) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+// Running reports whether the server's process runs and is not paused.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.box != nil {
+		return s.pid != 0 && !s.stopped
+	}
+	if s.cmd == nil || s.stopped {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill kills the process with SIGKILL, as a crash would, and waits for it
+// to exit. The data directory stays for Restart. Killing a server that is
+// not running does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.box != nil {
+		s.killBox()
+		return
+	}
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd, s.stopped = nil, false
+}
+
+// Restart kills the process if it runs and starts it again with the same
+// configuration on the same data directory (its snapshots, transaction
+// log and epochs kept), so that it rejoins as the same server. It returns
+// once the ensemble is healthy again with s serving: s has synced with the
+// leader (or, from a quorum lost, the servers elected one).
+func (s *Server) Restart(ctx context.Context) error {
+	s.Kill()
+	wctx, cancel := context.WithTimeout(ctx, s.e.opts.StartTimeout)
+	defer cancel()
+	delay := 10 * time.Millisecond
+	for {
+		if err := s.launch(); err != nil {
+			return err
+		}
+		err := s.e.waitHealthy(wctx, s.e.running(s))
+		if err == nil {
+			return nil
+		}
+		s.Kill()
+		if !errors.Is(err, errPortTaken) || wctx.Err() != nil {
+			return err
+		}
+		select { // the port may linger a moment after the kill
+		case <-wctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// Stop pauses the process with SIGSTOP, as a frozen host would: its
+// connections stay open and it answers nothing, to clients or peers.
+func (s *Server) Stop() error { return s.signal(syscall.SIGSTOP, "STOP", true) }
+
+// Cont resumes a process paused by Stop.
+func (s *Server) Cont() error { return s.signal(syscall.SIGCONT, "CONT", false) }
+
+func (s *Server) signal(sig syscall.Signal, name string, stopped bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.box != nil {
+		return s.signalBox(name, stopped)
+	}
+	if s.cmd == nil {
+		return fmt.Errorf("zkproc: server %s not running", s.Name())
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	s.stopped = stopped
+	return nil
+}
+
+// LogTail returns the last n lines of the server's log.
+func (s *Server) LogTail(n int) string {
+	if s.box != nil {
+		return s.box.LogTail(n)
+	}
+	b, err := os.ReadFile(s.LogPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return dockerbox.TailLines(string(b), n)
+}
+
+// exitError describes a server that exited while it was awaited: the tail
+// of its log without the lines of stack traces.
+func (s *Server) exitError() error {
+	all := s.LogTail(400)
+	var lines []string
+	for _, l := range strings.Split(all, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "at ") && !strings.HasPrefix(strings.TrimSpace(l), "... ") {
+			lines = append(lines, l)
+		}
+	}
+	err := fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), dockerbox.TailLines(strings.Join(lines, "\n"), 12))
+	if strings.Contains(all, "Address already in use") {
+		err = fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	return err
+}
+
+// ErrNotServing is the error of a server that answers, but not as part of
+// a quorum: it is electing a leader, syncing, or without a quorum.
+var ErrNotServing = errors.New("zookeeper: not currently serving requests")
+
+// Status is what a server says of itself in answer to srvr.
+type Status struct {
+	// Mode is "leader", "follower", "observer" or "standalone".
+	Mode string
+	// Zxid is the last transaction id it has seen: the leader's epoch in
+	// the high 32 bits, a counter in the low ones.
+	Zxid uint64
+	// Version is its version line ("3.8.0-..., built on ...").
+	Version string
+}
+
+// Epoch is the epoch of Zxid.
+func (st Status) Epoch() uint32 { return uint32(st.Zxid >> 32) }
+
+// Status asks s for its status (srvr) within 1s or ctx: ErrNotServing
+// when it answers that it does not serve.
+func (s *Server) Status(ctx context.Context) (Status, error) {
+	out, err := FourLetter(ctx, s.Addr(), "srvr")
+	if err != nil {
+		return Status{}, err
+	}
+	return parseSrvr(out)
+}
+
+// Mode is Status's Mode: "leader", "follower" or "standalone".
+func (s *Server) Mode(ctx context.Context) (string, error) {
+	st, err := s.Status(ctx)
+	return st.Mode, err
+}
+
+// parseSrvr reads the answer to srvr.
+func parseSrvr(out string) (Status, error) {
+	var st Status
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Zookeeper version":
+			st.Version = v
+		case "Zxid":
+			z, err := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64)
+			if err != nil {
+				return st, fmt.Errorf("zookeeper srvr: zxid %q: %w", v, err)
+			}
+			st.Zxid = z
+		case "Mode":
+			st.Mode = v
+		}
+	}
+	if strings.Contains(out, "not currently serving") {
+		return st, ErrNotServing
+	}
+	if st.Mode == "" {
+		return st, fmt.Errorf("zookeeper srvr: no mode in %q", out)
+	}
+	return st, nil
+}
+
+// FourLetter sends the four-letter word cmd ("ruok", "srvr", "conf",
+// "mntr"...) to the server at addr and returns its answer, within 1s or
+// ctx. A paused server accepts the connection (its kernel does) and
+// answers nothing: a timeout.
+func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(cctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(cctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return "", ctxErr(cctx, err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		return "", ctxErr(cctx, err)
+	}
+	if len(b) == 0 {
+		return "", fmt.Errorf("zookeeper %s: no answer to %s (four-letter words not allowed?)", addr, cmd)
+	}
+	return string(b), nil
+}
+
+// ctxErr is ctx's error, wrapped with err's words, when ctx has ended:
+// the deadline that cut a read short.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// running lists the running servers (not killed, not paused), and also
+// those of also, in order.
+func (e *Ensemble) running(also ...*Server) []*Server {
+	var out []*Server
+	for _, s := range e.servers {
+		if s.Running() || slices.Contains(also, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// statuses asks each of ss for its status, in parallel.
+func statuses(ctx context.Context, ss []*Server) ([]Status, []error) {
+	sts, errs := make([]Status, len(ss)), make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Add(1)
+		go func() { defer wg.Done(); sts[i], errs[i] = s.Status(ctx) }()
+	}
+	wg.Wait()
+	return sts, errs
+}
+
+// isLeader reports whether a server in mode leads: a leader, or a server
+// on its own.
+func isLeader(mode string) bool { return mode == "leader" || mode == "standalone" }
+
+// waitHealthy polls ss until every one of them serves and exactly one of
+// them leads, ctx ends, or one of them exits.
+func (e *Ensemble) waitHealthy(ctx context.Context, ss []*Server) error {
+	if len(ss) == 0 {
+		return errors.New("zkproc: no server running")
+	}
+	delay := 5 * time.Millisecond
+	var last error
+	for {
+		for _, s := range ss {
+			select {
+			case <-s.Exited():
+				return s.exitError()
+			default:
+			}
+			if s.box != nil && !s.boxAlive(ctx) {
+				return s.exitError()
+			}
+		}
+		sts, errs := statuses(ctx, ss)
+		var leaders []string
+		last = nil
+		for i, s := range ss {
+			if errs[i] != nil {
+				last = fmt.Errorf("%s: %w", s.Name(), errs[i])
+				break
+			}
+			if isLeader(sts[i].Mode) {
+				leaders = append(leaders, s.Name())
+			}
+		}
+		if last == nil && len(leaders) == 1 {
+			return nil
+		}
+		if last == nil {
+			last = fmt.Errorf("%d leaders %v", len(leaders), leaders)
+		}
+		select {
+		case <-ctx.Done():
+			tail := ""
+			for i, s := range ss {
+				if errs[i] != nil {
+					tail = "\n" + s.Name() + "'s log:\n" + s.LogTail(10)
+					break
+				}
+			}
+			return fmt.Errorf("zookeeper ensemble not healthy: %w (last: %v)%s", ctx.Err(), last, tail)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// WaitHealthy returns once every running server (not killed, not paused)
+// serves and exactly one of them leads, or ctx ends.
+func (e *Ensemble) WaitHealthy(ctx context.Context) error {
+	return e.waitHealthy(ctx, e.running())
+}
+
+// Leader returns the leader, asking every running server (not killed, not
+// paused) for its mode: the one that says leader (standalone, for a single
+// server), the one of the highest epoch where two do (a paused leader
+// just resumed). It waits, polling, while none does (an election after
+// the leader died), until ctx ends.
+func (e *Ensemble) Leader(ctx context.Context) (*Server, error) {
+	delay := 5 * time.Millisecond
+	var last error
+	for {
+		s, err := e.leaderNow(ctx)
+		if err == nil {
+			return s, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("zookeeper: no leader: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+func (e *Ensemble) leaderNow(ctx context.Context) (*Server, error) {
+	ss := e.running()
+	if len(ss) == 0 {
+		return nil, errors.New("no server running")
+	}
+	sts, errs := statuses(ctx, ss)
+	var best *Server
+	var bestZxid uint64
+	for i, s := range ss {
+		if errs[i] == nil && isLeader(sts[i].Mode) && (best == nil || sts[i].Zxid > bestZxid) {
+			best, bestZxid = s, sts[i].Zxid
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no server says it leads (%v)", errors.Join(errs...))
+	}
+	return best, nil
+}
+
+// KillLeader kills the leader (SIGKILL) and returns it. The others elect
+// a new one if they are a quorum: Leader waits for it.
+func (e *Ensemble) KillLeader(ctx context.Context) (*Server, error) {
+	s, err := e.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.Kill()
+	return s, nil
+}
