@@ -45,9 +45,10 @@ redis: ## Install redis-server (Debian's package) when it is missing; nothing wh
 	@./scripts/ensure-redis.sh
 
 .PHONY: servers
-servers: redis ## Install the servers the tests run (redis-server, PostgreSQL, etcd) when missing
+servers: redis ## Install the servers the tests run (redis-server, PostgreSQL, etcd, ZooKeeper) when missing
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-etcd.sh
+	@./scripts/ensure-zookeeper.sh
 
 .PHONY: build
 build: ## Build the locklab CLI into bin/
@@ -110,7 +111,7 @@ WORK    := GOWORK=$(CURDIR)/test.work
 # against 1.68 cores over make test after make build, two runs each).
 # Longest first, as measured alone.
 FIRST   := ./cmd/locklab ./stores/postgres/pgproc ./strategies/redlock ./harness/stress . \
-	./harness/node ./deploy ./harness/play ./harness ./strategies/pglock ./internal/tooling/docgen \
+	./harness/node ./deploy ./harness/play ./harness ./strategies/pglock ./internal/tooling/docgen ./stores/zookeeper/zkproc \
 	./stores/etcd/etcdproc ./strategies/setnxex ./strategies ./strategies/etcdlock ./stores
 ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
