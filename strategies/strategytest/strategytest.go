@@ -1,6 +1,8 @@
 // Package strategytest is the conformance suite every registered strategy
-// passes against real Redis servers. Run it on a strategy of your own after
-// registering it, against any Redis you run (see the package example):
+// passes against real servers of its store: Run for the Redis strategies,
+// RunStore, with the hooks of a Store, for those of the other stores. Run
+// it on a strategy of your own after registering it, against any Redis you
+// run (see the package example):
 //
 //	func TestMyLock(t *testing.T) {
 //		pool := locklab.NewPool("127.0.0.1:6379")
@@ -19,7 +21,6 @@ package strategytest
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,9 +61,16 @@ const longTTL = time.Minute
 func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 	d, err := strategies.Info(name)
 	require.NoError(t, err)
+	run(t, name, redisStore(newConfig, d))
+}
+
+// run runs the suite for name on the store st.
+func run(t *testing.T, name string, st Store) {
+	d, err := strategies.Info(name)
+	require.NoError(t, err)
 	p := d.Properties
-	s := &suite{name: name, props: p, noExpiry: d.NoExpiry, options: d.Options, newConfig: newConfig}
-	s.timing(t, newConfig())
+	s := &suite{name: name, props: p, noExpiry: d.NoExpiry, options: d.Options, store: st}
+	s.timing(t, st.NewConfig(t))
 
 	for _, sub := range []struct {
 		name string
@@ -92,10 +100,10 @@ func Run(t *testing.T, name string, newConfig func() locklab.Config) {
 }
 
 type suite struct {
-	name      string
-	props     strategies.Properties
-	noExpiry  bool
-	newConfig func() locklab.Config
+	name     string
+	props    strategies.Properties
+	noExpiry bool
+	store    Store
 	// short is the TTL of the tests that wait for expiry; nodeTimeout,
 	// when set, is the Config.NodeTimeout of a multi-node strategy. Both
 	// are derived from the servers' round trip (timing).
@@ -106,36 +114,19 @@ type suite struct {
 }
 
 // timing derives the suite's timeouts from the servers as they answer now,
-// from the slowest of 20 parallel PING rounds to every server (after one
-// that dials): on a loaded machine the rounds are slower, and so are the
-// timeouts. A multi-node strategy that reads NodeTimeout, whose Config sets none, gets ten
+// from the slowest of 20 rounds of the store's RoundTrip (after one that
+// dials; on Redis, parallel PINGs to every server): on a loaded machine
+// the rounds are slower, and so are the timeouts. A multi-node strategy that reads NodeTimeout, whose Config sets none, gets ten
 // rounds (within [minNodeTimeout, maxNodeTimeout]) as its node timeout. The
 // short TTL is 250 rounds (a fiftieth of it, Redlock's default node timeout,
 // covers five rounds), within [minShortTTL, maxShortTTL], and at least five
 // node timeouts.
 func (s *suite) timing(t *testing.T, cfg locklab.Config) {
 	t.Helper()
-	srcs := cfg.Nodes
-	if cfg.Pool != nil {
-		srcs = []locklab.ConnSource{cfg.Pool}
-	}
 	var worst time.Duration
 	for i := range 21 { // the first round dials: not counted
 		began := time.Now()
-		var wg sync.WaitGroup
-		for _, src := range srcs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := src.GetContext(context.Background())
-				if err != nil {
-					return
-				}
-				c.Do("PING")
-				c.Close()
-			}()
-		}
-		wg.Wait()
+		s.store.RoundTrip(cfg)
 		if i > 0 {
 			worst = max(worst, time.Since(began))
 		}
@@ -156,7 +147,7 @@ func (s *suite) raceTTL() time.Duration { return min(max(10*s.short, 2*time.Seco
 
 func (s *suite) locker(t *testing.T) (locklab.Locker, locklab.Config) {
 	t.Helper()
-	cfg := s.newConfig()
+	cfg := s.store.NewConfig(t)
 	if s.nodeTimeout > 0 {
 		cfg.NodeTimeout = s.nodeTimeout
 	}
@@ -167,24 +158,6 @@ func (s *suite) locker(t *testing.T) (locklab.Locker, locklab.Config) {
 
 // key returns a key unique to the running sub-test.
 func key(t *testing.T) string { return "locklab:test:" + t.Name() }
-
-// firstNode is where the suite inspects keys.
-func firstNode(cfg locklab.Config) locklab.ConnSource {
-	if cfg.Pool != nil {
-		return cfg.Pool
-	}
-	return cfg.Nodes[0]
-}
-
-func do(t *testing.T, src locklab.ConnSource, cmd string, args ...any) any {
-	t.Helper()
-	c, err := src.GetContext(context.Background())
-	require.NoError(t, err)
-	defer c.Close()
-	v, err := c.Do(cmd, args...)
-	require.NoError(t, err)
-	return v
-}
 
 func (s *suite) acquireRelease(t *testing.T) {
 	ctx := context.Background()
