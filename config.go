@@ -85,11 +85,11 @@ type Config struct {
 	Retry RetryPolicy
 	// Store is the client of a store other than Redis, for the strategies
 	// of the families that lock there: a *clientv3.Client for etcd, a
-	// *pgxpool.Pool for PostgreSQL. Its type is the family's own, so that
-	// this package imports no client but redigo; each family's constructor
-	// says which type it takes and refuses another. It is an option
-	// (OptStore) that only those families read: Redis strategies refuse
-	// a Config that sets it.
+	// *pgxpool.Pool for PostgreSQL, a *zk.Conn for ZooKeeper. Its type is
+	// the family's own, so that this package imports no client but
+	// redigo; each family's constructor says which type it takes and
+	// refuses another. It is an option (OptStore) that only those
+	// families read: Redis strategies refuse a Config that sets it.
 	Store any
 }
 

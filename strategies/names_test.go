@@ -19,6 +19,9 @@ func TestStoreStrategyNamesItsImport(t *testing.T) {
 		"pg-advisory":   strategies.PostgresPackage,
 		"pg-for-update": strategies.PostgresPackage,
 		"pg-lock-table": strategies.PostgresPackage,
+		"zk-ephemeral":  strategies.ZooKeeperPackage,
+		"zk-golib":      strategies.ZooKeeperPackage,
+		"zk-recipe":     strategies.ZooKeeperPackage,
 	} {
 		got, ok := strategies.Package(name)
 		require.True(t, ok, name)
@@ -40,7 +43,8 @@ func TestStoreStrategyNamesItsImport(t *testing.T) {
 	// An unknown name lists the valid names, and the others' imports.
 	_, err := strategies.New("nosuch", locklab.Config{})
 	assert.ErrorContains(t, err, `unknown strategy "nosuch": valid names are `)
-	assert.ErrorContains(t, err, `; with their package imported: etcd-lease (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table (import _ "`+strategies.PostgresPackage+`")`)
+	assert.ErrorContains(t, err, `; with their package imported: etcd-lease (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table (import _ "`+strategies.PostgresPackage+`"); `+
+		`zk-ephemeral, zk-golib, zk-recipe (import _ "`+strategies.ZooKeeperPackage+`")`)
 }
 
 // Config.Store on a Redis strategy, with no other store's package
@@ -53,7 +57,8 @@ func TestStoreRefusalNamesTheImports(t *testing.T) {
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.ErrorContains(t, err, `strategy set-nx-px does not read Config.Store (strategies that do: `+
 		`etcd-lease (import _ "github.com/locklab/locklab/strategies/etcdlock"); `+
-		`pg-advisory, pg-for-update, pg-lock-table (import _ "github.com/locklab/locklab/strategies/pglock"))`)
+		`pg-advisory, pg-for-update, pg-lock-table (import _ "github.com/locklab/locklab/strategies/pglock"); `+
+		`zk-ephemeral, zk-golib, zk-recipe (import _ "github.com/locklab/locklab/strategies/zklock"))`)
 
 	set := []func(*locklab.Config){
 		func(c *locklab.Config) { c.DriftFactor = 0.1 },

@@ -22,6 +22,7 @@
 //
 //	import _ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease; Config.Store: a *clientv3.Client
 //	import _ "github.com/locklab/locklab/strategies/pglock"   // pg-advisory, pg-for-update, pg-lock-table; Config.Store: a *pgxpool.Pool
+//	import _ "github.com/locklab/locklab/strategies/zklock"   // zk-recipe, zk-ephemeral, zk-golib; Config.Store: a *zk.Conn
 //
 // The registry knows the names of those strategies without importing
 // them (Package): New refuses such a name, when its package is not
@@ -31,9 +32,10 @@
 //
 // Every strategy is closed the same way, with locklab.Close(l): it ends
 // what the Locker opened for itself, and never closes the client given in
-// Config (the Redis pool, the etcd client, the pgx pool), which stays the
-// caller's to close once every Locker built on it is closed. Close releases
-// no lock: one still held ends as it would if the holder's process died.
+// Config (the Redis pool, the etcd client, the pgx pool, the ZooKeeper
+// connection), which stays the caller's to close once every Locker built
+// on it is closed. Close releases no lock: one still held ends as it would
+// if the holder's process died.
 // The strategies that open anything, and what Close ends, are:
 //
 //   - set-nx-px: the watchdogs of Config.Watchdog.
@@ -42,7 +44,9 @@
 //   - pg-advisory, pg-for-update: the pool connection, and so the session, of every lock still held.
 //
 // Every other strategy holds nothing between calls: Close returns nil and
-// does nothing.
+// does nothing. (A zk-golib Acquire that gives up leaves go-zookeeper's
+// blocking Lock running in a goroutine until its turn comes, which no
+// Close can stop: see the zklock package.)
 package strategies
 
 import (

@@ -11,8 +11,9 @@ import (
 // brings its store's client, so the registry does not import them: a
 // program that uses one imports it, and its init registers its strategies.
 const (
-	EtcdPackage     = "github.com/locklab/locklab/strategies/etcdlock"
-	PostgresPackage = "github.com/locklab/locklab/strategies/pglock"
+	EtcdPackage      = "github.com/locklab/locklab/strategies/etcdlock"
+	PostgresPackage  = "github.com/locklab/locklab/strategies/pglock"
+	ZooKeeperPackage = "github.com/locklab/locklab/strategies/zklock"
 )
 
 // storeStrategies are the names the packages of the other stores register,
@@ -21,13 +22,15 @@ const (
 // checks that it registers exactly these names, and a test here that every
 // package of this module that registers strategies is listed.
 var storeStrategies = map[string][]string{
-	EtcdPackage:     {"etcd-lease"},
-	PostgresPackage: {"pg-advisory", "pg-for-update", "pg-lock-table"},
+	EtcdPackage:      {"etcd-lease"},
+	PostgresPackage:  {"pg-advisory", "pg-for-update", "pg-lock-table"},
+	ZooKeeperPackage: {"zk-ephemeral", "zk-golib", "zk-recipe"},
 }
 
 // Package returns the import path of the package that registers the
 // strategy name, for the strategies of the stores other than Redis (etcd,
-// PostgreSQL), each in a package of its own that brings its store's client.
+// PostgreSQL, ZooKeeper), each in a package of its own that brings its
+// store's client.
 // The registry knows their names whether or not the package is imported.
 // ok is false for the built-in Redis strategies and for names it does not
 // know.
@@ -41,7 +44,7 @@ func Package(name string) (path string, ok bool) {
 }
 
 // PackageNames returns the names of the strategies that the package pkg
-// (EtcdPackage, PostgresPackage) registers, sorted, as the registry knows
+// (EtcdPackage, PostgresPackage, ZooKeeperPackage) registers, sorted, as the registry knows
 // them whether or not pkg is imported; nil for any other path.
 func PackageNames(pkg string) []string { return slices.Clone(storeStrategies[pkg]) }
 
