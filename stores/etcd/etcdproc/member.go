@@ -168,3 +168,6 @@ func (m *Member) LogTail(n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// String returns the member's name.
+func (m *Member) String() string { return m.Name }
