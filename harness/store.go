@@ -212,6 +212,15 @@ func (c *Client) Crashed() bool {
 	return c.c.crashed
 }
 
+// Silent reports whether the client's process sends nothing now, not
+// even a heartbeat: it crashed, a partition cut it off, or its whole
+// process is paused (pause, or a sleep step).
+func (c *Client) Silent() bool {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return c.c.crashed || c.c.isolated || c.c.paused || c.c.sleeping
+}
+
 // Holding returns the client's lease while it holds the lock.
 func (c *Client) Holding() (locklab.Lease, bool) {
 	c.r.mu.Lock()

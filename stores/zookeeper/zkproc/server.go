@@ -410,3 +410,6 @@ func (e *Ensemble) KillLeader(ctx context.Context) (*Server, error) {
 	s.Kill()
 	return s, nil
 }
+
+// String returns the server's name.
+func (s *Server) String() string { return s.Name() }

@@ -1,0 +1,111 @@
+// Package zookeeper is the ZooKeeper store of the harness: the ensembles
+// the zookeeper family's locks (strategies/zklock) run on, in the matrix,
+// and how each request on a client's connection becomes a step. Importing
+// it registers it with the harness (harness.RegisterStore).
+//
+//	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
+//	node.go      the node: an ensemble, whose faults strike its leader
+//	store.go     a slot's store: each client's connection, sessions on the run's clock
+//	socket.go    a client's socket: each request a step, each answer its reply
+//	wire.go      ZooKeeper's wire format, as far as the store reads it
+//	label.go     how a request and its answer show in a timeline
+//	tellings.go  the scenarios as told for ZooKeeper
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/stores/zookeeper/zkproc"
+	_ "github.com/locklab/locklab/strategies/zklock" // registers the zookeeper family
+)
+
+// RestartSchedules bounds a cell whose scenario restarts or kills the
+// leader: each fault waits for an election.
+const RestartSchedules = 20
+
+// serverConfig lets a client's session outlive any run: the store expires
+// sessions on the run's clock (store.go).
+var serverConfig = []string{"maxSessionTimeout=60000"}
+
+func init() {
+	harness.RegisterStore(&harness.Driver{
+		Name:      Name,
+		Title:     "ZooKeeper",
+		Rank:      3,
+		Installed: zkproc.Installed,
+		Start:     start,
+		Describe:  describe,
+		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
+			"servers agree on every write before it is acknowledged",
+		Tellings: tellings,
+		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
+		Bench:    bench,
+		Abbreviations: func(string) string {
+			return "P: the lock's path; P/_c_c1-lock-0000000000: the node client c1 made under it (its GUID " +
+				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +
+				"node. @N: a node's czxid, the id of the transaction that created it, which is the lock's fence. " +
+				"The server's column shows which node holds the lock after the step (-: nobody)."
+		},
+	})
+}
+
+// start starts count three-server ensembles on backend, side by side.
+func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
+	ens := make([]*zkproc.Ensemble, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range ens {
+		wg.Go(func() { ens[i], errs[i] = zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig}) })
+	}
+	wg.Wait()
+	var out []harness.StoreNode
+	var err error
+	for i, e := range ens {
+		if errs[i] != nil {
+			if err == nil {
+				err = errs[i]
+			}
+			continue
+		}
+		out = append(out, &Node{NodeName: "n1", Ensemble: e})
+	}
+	if err != nil {
+		for _, n := range out {
+			n.Close()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// describe names the first ensemble, and the others' servers.
+func describe(first harness.StoreNode, more []harness.StoreNode) string {
+	line := first.(*Node).Ensemble.Describe()
+	for _, n := range more {
+		line += fmt.Sprintf(", and %s for the cells that restart or kill its leader", strings.Join(n.(*Node).Ensemble.Addrs(), ","))
+	}
+	return line
+}
+
+// bench is ZooKeeper's part of locklab bench --stores: its three locks, on
+// one connection.
+var bench = &harness.Bench{
+	Row:        3,
+	Strategies: []string{"zk-recipe", "zk-ephemeral", "zk-golib"},
+	Open: func(_ context.Context, n harness.StoreNode, _ int) (locklab.Config, string, func(), error) {
+		e := n.(*Node).Ensemble
+		conn, _, err := zk.Connect(e.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}))
+		if err != nil {
+			return locklab.Config{}, "", nil, err
+		}
+		return locklab.Config{Store: conn}, e.Describe(), conn.Close, nil
+	},
+}

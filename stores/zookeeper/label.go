@@ -1,0 +1,111 @@
+// How a ZooKeeper request and its answer show in a timeline: the
+// operation as zkCli names it, its path with the lock's path as P, and a
+// protected node's GUID as the client that made it.
+
+package zookeeper
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/strategies/zklock"
+)
+
+// guidPattern finds the GUID of a protected node's name (_c_<GUID>-lock-).
+var guidPattern = regexp.MustCompile(`_c_([0-9A-Za-z-]+?)-lock-`)
+
+// label is how the timeline shows request q of client c.
+func (s *zkStore) label(c *harness.Client, q request) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := guidPattern.FindStringSubmatch(q.path); m != nil {
+		if _, ok := s.guids[m[1]]; !ok {
+			s.guids[m[1]] = fmt.Sprintf("c%d", c.ID())
+		}
+	}
+	path := s.shortLocked(q.path)
+	watch := ""
+	if q.watch {
+		watch = " watch"
+	}
+	switch q.op {
+	case opCreate, opCreate2:
+		mode := ""
+		if q.flags&flagEphemeral != 0 {
+			mode += " -e"
+		}
+		if q.flags&flagSequential != 0 {
+			mode += " -s"
+		}
+		return "create" + mode + " " + path
+	case opDelete:
+		return "delete " + path
+	case opExists:
+		return "exists " + path + watch
+	case opGetData:
+		return "get " + path + watch
+	case opGetChildren, opGetChildren2:
+		return "ls " + path + watch
+	case opSetData:
+		return "set " + path
+	case opSync:
+		return "sync " + path
+	case opCheck:
+		return "check " + path
+	case opMulti:
+		return "multi"
+	case opClose:
+		return "close session"
+	}
+	return fmt.Sprintf("op %d %s", q.op, path)
+}
+
+// replyLabel is how the timeline shows answer a to request q.
+func (s *zkStore) replyLabel(q request, a reply) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch q.op {
+	case opCreate:
+		return s.shortLocked(a.path)
+	case opCreate2:
+		return fmt.Sprintf("%s @%d", s.shortLocked(a.path), a.czxid)
+	case opExists, opGetData, opSetData:
+		return fmt.Sprintf("@%d", a.czxid)
+	case opGetChildren, opGetChildren2:
+		names := make([]string, len(a.children))
+		for i, ch := range a.children {
+			names[i] = s.guidLocked(ch)
+		}
+		return "[" + strings.Join(names, " ") + "]"
+	}
+	return "ok"
+}
+
+// shortLocked shows path with the lock's path as P and GUIDs by client.
+// The caller holds s.mu.
+func (s *zkStore) shortLocked(path string) string {
+	if s.lockKey != "" {
+		for _, name := range strategyNames {
+			p := zklock.Path(name, s.lockKey)
+			if path == p || strings.HasPrefix(path, p+"/") {
+				path = "P" + path[len(p):]
+				break
+			}
+		}
+	}
+	return s.guidLocked(path)
+}
+
+// guidLocked replaces the GUIDs in path by the clients that made them.
+// The caller holds s.mu.
+func (s *zkStore) guidLocked(path string) string {
+	return guidPattern.ReplaceAllStringFunc(path, func(m string) string {
+		g := guidPattern.FindStringSubmatch(m)[1]
+		if who, ok := s.guids[g]; ok {
+			return "_c_" + who + "-lock-"
+		}
+		return m
+	})
+}

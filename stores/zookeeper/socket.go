@@ -1,0 +1,186 @@
+// A client's socket to a server: each request its connection writes is a
+// step of the client's, granted before it is sent, and each answer read
+// ends its step with what the answer says.
+
+package zookeeper
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/locklab/locklab/harness"
+)
+
+// socket is one connection of a client to a server.
+type socket struct {
+	net.Conn
+	cl *zkClient
+
+	wmu sync.Mutex
+	// wrote: the connection's first packet (its handshake) went out.
+	wrote bool
+
+	mu sync.Mutex
+	// pending are the granted requests that await their answer, by xid;
+	// read is the part of the answers read that makes no whole frame
+	// yet; answered: the handshake's answer was read.
+	pending  map[int32]*pendingReq
+	read     []byte
+	answered bool
+}
+
+// pendingReq is a granted request.
+type pendingReq struct {
+	req  request
+	sent *harness.Sent
+}
+
+// Write sends the connection's packets: the handshake, heartbeats and
+// the re-registration of watches as they come, and each request once the
+// scheduler grants it. A request the scheduler refuses (its node is down,
+// its client cut off) is not sent: the socket closes, as a cut network's
+// would, and the connection fails it.
+func (s *socket) Write(b []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if !s.wrote || len(b) < 12 {
+		s.wrote = true
+		return s.Conn.Write(b)
+	}
+	q, err := readRequest(b[4:])
+	if err != nil || q.xid < 0 || q.op == opPing {
+		return s.Conn.Write(b)
+	}
+	c := s.cl.step()
+	if c == nil {
+		return s.Conn.Write(b) // no run: its closing
+	}
+	sent, err := c.Send(context.Background(), 1, s.cl.s.label(c, q), nil)
+	if err != nil {
+		s.Conn.Close()
+		return 0, err
+	}
+	s.mu.Lock()
+	s.pending[q.xid] = &pendingReq{req: q, sent: sent}
+	s.mu.Unlock()
+	n, err := s.Conn.Write(b)
+	if err != nil {
+		s.answer(q.xid, nil, err)
+	}
+	return n, err
+}
+
+// Read reads the server's answers, and ends the step of each request
+// answered.
+func (s *socket) Read(b []byte) (int, error) {
+	n, err := s.Conn.Read(b)
+	if n > 0 {
+		s.frames(b[:n])
+	}
+	if err != nil {
+		s.failPending(err)
+	}
+	return n, err
+}
+
+// Close closes the socket; the requests still unanswered fail.
+func (s *socket) Close() error {
+	err := s.Conn.Close()
+	s.failPending(net.ErrClosed)
+	return err
+}
+
+// frames takes in bytes the server sent, and reads every whole frame.
+func (s *socket) frames(b []byte) {
+	s.mu.Lock()
+	s.read = append(s.read, b...)
+	var frames [][]byte
+	for len(s.read) >= 4 {
+		n := int(binary.BigEndian.Uint32(s.read))
+		if len(s.read) < 4+n {
+			break
+		}
+		frames = append(frames, s.read[4:4+n])
+		s.read = s.read[4+n:]
+	}
+	first := !s.answered && len(frames) > 0
+	s.answered = s.answered || len(frames) > 0
+	s.mu.Unlock()
+	for i, f := range frames {
+		if i == 0 && first {
+			if sess, err := readConnectResponse(f); err == nil {
+				s.cl.mu.Lock()
+				s.cl.sess = sess
+				s.cl.mu.Unlock()
+			}
+			continue
+		}
+		if len(f) < 4 {
+			continue
+		}
+		s.answerFrame(f)
+	}
+}
+
+// answerFrame ends the step of the request frame f answers.
+func (s *socket) answerFrame(f []byte) {
+	xid := int32(binary.BigEndian.Uint32(f))
+	s.mu.Lock()
+	p := s.pending[xid]
+	s.mu.Unlock()
+	if p == nil {
+		return // a heartbeat's answer, or a watch's event
+	}
+	a, err := readReply(f, p.req.op)
+	if err != nil {
+		s.answer(xid, nil, err)
+		return
+	}
+	if a.err != 0 {
+		s.answer(xid, nil, zkError(a.err))
+		return
+	}
+	s.answer(xid, s.cl.s.replyLabel(p.req, a), nil)
+}
+
+// answer ends the step of request xid with v or err.
+func (s *socket) answer(xid int32, v any, err error) {
+	s.mu.Lock()
+	p := s.pending[xid]
+	delete(s.pending, xid)
+	s.mu.Unlock()
+	if p != nil {
+		p.sent.Done(v, err)
+	}
+}
+
+// failPending ends the steps of the requests still unanswered with err.
+func (s *socket) failPending(err error) {
+	if errors.Is(err, io.EOF) {
+		err = errors.New("connection closed")
+	}
+	s.mu.Lock()
+	var xids []int32
+	for xid := range s.pending {
+		xids = append(xids, xid)
+	}
+	s.mu.Unlock()
+	for _, xid := range xids {
+		s.answer(xid, nil, err)
+	}
+}
+
+// readFrame reads one frame from r.
+func readFrame(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(n[:]))
+	_, err := io.ReadFull(r, b)
+	return b, err
+}

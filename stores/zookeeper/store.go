@@ -1,0 +1,438 @@
+// The ZooKeeper store: the zookeeper family's locks (strategies/zklock) on
+// a real three-server ensemble. Each client gets a *zk.Conn of its own
+// whose every request is a step: the connection's socket (socket.go)
+// holds each request the client's connection writes until the scheduler
+// grants it, and reads each answer into the step's event. Heartbeats
+// (pings), the connection's handshake and its watches' re-registration
+// are not steps.
+//
+// Sessions expire on the run's virtual clock, as etcd's leases do: the
+// servers are given a session timeout far longer than any run, and when a
+// time step passes a client's session timeout (the TTL every scenario's
+// lock has) while the client sends nothing (crashed, cut off or paused),
+// the store ends the session on the servers itself: it opens a
+// connection with the session's id and password and closes the session
+// there, which is what the leader does when a session's timer runs out.
+// The session's ephemeral nodes go with it; the client learns of it when
+// its own connection reaches a server again.
+
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/strategies/zklock"
+)
+
+// sessionTimeout is the timeout each client's connection asks the servers
+// for (the ensemble's maxSessionTimeout allows it): no run lasts it.
+const sessionTimeout = 60 * time.Second
+
+// strategyNames are the zookeeper family's strategies, whose lock paths
+// the store empties and reads.
+var strategyNames = []string{zklock.RecipeName, zklock.EphemeralName, zklock.GolibName}
+
+// zkStore is one ensemble.
+type zkStore struct {
+	node  *Node
+	admin *zk.Conn
+
+	mu sync.Mutex
+	// clients are the current run's; now is the store's virtual clock;
+	// lockKey the key the runs lock; guids name the protected nodes'
+	// GUIDs in the timeline, by client.
+	clients []*zkClient
+	now     time.Duration
+	lockKey string
+	guids   map[string]string
+}
+
+func newStore(n *Node) (*zkStore, error) {
+	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{}))
+	if err != nil {
+		return nil, err
+	}
+	return &zkStore{node: n, admin: admin, guids: map[string]string{}}, nil
+}
+
+var _ harness.Store = (*zkStore)(nil)
+
+// zkClient is a client's connection, and what the store knows of its
+// session.
+type zkClient struct {
+	s    *zkStore
+	c    *harness.Client
+	conn *zk.Conn
+
+	mu sync.Mutex
+	// bound: the client's requests are steps (false once its run is
+	// over); dead: it crashed, its process is gone, so it dials nothing;
+	// sess is its session as the servers last told it; silent how long,
+	// on the store's clock, the servers have not heard from it; sock its
+	// current socket.
+	bound  bool
+	dead   bool
+	sess   session
+	silent time.Duration
+	sock   *socket
+}
+
+// Connect gives client c a connection of its own to the ensemble, whose
+// requests are its steps.
+func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
+	cl := &zkClient{s: s, c: c, bound: true}
+	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
+		zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{}))
+	if err != nil {
+		return err
+	}
+	cl.conn = conn
+	// The run starts once the client has its session: the handshake is
+	// no step, and a request must not wait for it.
+	if err := waitSession(events); err != nil {
+		conn.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.clients = append(s.clients, cl)
+	s.mu.Unlock()
+	cfg.Store = conn
+	return nil
+}
+
+// dial opens the client's socket to a server; a crashed client dials
+// nothing. One cut off from the ensemble dials (its handshakes and
+// heartbeats are no steps, and its session expires on the run's clock
+// whatever they do), but the scheduler refuses each of its requests, and
+// the refused request closes the socket, as a cut network would: the
+// client's connection fails it, and dials again.
+func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	cl.mu.Lock()
+	dead := cl.dead
+	cl.mu.Unlock()
+	if dead {
+		return nil, errors.New("zookeeper: the client's process is gone")
+	}
+	nc, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	sock := &socket{Conn: nc, cl: cl, pending: map[int32]*pendingReq{}}
+	cl.mu.Lock()
+	cl.sock = sock
+	cl.mu.Unlock()
+	return sock, nil
+}
+
+// waitSession waits until a connection's events say it has a session.
+func waitSession(events <-chan zk.Event) error {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go drain(events)
+				return nil
+			}
+		case <-timeout:
+			return errors.New("zookeeper: no session after 30s")
+		}
+	}
+}
+
+// drain reads a connection's events until it closes: nothing waits on
+// them.
+func drain(events <-chan zk.Event) {
+	for range events {
+	}
+}
+
+// step returns the client its requests are steps of, nil once its run is
+// over.
+func (cl *zkClient) step() *harness.Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if !cl.bound {
+		return nil
+	}
+	return cl.c
+}
+
+// Key notes the key the runs lock: what Empty deletes.
+func (s *zkStore) Key(key string) string {
+	s.mu.Lock()
+	s.lockKey = key
+	s.mu.Unlock()
+	return key
+}
+
+// Empty closes the earlier run's connections (their sessions end, and
+// their ephemeral nodes with them) and deletes what is left under the
+// lock's paths, then creates each path the recipes queue under again, so
+// that sequence numbers start over and no run creates a parent.
+func (s *zkStore) Empty(ctx context.Context) error {
+	if err := s.node.Recover(ctx); err != nil {
+		return fmt.Errorf("restarting the server a failover killed on %s: %w", s.node.Name(), err)
+	}
+	s.mu.Lock()
+	clients, key := s.clients, s.lockKey
+	s.clients, s.now = nil, 0
+	clear(s.guids)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, cl := range clients {
+		cl.mu.Lock()
+		cl.bound = false
+		cl.mu.Unlock()
+		wg.Go(cl.conn.Close)
+	}
+	wg.Wait()
+	if key == "" {
+		return nil
+	}
+	for _, name := range strategyNames {
+		p := zklock.Path(name, key)
+		if err := deleteTree(s.admin, p); err != nil {
+			return fmt.Errorf("emptying %s on %s: %w", p, s.node.Name(), err)
+		}
+		dir := p
+		if name == zklock.EphemeralName {
+			dir = p[:strings.LastIndexByte(p, '/')] // the lock is the node itself
+		}
+		if err := createPath(s.admin, dir); err != nil {
+			return fmt.Errorf("creating %s on %s: %w", dir, s.node.Name(), err)
+		}
+	}
+	return nil
+}
+
+// deleteTree deletes p and every node under it.
+func deleteTree(c *zk.Conn, p string) error {
+	children, _, err := c.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ch := range children {
+		if err := deleteTree(c, p+"/"+ch); err != nil {
+			return err
+		}
+	}
+	if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+// createPath creates p and its parents where they are missing.
+func createPath(c *zk.Conn, p string) error {
+	at := ""
+	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		at += "/" + part
+		if _, err := c.Create(at, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Advance moves the store's clock by d, and ends the session of every
+// client the servers have heard nothing from for the session's timeout
+// (harness.TTL on the run's clock): a crashed, cut-off or paused client
+// sends no heartbeat. It returns how many sessions it ended.
+func (s *zkStore) Advance(ctx context.Context, _ int, d time.Duration) (int, error) {
+	s.mu.Lock()
+	s.now += d
+	clients := slices.Clone(s.clients)
+	s.mu.Unlock()
+	ended := 0
+	for _, cl := range clients {
+		silent := cl.c.Silent()
+		cl.mu.Lock()
+		if !silent {
+			cl.silent = 0
+		} else {
+			cl.silent += d
+		}
+		due := silent && cl.silent >= harness.TTL && cl.sess.id != 0
+		sess := cl.sess
+		if due {
+			cl.sess = session{}
+		}
+		cl.mu.Unlock()
+		if !due {
+			continue
+		}
+		if err := s.expire(ctx, sess); err != nil {
+			return ended, fmt.Errorf("expiring c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
+		}
+		ended++
+	}
+	return ended, nil
+}
+
+// expire ends session sess on the ensemble: a connection of its own with
+// the session's id and password, and a closeSession request on it.
+func (s *zkStore) expire(ctx context.Context, sess session) error {
+	var last error
+	for _, addr := range s.node.Ensemble.Addrs() {
+		if err := closeSession(ctx, addr, sess); err != nil {
+			last = err
+			continue
+		}
+		return nil
+	}
+	return last
+}
+
+// closeSession closes session sess through the server at addr.
+func closeSession(ctx context.Context, addr string, sess session) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	sess.timeout = int32(sessionTimeout / time.Millisecond)
+	if _, err := nc.Write(connectRequest(sess)); err != nil {
+		return err
+	}
+	resp, err := readFrame(nc)
+	if err != nil {
+		return err
+	}
+	got, err := readConnectResponse(resp)
+	if err != nil {
+		return err
+	}
+	if got.id == 0 {
+		return nil // expired already
+	}
+	if _, err := nc.Write(closeRequest(1)); err != nil {
+		return err
+	}
+	_, err = readFrame(nc) // the close's answer
+	return err
+}
+
+// Crashed closes c's socket and refuses its dials: a process that dies
+// closes its sockets, and its session lives on until its timeout.
+func (s *zkStore) Crashed(c *harness.Client) {
+	s.mu.Lock()
+	var cl *zkClient
+	for _, x := range s.clients {
+		if x.c == c {
+			cl = x
+		}
+	}
+	s.mu.Unlock()
+	if cl == nil {
+		return
+	}
+	cl.mu.Lock()
+	cl.dead = true
+	sock := cl.sock
+	cl.mu.Unlock()
+	if sock != nil {
+		sock.Conn.Close()
+	}
+}
+
+// Probe returns the token of the node that holds the lock on key: the
+// lowest sequence number under a recipe's path (zk-recipe, zk-golib), or
+// the node at zk-ephemeral's path with its czxid; nil when none does.
+func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
+	for _, name := range strategyNames {
+		p := zklock.Path(name, key)
+		if name == zklock.EphemeralName {
+			_, st, err := s.admin.Get(p)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			return fmt.Sprintf("%s#%d", p, st.Czxid), nil
+		}
+		children, _, err := s.admin.Children(p)
+		if errors.Is(err, zk.ErrNoNode) || len(children) == 0 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(children, func(i, j int) bool { return sequence(children[i]) < sequence(children[j]) })
+		return p + "/" + children[0], nil
+	}
+	return nil, nil
+}
+
+// sequence is a sequential node's sequence number, its last ten digits.
+func sequence(name string) string {
+	if len(name) < 10 {
+		return name
+	}
+	return name[len(name)-10:]
+}
+
+// Reconnect does nothing: a connection whose server died finds another
+// by itself.
+func (s *zkStore) Reconnect(int) {}
+
+// Close empties the ensemble and closes the store's connection.
+func (s *zkStore) Close(ctx context.Context) error {
+	err := s.Empty(ctx)
+	s.admin.Close()
+	return err
+}
+
+// fixedHosts gives a connection the ensemble's servers in their order,
+// from the first: every run's clients reach the same server, whichever
+// leads.
+type fixedHosts struct {
+	mu      sync.Mutex
+	servers []string
+	next    int
+}
+
+func (h *fixedHosts) Init(servers []string) error {
+	h.servers = slices.Clone(servers)
+	return nil
+}
+
+func (h *fixedHosts) Len() int { return len(h.servers) }
+
+func (h *fixedHosts) Next() (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.servers[h.next%len(h.servers)]
+	h.next++
+	return s, h.next%len(h.servers) == 0
+}
+
+func (h *fixedHosts) Connected() {}
+
+// nopLogger silences go-zookeeper's log of its connections' comings and
+// goings.
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}

@@ -1,0 +1,97 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest"
+	"github.com/locklab/locklab/stores/zookeeper/zkproc"
+	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
+)
+
+// ensemble starts an ensemble as the driver does.
+func ensemble(t *testing.T) []harness.Node {
+	t.Helper()
+	e := zktest.Start(t, zkproc.Options{Config: serverConfig})
+	return []harness.Node{&Node{NodeName: "n1", Ensemble: e}}
+}
+
+// timeline is a history's events, one a line, for a failure's message.
+func timeline(h *harness.History) string {
+	out := ""
+	for _, e := range h.Events {
+		out += fmt.Sprintf("%d %s %v -> %s %v %v\n", e.Step, e.Label, e.Command, e.Reply, e.Keys, e.Notes)
+	}
+	return out
+}
+
+// TestZooKeeperStore runs catalog scenarios on the zookeeper family's
+// locks under explicit schedules, on a real three-server ensemble, each
+// request a step, and checks the verdicts a session's lock leads to: a
+// holder paused or cut off past its session timeout (the TTL, on the
+// run's clock) loses its node to the next client and works on beside it,
+// unless the resource checks the fence (the node's czxid); a crashed
+// holder's session expires and frees the lock.
+func TestZooKeeperStore(t *testing.T) {
+	nodes := ensemble(t)
+	for _, tc := range []struct {
+		strategy, scenario, schedule string
+		want                         harness.Outcome
+		note                         string
+	}{
+		{"zk-recipe", "pause-past-ttl", "c1 c1 c1 c1 c2 c2 c2 c2 c2 c1", harness.Violated, "c2 acquired"},
+		{"zk-recipe", "pause-past-ttl-fenced", "c1 c1 c1 c1 c2 c2 c2 c2 c2 c1", harness.Safe, "c1 write refused"},
+		{"zk-recipe", "partitioned-holder", "c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1 c1", harness.Violated, "c2 acquired"},
+		{"zk-ephemeral", "pause-past-ttl", "c1 c1 c1 c2 c2 c2 c2 c2 c1", harness.Violated, "c2 acquired"},
+		{"zk-recipe", "crash-before-expire", "", harness.Safe, ""},
+	} {
+		t.Run(tc.strategy+"/"+tc.scenario, func(t *testing.T) {
+			cs, err := harness.Resolve(tc.scenario, tc.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h, err := harness.Run(ctx, harness.RunOptions{Case: cs, Nodes: nodes, Schedule: tc.schedule})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Verdict.Outcome != tc.want || (tc.note != "" && !harnesstest.Noted(h, tc.note)) {
+				t.Fatalf("%s: %v, want %s with a note %q\n%s", h.Schedule, h.Verdict, tc.want, tc.note, timeline(h))
+			}
+		})
+	}
+}
+
+// TestZooKeeperLabels: each request of an acquire is a step, shown as
+// zkCli would name it, with the lock's path as P and the protected node's
+// GUID as the client that made it.
+func TestZooKeeperLabels(t *testing.T) {
+	nodes := ensemble(t)
+	cs, err := harness.Resolve("pause-past-ttl", "zk-recipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 c1 c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range h.Events[:3] {
+		got = append(got, fmt.Sprintf("%s -> %s", strings.Join(e.Command, " "), e.Reply))
+	}
+	want := []string{
+		"create -e -s P/_c_c1-lock- -> P/_c_c1-lock-0000000000",
+		"ls P -> [_c_c1-lock-0000000000]",
+		"exists P/_c_c1-lock-0000000000 -> @",
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("step %d: %q, want %q…", i+1, got[i], want[i])
+		}
+	}
+}

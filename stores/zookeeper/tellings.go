@@ -1,0 +1,83 @@
+// The scenarios as told for ZooKeeper: the same clients and faults, and
+// what they do to a lock that is an ephemeral node of a session.
+
+package zookeeper
+
+import "github.com/locklab/locklab/harness"
+
+// Sources of the tellings.
+const (
+	srcZKRecipe = "ZooKeeper documentation, \"ZooKeeper Recipes and Solutions\" (Locks); Apache Curator, " +
+		"InterProcessMutex (a protected ephemeral sequential node; the lowest holds)"
+	srcZKSessions = "ZooKeeper Programmer's Guide, \"ZooKeeper Sessions\" (a session expires when the ensemble " +
+		"hears nothing from its client for the session timeout; its ephemeral nodes are deleted)"
+	srcZKCurator = "Apache Curator, CURATOR-206 (\"2 clients acquired the same InterProcessLock\") and " +
+		"CURATOR-604; Martin Kleppmann, \"How to do distributed locking\" (2016): the zxid as a fencing token"
+	srcZKZab = "Junqueira, Reed and Serafini, \"Zab: High-performance broadcast for primary-backup systems\" " +
+		"(2011): a new leader has every committed transaction"
+)
+
+// tellings are the scenarios' stories on ZooKeeper, by scenario.
+var tellings = map[string]harness.Telling{
+	"stale-recovery": {
+		Title: "two clients take a crashed holder's lock at once",
+		Story: "C3 takes the lock and crashes; nothing is heard from its session for the session timeout, " +
+			"the ensemble expires it and deletes its node. C1 and C2 both create a node under the lock's " +
+			"path: the server numbers them in order, the lowest holds, and exactly one of them acquires.",
+		Source: srcZKRecipe,
+	},
+	"clock-skew": {
+		Title: "a client whose clock runs ahead: nothing to steal",
+		Story: "C2's clock is 32s ahead. A session expires on the ensemble's clock, not a client's: C2 " +
+			"finds C1's node first in line and is refused.",
+		Source: srcZKSessions,
+	},
+	"crash-before-expire": {
+		Title: "the holder crashes holding the lock",
+		Story: "C1 crashes holding the lock. Its node lives as long as its session: nothing is heard from " +
+			"C1 for the session timeout, the ensemble expires the session and deletes the node, and the " +
+			"next client acquires.",
+		Source: srcZKSessions,
+	},
+	"ttl-pushed-by-waiters": {
+		Title: "waiters cannot push a session's timeout",
+		Story: "C2 and C3 try while C1 holds the lock. Their requests touch their own sessions and nodes, " +
+			"not C1's: C1's session lives on its own heartbeats, and the waiters are refused.",
+		Source: srcZKRecipe,
+	},
+	"release-after-expiry": {
+		Title: "a release after the session expired deletes nothing of another's",
+		Story: "C1's session expires while it holds the lock (it was paused), and C2 acquires with a node of " +
+			"its own. C1 then releases: it deletes its own node, which is gone, not C2's.",
+		Source: srcZKRecipe,
+	},
+	"pause-past-ttl": {
+		Title: "a holder pauses past its session timeout (no fencing)",
+		Story: "C1 acquires, then stops for longer than its session timeout. No heartbeat leaves its " +
+			"stopped process: the ensemble expires the session and deletes C1's node. C2 acquires and " +
+			"writes; C1 wakes up and writes too. Consensus does not help: the lock was released " +
+			"correctly, and C1 does not know.",
+		Source: srcZKCurator,
+	},
+	"partitioned-holder": {
+		Title: "the holder's session expires while it is cut off, and it keeps writing",
+		Story: "C1 holds the lock when the network cuts it off from every server. Its heartbeats cannot " +
+			"reach the ensemble: the session timeout passes, the ensemble expires the session and deletes " +
+			"C1's node. C2 acquires and writes. C1 does not learn it lost the lock until it reaches a " +
+			"server again; it writes again.",
+		Source: srcZKCurator,
+	},
+	"failover-loses-lock": {
+		Title: "the leader fails while a client holds the lock; the lock survives",
+		Story: "C1 holds the lock when the leader is killed. The others elect a new leader, which has every " +
+			"committed transaction, C1's node among them: C2 finds it and is refused.",
+		Source: srcZKZab,
+	},
+	"restart-loses-lock": {
+		Title: "the leader restarts on its data directory; the lock survives",
+		Story: "C1 holds the lock when the leader is killed and started again on its data directory. The " +
+			"others elect a new leader, which has every committed node, and the restarted server catches " +
+			"up from it: C1's node is there, and C2 is refused.",
+		Source: srcZKZab,
+	},
+}
