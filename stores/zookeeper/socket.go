@@ -42,8 +42,8 @@ type pendingReq struct {
 // Write sends the connection's packets: the handshake, heartbeats and
 // the re-registration of watches as they come, and each request once the
 // scheduler grants it. A request the scheduler refuses (its node is down,
-// its client cut off) is not sent: the socket closes, as a cut network's
-// would, and the connection fails it.
+// its client cut off) is not sent: the connection fails it with the
+// scheduler's error and closes the socket, as a cut network would.
 func (s *socket) Write(b []byte) (int, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -61,7 +61,9 @@ func (s *socket) Write(b []byte) (int, error) {
 	}
 	sent, err := c.Send(context.Background(), 1, s.cl.s.label(c, q), nil)
 	if err != nil {
-		s.Conn.Close()
+		// The connection fails the request with err, then closes the
+		// socket; closing it here would race its own failure of every
+		// request under way.
 		return 0, err
 	}
 	s.mu.Lock()
