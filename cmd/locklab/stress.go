@@ -21,8 +21,6 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
-	"github.com/locklab/locklab/stores/etcd"
-	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -128,10 +126,12 @@ its sessions with it.`,
 					return g.args.badFlag(cmd, "porcupine-html", html, "%v", err)
 				}
 			}
-			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || d.Family == etcd.Name) {
+			// The store the strategy locks on, when it is not Redis.
+			sd := stress.LookupStore(d.Family)
+			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || sd != nil) {
 				where := "locks on one Redis node"
-				if d.Family == etcd.Name {
-					where = "runs on a three-member etcd cluster"
+				if sd != nil && sd.Servers != "" {
+					where = "runs on " + sd.Servers
 				}
 				return g.args.badFlag(cmd, "nodes", strconv.Itoa(nodes), "%s %s; --nodes is the Redis nodes of a multi-node strategy (%s)",
 					o.Strategy, where, strings.Join(multiNodeStrategies(), ", "))
@@ -145,8 +145,7 @@ its sessions with it.`,
 			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
 			for _, f := range faults {
 				if _, err := stress.ParseFaults([]string{f}); err != nil {
-					return g.args.badFlag(cmd, "node-faults", f, "unknown node fault; the node faults are %s, failover, cluster-failover, (on etcd) leader-kill or (on PostgreSQL) kill",
-						node.JoinFaults(stress.FaultKinds))
+					return g.args.badFlag(cmd, "node-faults", f, "%s", unknownFault())
 				}
 			}
 			if o.Faults, err = stress.ParseFaults(faults); err != nil {
@@ -155,15 +154,16 @@ its sessions with it.`,
 			if len(o.Faults) > 0 && g.addrsBackend() {
 				return errNoFaults
 			}
-			onPG := d.Family == postgres.Name
-			failover := slices.Contains(o.Faults, node.Failover) && !onPG
+			// A failover of the store's own (a standby promoted) is not a
+			// Sentinel group's.
+			failover := slices.Contains(o.Faults, node.Failover) && !injects(sd, node.Failover)
 			if failover {
 				if err := checkFailover(o.Faults, d); err != nil {
 					return err
 				}
 				nodes = 1
 			}
-			cfailover := slices.Contains(o.Faults, node.ClusterFailover)
+			cfailover := slices.Contains(o.Faults, node.ClusterFailover) && !injects(sd, node.ClusterFailover)
 			if cfailover {
 				if err := checkClusterFailover(o.Faults, d); err != nil {
 					return err
@@ -171,17 +171,11 @@ its sessions with it.`,
 				nodes = 1
 			}
 			errw := cmd.ErrOrStderr()
-			if d.Family == etcd.Name {
-				return runStressEtcd(cmd, g, o, asJSON, fail, html)
+			if sd != nil {
+				return runStressStore(cmd, g, sd, o, asJSON, fail, html)
 			}
-			if d.Family == postgres.Name {
-				return runStressPG(cmd, g, o, asJSON, fail, html)
-			}
-			if slices.Contains(o.Faults, node.LeaderKill) {
-				return fmt.Errorf("--node-faults %s strikes an etcd cluster's leader: it takes an etcd strategy (etcd-lease)", node.LeaderKill)
-			}
-			if slices.Contains(o.Faults, node.Kill) {
-				return fmt.Errorf("--node-faults %s kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy (pg-advisory, pg-for-update, pg-lock-table)", node.Kill)
+			if err := storeFault(o.Faults); err != nil {
+				return err
 			}
 			c, _, err := g.cluster(ctx, errw, nodes)
 			if err != nil {

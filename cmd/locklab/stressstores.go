@@ -1,56 +1,107 @@
-// stress on the stores other than Redis: an etcd cluster or a PostgreSQL
-// server started for the run.
+// stress on the stores other than Redis: the servers of the store the
+// strategy's family names (stress.LookupStore), started for the run.
 
 package main
 
 import (
 	"fmt"
 	"slices"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores"
-	"github.com/locklab/locklab/stores/etcd/etcdproc"
-	"github.com/locklab/locklab/stores/postgres"
-	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
 
-// runStressEtcd runs an etcd-family strategy on a three-member etcd
-// cluster it starts on the backend (local processes or containers; addrs
-// gives Redis servers only), with the node faults of
-// stress.EtcdFaultKinds. The TTL defaults to 1s, etcd's lease
-// granularity.
-func runStressEtcd(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
+// runStressStore runs a strategy of store sd on servers of it that it
+// starts on the backend (local processes or containers; addrs gives Redis
+// servers only), with the store's node faults (sd.Faults). The TTL
+// defaults to the store's lease granularity where it has one (sd.Lease).
+func runStressStore(cmd *cobra.Command, g *globals, sd *stress.StoreDriver, o stress.Options, asJSON, fail bool, html string) error {
 	if g.addrsBackend() {
-		return fmt.Errorf("strategy %s locks on etcd, which the addrs backend does not give: use --backend process", o.Strategy)
+		return fmt.Errorf("strategy %s locks on %s, which the addrs backend does not give: use --backend process", o.Strategy, sd.Title)
 	}
 	for _, f := range o.Faults {
-		if !slices.Contains(stress.EtcdFaultKinds, f) {
-			return fmt.Errorf("--node-faults %s: a run on etcd injects %s", f, node.JoinFaults(stress.EtcdFaultKinds))
+		if !slices.Contains(sd.Faults, f) {
+			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on %s injects %s", sd.Title, node.JoinFaults(sd.Faults))
 		}
 	}
-	if !cmd.Flags().Changed("ttl") {
-		o.TTL = time.Second
+	if sd.Lease > 0 {
+		if !cmd.Flags().Changed("ttl") {
+			o.TTL = sd.Lease
+		}
+		if o.TTL < sd.Lease || o.TTL%sd.Lease != 0 {
+			return g.args.badFlag(cmd, "ttl", o.TTL.String(), "%s's leases are %s's, in %s: give %v, %v, ...",
+				o.Strategy, sd.Title, sd.LeaseWords(), sd.Lease, 2*sd.Lease)
+		}
 	}
-	if o.TTL < time.Second || o.TTL%time.Second != 0 {
-		return g.args.badFlag(cmd, "ttl", o.TTL.String(), "%s's leases are etcd's, in whole seconds: give 1s, 2s, ...", o.Strategy)
+	if err := stores.Installed(sd.Name); err != nil {
+		return fmt.Errorf("strategy %s locks on %s: %w", o.Strategy, sd.Title, err)
 	}
 	backend, err := stores.Backend(cmd.Context(), g.backend)
 	if err != nil {
 		return err
 	}
-	cl, err := etcdproc.Start(cmd.Context(), etcdproc.Options{Backend: backend})
+	errw := cmd.ErrOrStderr()
+	srv, err := stores.Start(cmd.Context(), backend, []string{o.Strategy}, func(line string) { fmt.Fprintln(errw, line) })
 	if err != nil {
-		return fmt.Errorf("starting etcd for %s: %w", o.Strategy, err)
+		return err
 	}
-	defer cl.Close()
-	fmt.Fprintf(cmd.ErrOrStderr(), "etcd: %s\n", cl.Describe())
-	o.Etcd = cl
+	defer closeAndTell(errw, srv)
+	o.Store = srv.First(sd.Name)
 	return runStress(cmd, o, asJSON, fail, html)
+}
+
+// storeFault refuses, for a strategy of no store but Redis, the node
+// faults that strike a store's servers alone (stress.StoreDriver.Own):
+// the error names the strategies that take it.
+func storeFault(faults []node.Fault) error {
+	for _, sd := range stress.Stores() {
+		for _, f := range sd.Faults {
+			if own := sd.Own[f]; own != "" && slices.Contains(faults, f) {
+				return fmt.Errorf("--node-faults %s %s (%s)", f, own, strings.Join(familyStrategies(sd.Name), ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// unknownFault is why --node-faults refuses a name: the node faults, the
+// stores' own (stress.StoreDriver.Own) said with their store.
+func unknownFault() string {
+	kinds := []string{node.JoinFaults(stress.FaultKinds), node.Failover.String(), node.ClusterFailover.String()}
+	for _, sd := range stress.Stores() {
+		var own []node.Fault
+		for _, f := range sd.Faults {
+			if sd.Own[f] != "" {
+				own = append(own, f)
+			}
+		}
+		if len(own) > 0 {
+			kinds = append(kinds, fmt.Sprintf("(on %s) %s", sd.Title, node.JoinFaults(own)))
+		}
+	}
+	last := len(kinds) - 1
+	return "unknown node fault; the node faults are " + strings.Join(kinds[:last], ", ") + " or " + kinds[last]
+}
+
+// injects reports whether a run on store sd (nil: Redis) injects f.
+func injects(sd *stress.StoreDriver, f node.Fault) bool {
+	return sd != nil && slices.Contains(sd.Faults, f)
+}
+
+// familyStrategies names the strategies of family.
+func familyStrategies(family string) []string {
+	var out []string
+	for _, d := range strategies.All() {
+		if d.Family == family {
+			out = append(out, d.Name)
+		}
+	}
+	return out
 }
 
 // multiNodeStrategies names the strategies that lock on several Redis
@@ -63,33 +114,4 @@ func multiNodeStrategies() []string {
 		}
 	}
 	return out
-}
-
-// runStressPG runs a PostgreSQL strategy on a throwaway PostgreSQL server
-// it starts on the backend (a local process on process, a container on
-// docker; never on addrs), with the node faults of stress.PGFaultKinds.
-func runStressPG(cmd *cobra.Command, g *globals, o stress.Options, asJSON, fail bool, html string) error {
-	if g.addrsBackend() {
-		return fmt.Errorf("strategy %s locks on PostgreSQL, which the addrs backend does not give: use --backend process", o.Strategy)
-	}
-	for _, f := range o.Faults {
-		if !slices.Contains(stress.PGFaultKinds, f) {
-			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on PostgreSQL injects %s", node.JoinFaults(stress.PGFaultKinds))
-		}
-	}
-	if err := stores.Installed(postgres.Name); err != nil {
-		return fmt.Errorf("strategy %s locks on PostgreSQL: %w", o.Strategy, err)
-	}
-	backend, err := stores.Backend(cmd.Context(), g.backend)
-	if err != nil {
-		return err
-	}
-	srv, err := pgproc.Start(cmd.Context(), pgproc.Options{Backend: backend})
-	if err != nil {
-		return fmt.Errorf("starting PostgreSQL for %s: %w", o.Strategy, err)
-	}
-	defer closeAndTell(cmd.ErrOrStderr(), srv)
-	fmt.Fprintf(cmd.ErrOrStderr(), "PostgreSQL: %s\n", srv.Describe())
-	o.PG = srv
-	return runStress(cmd, o, asJSON, fail, html)
 }

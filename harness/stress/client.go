@@ -49,20 +49,12 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}
 		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
 		var closeStore func()
-		if r.etcd != nil {
-			cli, err := r.etcd.client(cr)
-			if err != nil {
+		if r.store != nil {
+			var err error
+			if closeStore, err = r.store.Connect(ctx, cr, &cfg); err != nil {
 				r.fail(err)
 				return
 			}
-			cfg.Store, closeStore = cli, func() { cli.Close() }
-		} else if r.pg != nil {
-			pool, err := r.pg.pool(ctx, cr)
-			if err != nil {
-				r.fail(err)
-				return
-			}
-			cfg.Store, closeStore = pool, pool.Close
 		} else if desc.Properties.MultiNode {
 			for _, n := range nodes {
 				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
@@ -137,11 +129,11 @@ func (r *recorder) crash(id int) {
 	r.mu.Unlock()
 }
 
-// errCrashed is what a crashed client's connection answers.
+// errCrashed is what a crashed client's connection answers (ErrCrashed).
 var errCrashed = errors.New("client crashed")
 
 // crasher decides, after each command of one client incarnation, whether the
-// client crashes there.
+// client crashes there: a store's connections ask it as a Crasher.
 type crasher struct {
 	prob    float64
 	mu      sync.Mutex
@@ -149,7 +141,11 @@ type crasher struct {
 	crashed atomic.Bool
 }
 
-func (c *crasher) roll() {
+// Crashed reports whether the client has crashed.
+func (c *crasher) Crashed() bool { return c.crashed.Load() }
+
+// Roll decides whether the client crashes after the command it just sent.
+func (c *crasher) Roll() {
 	if c.prob <= 0 {
 		return
 	}
@@ -179,6 +175,6 @@ func (c *crasher) do(ctx context.Context, _ wrapconn.Call, send wrapconn.Send) (
 		return nil, errCrashed
 	}
 	v, err := send(ctx)
-	c.roll()
+	c.Roll()
 	return v, err
 }

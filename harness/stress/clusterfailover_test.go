@@ -11,6 +11,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
 )
 
 // redisCluster starts a Redis Cluster on backend be, skipping the test
@@ -73,7 +74,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 					t.Logf("  %v %s", s.At.Round(time.Millisecond), s.What)
 				}
 				if processes {
-					noWorkersLeft(t)
+					stresstest.NoWorkersLeft(t)
 				}
 			}
 		})

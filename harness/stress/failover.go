@@ -34,8 +34,8 @@ const (
 // a failover fault has one.
 func (o *Options) checkSentinels() error {
 	if o.Sentinels == nil {
-		if slices.Contains(o.Faults, node.Failover) && o.PG == nil {
-			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels) or a PostgreSQL server (Options.PG)", node.Failover)
+		if slices.Contains(o.Faults, node.Failover) && (o.sd == nil || !slices.Contains(o.sd.Faults, node.Failover)) {
+			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels) or a store whose servers fail over (Options.Store)", node.Failover)
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
 )
 
 // sentinelGroup starts a Sentinel group on backend be, skipping the test
@@ -89,7 +90,7 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 	t.Logf("processes %v: %d cycles, %d overlaps (%d during the failover), %d fence refusals",
 		processes, rep.Cycles, rep.Overlaps, rep.InFaults[stress.KindOverlap], rep.FenceRefusals)
 	if processes {
-		noWorkersLeft(t)
+		stresstest.NoWorkersLeft(t)
 	}
 	// Let the old master be demoted before the next run's failover.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -109,7 +110,7 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 func runFailover(t *testing.T, o stress.Options, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	if processes {
-		o.Processes, o.WorkerCommand = true, workerCommand(t)
+		o.Processes, o.WorkerCommand = true, stresstest.WorkerCommand(t)
 	}
 	rep, err := stress.Run(context.Background(), o)
 	require.NoError(t, err)

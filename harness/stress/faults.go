@@ -39,10 +39,10 @@ var SentinelFaultKinds = []node.Fault{node.Failover}
 var RedisClusterFaultKinds = []node.Fault{node.ClusterFailover}
 
 // ParseFaults reads fault names as the CLI takes them ("pause",
-// "restart-keep", "failover"). A name that is not one of FaultKinds or
-// SentinelFaultKinds is an error that lists them.
+// "restart-keep", "failover"). A name that is not one of KnownFaults is an
+// error that lists them.
 func ParseFaults(names []string) ([]node.Fault, error) {
-	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill, node.Kill})
+	known := KnownFaults()
 	out := make([]node.Fault, 0, len(names))
 	for _, s := range names {
 		f, err := node.ParseFault(s)
@@ -52,6 +52,22 @@ func ParseFaults(names []string) ([]node.Fault, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// KnownFaults are the node faults some run injects: FaultKinds,
+// SentinelFaultKinds, RedisClusterFaultKinds, then those of each
+// registered store (StoreDriver.Faults, Stores' order) that are none of
+// those, each once.
+func KnownFaults() []node.Fault {
+	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds)
+	for _, d := range Stores() {
+		for _, f := range d.Faults {
+			if !slices.Contains(known, f) {
+				known = append(known, f)
+			}
+		}
+	}
+	return known
 }
 
 // NodeFault is one node fault injected during a run.
@@ -74,17 +90,13 @@ func (o *Options) faultDefaults() error {
 	if len(o.Faults) == 0 {
 		return nil
 	}
+	known := KnownFaults()
 	for _, k := range o.Faults {
-		if !slices.Contains(FaultKinds, k) && !slices.Contains(SentinelFaultKinds, k) && !slices.Contains(RedisClusterFaultKinds, k) &&
-			!slices.Contains(EtcdFaultKinds, k) && !slices.Contains(PGFaultKinds, k) {
-			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k,
-				node.JoinFaults(slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds, []node.Fault{node.LeaderKill, node.Kill})))
+		if !slices.Contains(known, k) {
+			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k, node.JoinFaults(known))
 		}
 	}
-	if slices.Contains(o.Faults, node.Kill) && o.PG == nil {
-		return lockkit.Invalid("node fault %v kills a PostgreSQL server's client sessions: it needs Options.PG", node.Kill)
-	}
-	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
+	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil {
 		return lockkit.Invalid("node faults need nodes to fault")
 	}
 	if o.FaultEvery <= 0 {
@@ -111,10 +123,8 @@ func (r *recorder) faults(ctx context.Context) {
 		}
 		kind := r.o.Faults[rng.IntN(len(r.o.Faults))]
 		switch {
-		case r.etcd != nil:
-			r.etcdFault(ctx, kind)
-		case r.o.PG != nil:
-			r.pgFault(ctx, kind)
+		case r.store != nil:
+			r.strike(kind, func(s *Strike) error { return r.store.Fault(ctx, s) })
 		case kind == node.Failover:
 			r.failover(ctx)
 		case kind == node.ClusterFailover:
@@ -136,38 +146,25 @@ var faultWhat = map[node.Fault]string{
 
 func (r *recorder) nodeFault(ctx context.Context, kind node.Fault, n FaultNode) {
 	bg := context.WithoutCancel(ctx)
-	r.strike(ctx, kind, n.Name(), "node "+n.Name(), fmt.Sprintf("%s for %v", faultWhat[kind], r.o.FaultFor),
-		func() error { return node.Begin(bg, n, kind) }, func() error { return node.End(bg, n, kind) })
+	r.strike(kind, func(s *Strike) error {
+		return s.Run(ctx, n.Name(), "node "+n.Name(), fmt.Sprintf("%s for %v", faultWhat[kind], r.o.FaultFor),
+			func() error { return node.Begin(bg, n, kind) }, func() error { return node.End(bg, n, kind) })
+	})
 }
 
-// strike runs one node fault on the node named nodeName, which the
-// timeline calls label: it says what the fault does, begins it, holds it
-// for FaultFor (or until ctx ends), ends it, and records it. A fault that
-// began is always ended, even when ctx ends meanwhile.
-func (r *recorder) strike(ctx context.Context, kind node.Fault, nodeName, label, what string, begin, end func() error) {
-	f := NodeFault{Kind: kind, Node: nodeName, At: r.now()}
-	r.mu.Lock()
-	r.event(NodeFaultClient, label+" "+what)
-	r.mu.Unlock()
+// strike runs one node fault of kind: fault strikes it, telling s, and
+// returns once the node is healed; the run records it.
+func (r *recorder) strike(kind node.Fault, fault func(s *Strike) error) {
+	s := &Strike{r: r, nf: NodeFault{Kind: kind, At: r.now()}}
 	r.faulting.Store(true)
-	err := begin()
-	if err == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.o.FaultFor):
-		}
-		err = end()
-	}
+	err := fault(s)
 	r.faultEnded.Store(int64(r.now()))
 	r.faulting.Store(false)
-	f.For = r.now() - f.At
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	s.nf.For = r.now() - s.nf.At
 	if err != nil {
-		f.Err = err.Error()
-		r.event(NodeFaultClient, fmt.Sprintf("%s: %s failed: %v", label, kind, err))
-	} else {
-		r.event(NodeFaultClient, fmt.Sprintf("%s back after %v", label, f.For.Round(time.Millisecond)))
+		s.nf.Err = err.Error()
 	}
-	r.nfaults = append(r.nfaults, f)
+	r.mu.Lock()
+	r.nfaults = append(r.nfaults, s.nf)
+	r.mu.Unlock()
 }

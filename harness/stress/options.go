@@ -5,14 +5,13 @@ package stress
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/lockkit"
-	"github.com/locklab/locklab/stores/etcd/etcdproc"
-	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -122,30 +121,23 @@ type Options struct {
 	// (strategies.Description.NoCluster) are refused.
 	RedisCluster *node.RedisCluster
 
-	// Etcd, when set, is the etcd cluster an etcd-family strategy
-	// (etcd-lease) locks on: each client (each goroutine incarnation, or
-	// each worker process) has an etcd client of its own, which reaches
-	// the members through a loopback proxy per member, and Nodes, Addrs
-	// and FaultNodes stay empty. Its node faults are EtcdFaultKinds,
-	// which strike the member that leads when each begins. The TTL
-	// defaults to 1s, etcd's lease granularity. The run empties the
-	// cluster's key space first: the cluster is the run's own.
-	Etcd *etcdproc.Cluster
-
-	// PG, when set, is the PostgreSQL server a PostgreSQL strategy
-	// (pg-lock-table, pg-for-update, pg-advisory) locks on: each client
-	// incarnation has a connection pool of its own, which a crash closes
-	// (its sessions end, their session locks with them, as a process's
-	// death would), and Nodes, Addrs and FaultNodes stay empty. Its node
-	// faults are PGFaultKinds, which strike the server. With Processes
-	// each worker has a pool of its own, whose sessions end with it.
-	// The server is the run's own: its lock table is not emptied first.
-	PG *pgproc.Server
+	// Store, when set, holds the servers of the store other than Redis
+	// that the strategy locks on (see store.go): a harness.StoreNode of
+	// the store, which the caller starts and closes. The store's
+	// StoreDriver, registered by its folder under stores/, connects each
+	// client (each goroutine incarnation, or each worker process) on its
+	// own, empties the servers of what would disturb the run
+	// (StoreRun.Empty), and strikes them with its node faults
+	// (StoreDriver.Faults); Nodes, Addrs and FaultNodes stay empty.
+	// The TTL defaults to the store's lease granularity where it has one
+	// (StoreDriver.Lease).
+	Store StoreServers
 
 	// desc and factory are Strategy resolved, once, by defaults: every
-	// client's Locker is built by factory.
+	// client's Locker is built by factory; sd is the StoreDriver of Store.
 	desc    strategies.Description
 	factory strategies.Factory
+	sd      *StoreDriver
 	// ns is the namespace of a Shared run.
 	ns namespace.Namespace
 }
@@ -190,8 +182,13 @@ func (o *Options) defaults() error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
+	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil {
 		return lockkit.Invalid("no Redis nodes")
+	}
+	if o.Store != nil {
+		if o.sd = LookupStore(o.Store.Store()); o.sd == nil {
+			return lockkit.Invalid("stress: no store %q is registered (import its package under stores/)", o.Store.Store())
+		}
 	}
 	if o.Clients <= 0 {
 		o.Clients = 8
@@ -201,8 +198,8 @@ func (o *Options) defaults() error {
 	}
 	if o.TTL <= 0 {
 		o.TTL = 100 * time.Millisecond
-		if o.Etcd != nil {
-			o.TTL = time.Second
+		if o.sd != nil && o.sd.Lease > 0 {
+			o.TTL = o.sd.Lease
 		}
 	}
 	if o.HoldMax <= 0 {
@@ -234,7 +231,7 @@ func (o *Options) defaults() error {
 		if len(o.WorkerCommand) == 0 {
 			return lockkit.Invalid("process mode needs a worker command")
 		}
-		if o.Sentinels == nil && o.RedisCluster == nil && o.Etcd == nil && len(o.Addrs) != len(o.Nodes) {
+		if o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil && len(o.Addrs) != len(o.Nodes) {
 			return lockkit.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
 		}
 	}
@@ -248,11 +245,41 @@ func (o *Options) defaults() error {
 	if err := o.checkRedisCluster(); err != nil {
 		return err
 	}
-	if err := o.checkEtcd(); err != nil {
-		return err
-	}
-	if err := o.checkPG(); err != nil {
+	if err := o.checkStore(); err != nil {
 		return err
 	}
 	return o.faultDefaults()
+}
+
+// checkStore refuses a strategy of a registered store without its
+// servers, servers with a strategy of another store, a TTL the store's
+// leases cannot be, and the node faults a run on it does not inject; on
+// Redis, the faults that strike a store's servers alone.
+func (o *Options) checkStore() error {
+	own := LookupStore(o.desc.Family)
+	if own != o.sd {
+		if o.sd == nil {
+			return lockkit.Invalid("stress: strategy %s locks on %s: Options.Store is required", o.Strategy, own.Title)
+		}
+		return lockkit.Invalid("stress: strategy %s does not lock on %s", o.Strategy, o.sd.Title)
+	}
+	if d := o.sd; d != nil {
+		if d.Lease > 0 && (o.TTL < d.Lease || o.TTL%d.Lease != 0) {
+			return lockkit.Invalid("stress: TTL %v: %s's leases are %s, at least %v", o.TTL, d.Title, d.LeaseWords(), d.Lease)
+		}
+		for _, f := range o.Faults {
+			if !slices.Contains(d.Faults, f) {
+				return lockkit.Invalid("stress: node fault %v is not one a run on %s injects (want %s)", f, d.Title, node.JoinFaults(d.Faults))
+			}
+		}
+		return nil
+	}
+	for _, d := range Stores() {
+		for _, f := range d.Faults {
+			if d.Own[f] != "" && slices.Contains(o.Faults, f) {
+				return lockkit.Invalid("stress: node fault %v %s", f, d.Own[f])
+			}
+		}
+	}
+	return nil
 }

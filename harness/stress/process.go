@@ -78,7 +78,7 @@ func (p *proc) signal(sig syscall.Signal) {
 // the worker reported, whether the run killed it as a crash, and why it
 // ended when it ended by itself.
 func (r *recorder) incarnate(ctx context.Context, cancel context.CancelFunc, id int, seed uint64, skew time.Duration, rng *rand.Rand) (int, bool, error) {
-	argv := append(append([]string(nil), r.o.WorkerCommand...), workerArgs(&r.o, r.etcd, r.pg, id, seed, skew)...)
+	argv := append(append([]string(nil), r.o.WorkerCommand...), workerArgs(&r.o, r.store, id, seed, skew)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// The worker dies with the parent (the thread that started it); a
 	// closed stdin ends it too.

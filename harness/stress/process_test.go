@@ -3,9 +3,6 @@ package stress_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,46 +12,12 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
-// workerArg0 makes the test binary a stress worker: the process-mode tests
-// re-execute it with this first argument instead of building cmd/locklab.
-const workerArg0 = "locklab-stress-worker"
-
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == workerArg0 {
-		args := os.Args[2:]
-		if len(args) > 0 && strings.HasPrefix(args[0], workerTag) {
-			args = args[1:]
-		}
-		if err := stress.Worker(context.Background(), args, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// workerTag marks a worker with the test that started it, so that a test
-// running in parallel with others checks only its own workers.
-const workerTag = "test="
-
-func workerCommand(t *testing.T) []string {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	return []string{exe, workerArg0, workerTag + tagOf(t)}
-}
-
-func tagOf(t *testing.T) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, t.Name())
-}
+// The process-mode tests run this test binary as their workers.
+func TestMain(m *testing.M) { stresstest.Main(m) }
 
 // processOptions runs on one fresh redis-server in process mode.
 func processOptions(t *testing.T, o stress.Options) stress.Options {
@@ -62,15 +25,8 @@ func processOptions(t *testing.T, o stress.Options) stress.Options {
 	o.Nodes = []locklab.ConnSource{srv.Pool}
 	o.Addrs = []string{srv.Addr}
 	o.Processes = true
-	o.WorkerCommand = workerCommand(t)
+	o.WorkerCommand = stresstest.WorkerCommand(t)
 	return o
-}
-
-// noWorkersLeft checks that no worker this test started is still running.
-func noWorkersLeft(t *testing.T) {
-	t.Helper()
-	out, _ := exec.Command("pgrep", "-f", workerArg0+" "+workerTag+tagOf(t)+" ").Output()
-	assert.Empty(t, strings.TrimSpace(string(out)), "worker processes left behind")
 }
 
 // A worker really stopped with SIGSTOP past its TTL overlaps its successor
@@ -96,7 +52,7 @@ func TestProcessesUnsafeViolates(t *testing.T) {
 				assert.Contains(t, fmt.Sprint(rep.First[0].Timeline), "SIGSTOP")
 			}
 			t.Logf("%s: %s after %v and %d cycles: %s", name, rep.First[0].Kind, rep.First[0].At.Round(time.Millisecond), rep.Cycles, rep.First[0].Detail)
-			noWorkersLeft(t)
+			stresstest.NoWorkersLeft(t)
 		})
 	}
 }
@@ -118,7 +74,7 @@ func TestProcessesSetNXPXFenced(t *testing.T) {
 	assert.Positive(t, rep.Crashes, "the run must have exercised SIGKILL")
 	assert.Zero(t, rep.LostUpdates, "violations: %+v", rep.First)
 	assert.Empty(t, rep.Liveness)
-	noWorkersLeft(t)
+	stresstest.NoWorkersLeft(t)
 }
 
 // A worker that cannot start fails the run with its error, not a report.
@@ -197,7 +153,7 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	n := c.Nodes()[0]
 	rep, err := stress.Run(ctx, stress.Options{
 		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()},
-		Processes: true, WorkerCommand: workerCommand(t), FaultNodes: []stress.FaultNode{n},
+		Processes: true, WorkerCommand: stresstest.WorkerCommand(t), FaultNodes: []stress.FaultNode{n},
 		Faults: []node.Fault{node.Pause, node.Partition}, Clients: 3, Duration: 2500 * time.Millisecond,
 		PauseProb: -1, CrashProb: -1, FaultEvery: 300 * time.Millisecond, FaultFor: 100 * time.Millisecond, Seed: 8,
 	})
@@ -214,7 +170,7 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	assert.Zero(t, rep.LostUpdates)
 	_, err = n.Do(ctx, "PING")
 	require.NoError(t, err, "the node answers after the run")
-	noWorkersLeft(t)
+	stresstest.NoWorkersLeft(t)
 
 	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []node.Fault{node.Failover}, FaultNodes: []stress.FaultNode{n}})
 	require.ErrorIs(t, err, locklab.ErrInvalid, "a run does not fail nodes over")
@@ -258,5 +214,5 @@ func TestProcessesSlowStartIsNotStarvation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.Liveness, "no liveness violation while the workers start: %+v", rep.First)
 	assert.Positive(t, rep.Cycles)
-	noWorkersLeft(t)
+	stresstest.NoWorkersLeft(t)
 }

@@ -52,27 +52,22 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 		defer cp.Close()
 		o.Nodes = []locklab.ConnSource{cp}
 	}
-	var pg *pgRun
-	if o.PG != nil {
+	var store StoreRun
+	if o.Store != nil {
 		var err error
-		if pg, err = startPG(&o); err != nil {
+		if store, err = o.sd.Start(ctx, o.Store, o); err != nil {
 			return nil, err
 		}
-		defer pg.close()
-	}
-	var etcd *etcdRun
-	if o.Etcd != nil {
-		var err error
-		if etcd, err = startEtcd(ctx, o.Etcd); err != nil {
-			return nil, err
-		}
-		defer etcd.close()
+		defer store.Close()
 	}
 	desc := o.desc
 	if o.ns.IsZero() {
-		// A Redis Cluster was emptied above, master by master, and an
-		// etcd cluster by startEtcd.
-		if o.RedisCluster == nil && o.Etcd == nil && o.PG == nil {
+		switch {
+		case store != nil:
+			if err := store.Empty(ctx); err != nil {
+				return nil, err
+			}
+		case o.RedisCluster == nil: // a Redis Cluster was emptied above, master by master
 			if err := flush(ctx, o.Nodes); err != nil {
 				return nil, err
 			}
@@ -85,7 +80,7 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 		}()
 	}
 	r := newRecorder(o)
-	r.etcd, r.pg = etcd, pg
+	r.store = store
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
@@ -160,8 +155,7 @@ type recorder struct {
 	o     Options
 	start time.Time
 	stop  context.CancelFunc
-	etcd  *etcdRun // with Options.Etcd
-	pg    *pgRun   // with Options.PG
+	store StoreRun // with Options.Store
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
@@ -286,14 +280,8 @@ func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (stri
 	if r.now()-last < r.o.Stuck {
 		return "", false
 	}
-	if r.etcd != nil {
-		return r.etcd.stuckKind(ctx, r.o.Key)
-	}
-	if r.o.PG != nil {
-		// The run does not tell, on PostgreSQL, a lock that never frees
-		// (a session that lives on, holding it) from one taken again and
-		// again by the same few: it says starvation.
-		return KindStarvation, true
+	if r.store != nil {
+		return r.store.Stuck(ctx, r.o.Key)
 	}
 	// A key without TTL never frees itself: deadlock. One with a TTL that
 	// keeps being pushed forward: starvation.

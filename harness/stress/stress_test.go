@@ -111,9 +111,6 @@ func TestParseFaults(t *testing.T) {
 	fs, err = stress.ParseFaults([]string{"failover"})
 	require.NoError(t, err)
 	assert.Equal(t, []node.Fault{node.Failover}, fs)
-	fs, err = stress.ParseFaults([]string{"kill"}) // PostgreSQL's: its client sessions killed
-	require.NoError(t, err)
-	assert.Equal(t, []node.Fault{node.Kill}, fs)
 	for _, bad := range []string{"explode", "Pause"} {
 		_, err := stress.ParseFaults([]string{"pause", bad})
 		require.Error(t, err, bad)

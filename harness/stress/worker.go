@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
-	"github.com/jackc/pgx/v5/pgxpool"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
@@ -53,7 +51,7 @@ type WorkerReply struct {
 
 // workerArgs are the flags of a worker, built by the parent and parsed by
 // Worker.
-func workerArgs(o *Options, etcd *etcdRun, pg *pgRun, id int, seed uint64, skew time.Duration) []string {
+func workerArgs(o *Options, store StoreRun, id int, seed uint64, skew time.Duration) []string {
 	args := []string{
 		"--strategy", o.Strategy, "--key", o.Key, "--ttl", o.TTL.String(),
 		"--hold-max", o.HoldMax.String(), "--seed", fmt.Sprint(seed), "--id", fmt.Sprint(id),
@@ -73,13 +71,11 @@ func workerArgs(o *Options, etcd *etcdRun, pg *pgRun, id int, seed uint64, skew 
 			args = append(args, "--cluster", a)
 		}
 	}
-	if etcd != nil {
-		for _, a := range etcd.endpoints {
-			args = append(args, "--etcd", a)
+	if store != nil {
+		args = append(args, "--store", o.Store.Store())
+		for _, a := range store.WorkerArgs() {
+			args = append(args, "--store-arg", a)
 		}
-	}
-	if pg != nil {
-		args = append(args, "--pg", pg.dsn())
 	}
 	return args
 }
@@ -91,10 +87,9 @@ func workerArgs(o *Options, etcd *etcdRun, pg *pgRun, id int, seed uint64, skew 
 // Sentinels given with --sentinel (host:port) name --master-name, through a
 // locklab.SentinelPool of its own, or on the Redis Cluster whose nodes
 // --cluster (host:port) gives, through a locklab.ClusterPool of its own, or
-// on the etcd cluster whose endpoints --etcd (http://host:port) gives,
-// through an etcd client of its own (EtcdClientConfig), or on the
-// PostgreSQL server whose DSN --pg gives, through a connection pool of its
-// own (its sessions end when the process dies); it reports
+// on the servers of the store --store names (a registered StoreDriver),
+// through connections of its own that the store's Worker makes from the
+// values of --store-arg (its sessions end when the process dies); it reports
 // each step on out as a JSON WorkerEvent line, and takes its register
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
@@ -106,8 +101,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		addrs         []string
 		sentinels     []string
 		cluster       []string
-		etcd          []string
-		pgDSN         string
+		store         string
+		storeArgs     []string
 		masterName    string
 		ttl, holdMax  time.Duration
 		skew, stagger time.Duration
@@ -119,8 +114,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs.Func("addr", "", func(s string) error { addrs = append(addrs, s); return nil })
 	fs.Func("sentinel", "", func(s string) error { sentinels = append(sentinels, s); return nil })
 	fs.Func("cluster", "", func(s string) error { cluster = append(cluster, s); return nil })
-	fs.Func("etcd", "", func(s string) error { etcd = append(etcd, s); return nil })
-	fs.StringVar(&pgDSN, "pg", "", "")
+	fs.StringVar(&store, "store", "", "")
+	fs.Func("store-arg", "", func(s string) error { storeArgs = append(storeArgs, s); return nil })
 	fs.StringVar(&masterName, "master-name", "", "")
 	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
@@ -131,8 +126,8 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && len(etcd) == 0 && pgDSN == "" {
-		return errors.New("worker: no --addr, --sentinel, --cluster, --etcd or --pg")
+	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && store == "" {
+		return errors.New("worker: no --addr, --sentinel, --cluster or --store")
 	}
 	desc, factory, err := strategies.Lookup(strategy)
 	if err != nil {
@@ -164,27 +159,19 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		defer cp.Close()
 		cfg.Pool = cp
 	}
-	if len(etcd) > 0 {
+	if store != "" {
 		if len(addrs) > 0 || len(sentinels) > 0 || len(cluster) > 0 {
-			return errors.New("worker: --etcd takes no --addr, --sentinel or --cluster")
+			return errors.New("worker: --store takes no --addr, --sentinel or --cluster")
 		}
-		cli, err := clientv3.New(EtcdClientConfig(etcd))
+		d := LookupStore(store)
+		if d == nil {
+			return fmt.Errorf("worker: --store %s: no such store is registered", store)
+		}
+		closeStore, err := d.Worker(ctx, storeArgs, &cfg)
 		if err != nil {
 			return err
 		}
-		defer cli.Close()
-		cfg.Store = cli
-	}
-	if pgDSN != "" {
-		if len(addrs) > 0 || len(sentinels) > 0 || len(cluster) > 0 || len(etcd) > 0 {
-			return errors.New("worker: --pg takes no --addr, --sentinel, --cluster or --etcd")
-		}
-		pool, err := pgxpool.New(ctx, pgDSN)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		cfg.Store = pool
+		defer closeStore()
 	}
 	var pools []*redis.Pool
 	for _, a := range addrs {

@@ -1,4 +1,4 @@
-package stress_test
+package postgres_test
 
 import (
 	"context"
@@ -12,25 +12,40 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	_ "github.com/locklab/locklab/strategies/pglock" // pg-lock-table, pg-for-update, pg-advisory
 )
 
+// The stress tests of the process mode run this test binary as their
+// workers.
+func TestMain(m *testing.M) { stresstest.Main(m) }
+
 // A PostgreSQL strategy is refused without a server and with a node
 // fault a run on PostgreSQL does not inject; a Redis strategy is refused
-// on PostgreSQL.
+// on PostgreSQL, and PostgreSQL's session kill on Redis.
 func TestPGOptions(t *testing.T) {
 	t.Parallel()
-	s := &pgproc.Server{} // never started: every case is refused first
+	s := &postgres.Node{NodeName: "n1", Server: &pgproc.Server{}} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no server":   {Strategy: "pg-advisory", Nodes: []locklab.ConnSource{nil}},
-		"node fault":  {Strategy: "pg-advisory", PG: s, Faults: []node.Fault{node.Restart}},
-		"redis on pg": {Strategy: "set-nx-px", PG: s},
+		"node fault":  {Strategy: "pg-advisory", Store: s, Faults: []node.Fault{node.Restart}},
+		"redis on pg": {Strategy: "set-nx-px", Store: s},
+		"kill":        {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.Kill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)
 	}
+}
+
+// The CLI's spelling of the fault that kills a PostgreSQL server's client
+// sessions is a node fault stress knows once the store is registered.
+func TestParseKill(t *testing.T) {
+	fs, err := stress.ParseFaults([]string{"kill"})
+	require.NoError(t, err)
+	assert.Equal(t, []node.Fault{node.Kill}, fs)
 }
 
 // The three PostgreSQL locks under clients that pause past the TTL and
@@ -44,10 +59,10 @@ func TestPGStress(t *testing.T) {
 		t.Skip("runs a PostgreSQL server for several seconds")
 	}
 	t.Parallel()
-	srv := pgtest.Start(t, pgproc.Options{})
+	srv := &postgres.Node{NodeName: "n1", Server: pgtest.Start(t, pgproc.Options{})}
 	for _, name := range []string{"pg-for-update", "pg-advisory", "pg-lock-table"} {
 		rep, err := stress.Run(context.Background(), stress.Options{
-			Strategy: name, PG: srv, Clients: 4, Duration: 2 * time.Second, TTL: 100 * time.Millisecond,
+			Strategy: name, Store: srv, Clients: 4, Duration: 2 * time.Second, TTL: 100 * time.Millisecond,
 			PauseProb: 0.05, CrashProb: 0.01, Seed: 3, Key: "stress:" + name,
 		})
 		require.NoError(t, err, name)
@@ -78,10 +93,10 @@ func TestPGStressSessionEnds(t *testing.T) {
 		t.Skip("restarts and partitions a PostgreSQL server for several seconds")
 	}
 	t.Parallel()
-	srv := pgtest.Start(t, pgproc.Options{})
+	srv := &postgres.Node{NodeName: "n1", Server: pgtest.Start(t, pgproc.Options{})}
 	for _, fault := range []node.Fault{node.RestartKeep, node.Partition, node.Kill} {
 		rep, err := stress.Run(context.Background(), stress.Options{
-			Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 5 * time.Second, TTL: 500 * time.Millisecond,
+			Strategy: "pg-advisory", Store: srv, Clients: 4, Duration: 5 * time.Second, TTL: 500 * time.Millisecond,
 			PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:" + fault.String(),
 			Faults: []node.Fault{fault}, FaultEvery: time.Second, FaultFor: 200 * time.Millisecond,
 		})
@@ -107,11 +122,11 @@ func TestPGStressProcesses(t *testing.T) {
 		t.Skip("runs worker processes on a PostgreSQL server for several seconds")
 	}
 	t.Parallel()
-	srv := pgtest.Start(t, pgproc.Options{})
+	srv := &postgres.Node{NodeName: "n1", Server: pgtest.Start(t, pgproc.Options{})}
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "pg-advisory", PG: srv, Clients: 3, Duration: 3 * time.Second,
+		Strategy: "pg-advisory", Store: srv, Clients: 3, Duration: 3 * time.Second,
 		PauseProb: 0.05, CrashProb: 0.02, Seed: 5,
-		Processes: true, WorkerCommand: workerCommand(t),
+		Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
 	})
 	require.NoError(t, err)
 	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d errors (%s)",
@@ -131,9 +146,9 @@ func TestPGStressFailover(t *testing.T) {
 		t.Skip("fails a PostgreSQL server over to its standby for several seconds")
 	}
 	t.Parallel()
-	srv := pgtest.Start(t, pgproc.Options{})
+	srv := &postgres.Node{NodeName: "n1", Server: pgtest.Start(t, pgproc.Options{})}
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "pg-advisory", PG: srv, Clients: 4, Duration: 6 * time.Second, TTL: 500 * time.Millisecond,
+		Strategy: "pg-advisory", Store: srv, Clients: 4, Duration: 6 * time.Second, TTL: 500 * time.Millisecond,
 		PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:failover",
 		Faults: []node.Fault{node.Failover}, FaultEvery: 2 * time.Second, FaultFor: 300 * time.Millisecond,
 	})

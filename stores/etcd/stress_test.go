@@ -1,4 +1,4 @@
-package stress_test
+package etcd_test
 
 import (
 	"context"
@@ -12,28 +12,39 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease
 )
 
+// The stress tests of the process mode run this test binary as their
+// workers.
+func TestMain(m *testing.M) { stresstest.Main(m) }
+
 // An etcd-lease run is refused without an etcd cluster, with a TTL under
 // etcd's 1s, and with a Redis node fault; a Redis strategy is refused on
-// etcd.
+// etcd, and etcd's leader-kill on Redis.
 func TestEtcdOptions(t *testing.T) {
 	t.Parallel()
-	c := &etcdproc.Cluster{} // never started: every case is refused first
+	c := &etcd.Node{NodeName: "n1", Cluster: &etcdproc.Cluster{}} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no cluster":   {Strategy: "etcd-lease", Nodes: []locklab.ConnSource{nil}},
-		"ttl":          {Strategy: "etcd-lease", Etcd: c, TTL: 500 * time.Millisecond},
-		"restart":      {Strategy: "etcd-lease", Etcd: c, Faults: []node.Fault{node.Restart}},
-		"redis on etc": {Strategy: "set-nx-px", Etcd: c},
+		"ttl":          {Strategy: "etcd-lease", Store: c, TTL: 500 * time.Millisecond},
+		"ttl 1.5s":     {Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond},
+		"restart":      {Strategy: "etcd-lease", Store: c, Faults: []node.Fault{node.Restart}},
+		"redis on etc": {Strategy: "set-nx-px", Store: c},
 		"leader-kill":  {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.LeaderKill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)
 	}
+	_, err := stress.Run(context.Background(), stress.Options{Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond})
+	assert.ErrorContains(t, err, "stress: TTL 1.5s: etcd's leases are whole seconds, at least 1s")
+	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.LeaderKill}})
+	assert.ErrorContains(t, err, "stress: node fault leader-kill strikes an etcd cluster's leader: it takes an etcd strategy")
 }
 
 // etcd-lease with its fence checked, clients pausing past the TTL and the
@@ -56,9 +67,9 @@ func TestEtcdLeaseStress(t *testing.T) {
 			t.Parallel()
 			c := etcdtest.Start(t, etcdproc.Options{Backend: backend})
 			rep, err := stress.Run(context.Background(), stress.Options{
-				Strategy: "etcd-lease", Etcd: c, Clients: 4, Duration: 12 * time.Second, TTL: time.Second,
+				Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 4, Duration: 12 * time.Second, TTL: time.Second,
 				PauseProb: 0.1, PauseFor: 2500 * time.Millisecond, CrashProb: -1, Seed: 4,
-				Faults: stress.EtcdFaultKinds, FaultEvery: 2 * time.Second, FaultFor: time.Second,
+				Faults: etcd.StressFaults, FaultEvery: 2 * time.Second, FaultFor: time.Second,
 			})
 			require.NoError(t, err)
 			t.Logf("%d cycles, %d pauses, %d overlaps, %d fence refusals, %d lost updates, node faults %+v",
@@ -76,4 +87,27 @@ func TestEtcdLeaseStress(t *testing.T) {
 			assert.Empty(t, rep.Liveness)
 		})
 	}
+}
+
+// etcd-lease with each client a process of its own, with an etcd client
+// of its own: a pause is SIGSTOP, past the lease, whose holder the fence
+// then refuses; a crash is SIGKILL, whose lease expires.
+func TestEtcdLeaseStressProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes on an etcd cluster for several seconds")
+	}
+	t.Parallel()
+	c := etcdtest.Start(t, etcdproc.Options{})
+	rep, err := stress.Run(context.Background(), stress.Options{
+		Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 3, Duration: 4 * time.Second,
+		PauseProb: 0.05, CrashProb: 0.02, Seed: 5, Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
+	})
+	require.NoError(t, err)
+	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d fence refusals, %d errors (%s)",
+		rep.Cycles, rep.Pauses, rep.Crashes, rep.Overlaps, rep.FenceRefusals, rep.Errors, rep.FirstError)
+	assert.Equal(t, time.Second, rep.TTL, "the TTL defaults to etcd's lease granularity")
+	assert.Positive(t, rep.Cycles)
+	assert.Zero(t, rep.LostUpdates, "the fence keeps every update")
+	assert.Empty(t, rep.Liveness)
+	stresstest.NoWorkersLeft(t)
 }

@@ -1,8 +1,10 @@
-// pg: a run of a PostgreSQL strategy (pg-lock-table, pg-for-update,
-// pg-advisory) on a PostgreSQL server (Options.PG), each client
-// incarnation with a connection pool of its own.
+// PostgreSQL in stress mode (harness/stress): a run of a postgres-family
+// strategy (pg-lock-table, pg-for-update, pg-advisory) on a server (a
+// Node), each client incarnation with a connection pool of its own, and
+// its node faults: the server paused, killed and restarted, cut off from
+// the clients, its client sessions killed, or failed over to a standby.
 
-package stress
+package postgres
 
 import (
 	"context"
@@ -18,17 +20,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
-// pgFamily is the family of the strategies that lock on PostgreSQL
-// (strategies/pglock.Family; the package is not imported here, a program
-// registers it).
-const pgFamily = "postgres"
-
-// PGFaultKinds are the node faults of a run on PostgreSQL (Options.PG):
+// StressFaults are the node faults of a stress run on PostgreSQL:
 // node.Pause (the postmaster and every backend stopped with SIGSTOP, then
 // continued), node.RestartKeep (the postmaster killed with SIGKILL, then
 // started again on its data directory: every session ends, and its
@@ -37,23 +35,37 @@ const pgFamily = "postgres"
 // server ends their sessions, while the clients hear nothing until it
 // heals) and node.Kill (every client's session killed, as an operator's
 // pg_terminate_backend would: the sessions end, with their session locks
-// and open transactions, while the server runs on and the clients'
-// next statements find them gone) and node.Failover (the primary killed,
-// its asynchronous streaming standby promoted, the clients' address moved
-// to it at the proxy: sessions and unreplayed rows are lost).
-var PGFaultKinds = []node.Fault{node.Pause, node.RestartKeep, node.Partition, node.Kill, node.Failover}
+// and open transactions, while the server runs on and the clients' next
+// statements find them gone) and node.Failover (the primary killed, its
+// asynchronous streaming standby promoted, the clients' address moved to
+// it at the proxy: sessions and unreplayed rows are lost).
+var StressFaults = []node.Fault{node.Pause, node.RestartKeep, node.Partition, node.Kill, node.Failover}
 
-// pgRun is the run's side of a PostgreSQL server: with a partition among
-// the faults, the loopback proxy the clients reach it through, which the
-// partition cuts.
-type pgRun struct {
+func init() {
+	stress.RegisterStore(&stress.StoreDriver{
+		Name:   Name,
+		Title:  "PostgreSQL",
+		Faults: StressFaults,
+		Own: map[node.Fault]string{
+			node.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
+		},
+		Start:  startStress,
+		Worker: stressWorker,
+	})
+}
+
+// stressRun is a stress run's side of a PostgreSQL server: with a
+// partition or a failover among the faults, the loopback proxy the
+// clients reach it through, which the partition cuts and the failover
+// moves.
+type stressRun struct {
 	s     *pgproc.Server
 	proxy *node.Proxy
 
 	// With failovers among the faults: primary is the server the clients
 	// reach now (s until the first failover), standby the asynchronous
 	// standby the next failover promotes (nil while none is ready), and
-	// started the servers the run started, which close closes.
+	// started the servers the run started, which Close closes.
 	mu      sync.Mutex
 	primary *pgproc.Server
 	standby *pgproc.Server
@@ -64,23 +76,28 @@ type pgRun struct {
 // first replay).
 const standbyStart = time.Minute
 
-// startPG puts a proxy in front of the server when a partition may cut
-// the clients off from it, or a failover move the primary; for a
-// failover it starts the first standby.
-func startPG(o *Options) (*pgRun, error) {
-	p := &pgRun{s: o.PG, primary: o.PG}
+// startStress runs on the primary of n, a *Node. It puts a proxy in front
+// of the server when a partition may cut the clients off from it, or a
+// failover move the primary; for a failover it starts the first standby.
+func startStress(_ context.Context, n stress.StoreServers, o stress.Options) (stress.StoreRun, error) {
+	pn, ok := n.(*Node)
+	if !ok {
+		return nil, fmt.Errorf("stress on PostgreSQL: the servers are a %T, not a PostgreSQL Node", n)
+	}
+	srv := pn.Primary()
+	p := &stressRun{s: srv, primary: srv}
 	if slices.Contains(o.Faults, node.Partition) || slices.Contains(o.Faults, node.Failover) {
 		var err error
-		if p.proxy, err = node.NewProxy(pgAddr(o.PG)); err != nil {
+		if p.proxy, err = node.NewProxy(serverAddr(srv)); err != nil {
 			return nil, err
 		}
 	}
 	if slices.Contains(o.Faults, node.Failover) {
 		ctx, cancel := context.WithTimeout(context.Background(), standbyStart)
 		defer cancel()
-		sb, err := o.PG.StartStandby(ctx, pgproc.Options{})
+		sb, err := srv.StartStandby(ctx, pgproc.Options{})
 		if err != nil {
-			p.close()
+			p.Close()
 			return nil, fmt.Errorf("stress: starting the standby a failover promotes: %w", err)
 		}
 		p.standby, p.started = sb, append(p.started, sb)
@@ -88,14 +105,18 @@ func startPG(o *Options) (*pgRun, error) {
 	return p, nil
 }
 
-// pgAddr is s's "host:port".
-func pgAddr(s *pgproc.Server) string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+// serverAddr is s's "host:port".
+func serverAddr(s *pgproc.Server) string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// Empty leaves the server as it is: it is the run's own, and its lock
+// table is not emptied first.
+func (p *stressRun) Empty(context.Context) error { return nil }
 
 // failover kills the primary (SIGKILL), promotes the standby and sends
 // the clients' new connections to it: the address moves with the
 // primary, and every session ends. The rows the standby had not replayed
 // are lost with the old primary.
-func (p *pgRun) failover(ctx context.Context) error {
+func (p *stressRun) failover(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.standby == nil {
@@ -106,13 +127,13 @@ func (p *pgRun) failover(ctx context.Context) error {
 	if err := sb.Promote(ctx); err != nil {
 		return err
 	}
-	p.proxy.Retarget(pgAddr(sb))
+	p.proxy.Retarget(serverAddr(sb))
 	p.primary, p.standby = sb, nil
 	return nil
 }
 
 // replaceStandby starts a standby of the primary for the next failover.
-func (p *pgRun) replaceStandby(ctx context.Context) error {
+func (p *stressRun) replaceStandby(ctx context.Context) error {
 	p.mu.Lock()
 	primary := p.primary
 	p.mu.Unlock()
@@ -129,27 +150,42 @@ func (p *pgRun) replaceStandby(ctx context.Context) error {
 }
 
 // current is the primary the clients reach now.
-func (p *pgRun) current() *pgproc.Server {
+func (p *stressRun) current() *pgproc.Server {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.primary
 }
 
-// dsn is the DSN a client connects with: the server's, or the proxy's
-// when there is one.
-func (p *pgRun) dsn() string {
+// WorkerArgs is the DSN a worker connects with: the server's, or the
+// proxy's when there is one.
+func (p *stressRun) WorkerArgs() []string {
 	if p.proxy == nil {
-		return p.s.DSN()
+		return []string{p.s.DSN()}
 	}
 	u, err := url.Parse(p.s.DSN())
 	if err != nil {
-		return p.s.DSN()
+		return []string{p.s.DSN()}
 	}
 	u.Host = p.proxy.Addr()
-	return u.String()
+	return []string{u.String()}
 }
 
-func (p *pgRun) close() {
+// stressWorker gives a worker process's cfg a connection pool of its own
+// on the DSN args[0]: its sessions end with the process.
+func stressWorker(ctx context.Context, args []string, cfg *locklab.Config) (func(), error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("worker: PostgreSQL takes one --store-arg, the DSN; got %d", len(args))
+	}
+	pool, err := pgxpool.New(ctx, args[0])
+	if err != nil {
+		return nil, err
+	}
+	cfg.Store = pool
+	return pool.Close, nil
+}
+
+// Close closes the proxy and the standbys the run started.
+func (p *stressRun) Close() error {
 	if p.proxy != nil {
 		p.proxy.Close()
 	}
@@ -157,96 +193,89 @@ func (p *pgRun) close() {
 	started := p.started
 	p.started = nil
 	p.mu.Unlock()
+	var errs []error
 	for _, s := range started {
-		s.Close()
+		errs = append(errs, s.Close())
 	}
+	return errors.Join(errs...)
 }
 
-// checkPG refuses a PostgreSQL strategy without a server, a server with
-// any other strategy, and node faults other than PGFaultKinds.
-func (o *Options) checkPG() error {
-	if (o.desc.Family == pgFamily) != (o.PG != nil) {
-		if o.PG == nil {
-			return lockkit.Invalid("stress: strategy %s locks on PostgreSQL: Options.PG is required", o.Strategy)
-		}
-		return lockkit.Invalid("stress: strategy %s does not lock on PostgreSQL", o.Strategy)
-	}
-	if o.PG == nil {
-		return nil
-	}
-	for _, f := range o.Faults {
-		if !slices.Contains(PGFaultKinds, f) {
-			return lockkit.Invalid("stress: node fault %v is not one a run on PostgreSQL injects (want %s)", f, node.JoinFaults(PGFaultKinds))
-		}
-	}
-	return nil
-}
-
-// pool is a new connection pool on the server for one client
+// Connect gives cfg a new connection pool on the server for one client
 // incarnation, through the proxy if there is one, whose every statement
-// may crash it (cr): once it has crashed, it opens no connection and
+// may crash it (c): once it has crashed, it opens no connection and
 // lends none it has.
-func (p *pgRun) pool(ctx context.Context, cr *crasher) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(p.s.DSN())
+func (p *stressRun) Connect(ctx context.Context, c stress.Crasher, cfg *locklab.Config) (func(), error) {
+	pc, err := pgxpool.ParseConfig(p.s.DSN())
 	if err != nil {
 		return nil, err
 	}
 	// A holder of pg-for-update or pg-advisory keeps a connection for its
 	// lease; a waiter needs another.
-	cfg.MaxConns = 4
-	cfg.ConnConfig.Tracer = pgCrashTracer{cr}
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if cr.crashed.Load() {
-			return nil, errCrashed
+	pc.MaxConns = 4
+	pc.ConnConfig.Tracer = crashTracer{c}
+	dial := pc.ConnConfig.DialFunc
+	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if c.Crashed() {
+			return nil, stress.ErrCrashed
 		}
 		if p.proxy != nil {
 			addr = p.proxy.Addr()
 		}
 		return dial(ctx, network, addr)
 	}
-	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
-		if cr.crashed.Load() {
-			return false, errCrashed
+	pc.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		if c.Crashed() {
+			return false, stress.ErrCrashed
 		}
 		return true, nil
 	}
-	return pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Store = pool
+	return pool.Close, nil
 }
 
-// pgCrashTracer is the crasher's hook on a pool's statements: after each
+// crashTracer is the crasher's hook on a pool's statements: after each
 // one the client may crash.
-type pgCrashTracer struct{ cr *crasher }
+type crashTracer struct{ c stress.Crasher }
 
-func (t pgCrashTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (t crashTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	return ctx
 }
 
-func (t pgCrashTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { t.cr.roll() }
+func (t crashTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { t.c.Roll() }
 
-// pgFault strikes the run's PostgreSQL server with kind for FaultFor, then
+// Stuck says starvation: the run does not tell, on PostgreSQL, a lock
+// that never frees (a session that lives on, holding it) from one taken
+// again and again by the same few.
+func (p *stressRun) Stuck(context.Context, string) (string, bool) { return stress.KindStarvation, true }
+
+// Fault strikes the server the clients reach with s.Kind for s.For, then
 // heals it: a pause is followed by SIGCONT, a kill by a start on the same
-// data directory. A fault in progress is always healed, even when ctx ends
-// meanwhile.
-func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
+// data directory, a cut by healing it, a failover by a new standby. A
+// fault in progress is always healed, even when ctx ends meanwhile.
+func (p *stressRun) Fault(ctx context.Context, st *stress.Strike) error {
 	bg := context.WithoutCancel(ctx)
-	s := r.pg.current()
-	name := "postgres " + pgAddr(s)
+	kind := st.Kind()
+	s := p.current()
+	name := "postgres " + serverAddr(s)
 	var begin, end func() error
 	var what string
 	switch kind {
 	case node.Pause:
 		begin, end = s.Stop, s.Cont
-		what = fmt.Sprintf("paused (SIGSTOP to the postmaster and every backend) for %v", r.o.FaultFor)
+		what = fmt.Sprintf("paused (SIGSTOP to the postmaster and every backend) for %v", st.For())
 	case node.Partition:
-		if pr := r.pg.proxy; pr != nil {
+		if pr := p.proxy; pr != nil {
 			begin = func() error { pr.Cut(); return nil }
 			end = func() error { pr.Heal(); return nil }
 		}
-		what = fmt.Sprintf("cut off from the clients for %v: the server ends their sessions, and they hear nothing until it heals", r.o.FaultFor)
+		what = fmt.Sprintf("cut off from the clients for %v: the server ends their sessions, and they hear nothing until it heals", st.For())
 	case node.Failover:
-		begin = func() error { return r.pg.failover(bg) }
-		end = func() error { return r.pg.replaceStandby(bg) }
+		begin = func() error { return p.failover(bg) }
+		end = func() error { return p.replaceStandby(bg) }
 		what = "failed over: the primary killed (SIGKILL), its asynchronous standby promoted and the clients' new " +
 			"connections sent to it; every session ends, and what the standby had not replayed is lost; a new " +
 			"standby starts once the fault's time is up"
@@ -257,12 +286,12 @@ func (r *recorder) pgFault(ctx context.Context, kind node.Fault) {
 	case node.RestartKeep:
 		begin = func() error { s.KillPostmaster(); return nil }
 		end = func() error { return s.Restart(bg) }
-		what = fmt.Sprintf("killed (SIGKILL) for %v, then started again on its data directory: every session ends", r.o.FaultFor)
+		what = fmt.Sprintf("killed (SIGKILL) for %v, then started again on its data directory: every session ends", st.For())
 	}
 	if begin == nil {
 		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, node.ErrUnsupported) }
 	}
-	r.strike(ctx, kind, name, name, what, begin, end)
+	return st.Run(ctx, name, name, what, begin, end)
 }
 
 // terminateSessions ends every client session on s but its own, with

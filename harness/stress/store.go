@@ -1,0 +1,244 @@
+// The store contract of stress mode: what a run asks of a store other
+// than Redis that a lock lives on.
+//
+// Redis is stress mode's own store (Options.Nodes, Sentinels,
+// RedisCluster). Every other store is a folder under stores/ that
+// registers a StoreDriver from its init (RegisterStore), beside its
+// harness.Driver, as database/sql's drivers do: this package imports none
+// of them and names none. A run locks on such a store when Options.Store
+// holds its servers; a strategy locks on the store whose Name is its
+// family (strategies.Description.Family).
+//
+// The store's part of a run (StoreRun) connects each client on its own,
+// empties the servers before the clients start, strikes them with the
+// store's node faults, tells a deadlock from starvation when nobody takes
+// the lock, and closes what it opened. A worker process of a process-mode
+// run connects through the StoreDriver's Worker, from the values the
+// run's StoreRun gave it (its --store-arg flags).
+
+package stress
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
+)
+
+// StoreServers are the servers of a store other than Redis that a run
+// locks on (Options.Store), which the caller starts and closes. A
+// harness.StoreNode, which the store's harness.Driver starts (one server,
+// or one cluster), is one: a store's StoreDriver takes the nodes its
+// harness.Driver starts.
+type StoreServers interface {
+	// Store names the store: its StoreDriver's Name.
+	Store() string
+}
+
+// StoreDriver is a store other than Redis as stress mode runs a lock on
+// it, as its folder registers it (RegisterStore).
+type StoreDriver struct {
+	// Name names the store and is the family of the strategies that lock
+	// on it, as StoreServers.Store and harness.Driver.Name say it.
+	Name string
+	// Title is how messages name it.
+	Title string
+	// Servers says what a run's servers are where the CLI refuses
+	// --nodes for a strategy of the store ("runs on a three-member
+	// cluster"); "" has it say what it says of a strategy of one Redis
+	// node.
+	Servers string
+
+	// Faults are the node faults a run on the store injects, each striking
+	// its servers (StoreRun.Fault); a run refuses any other.
+	Faults []node.Fault
+	// Own says, of each of Faults that a run on Redis does not inject,
+	// what it does and what it takes, for the refusal of a run that is not
+	// on the store: "strikes a cluster's leader: it takes a strategy of
+	// the store".
+	Own map[node.Fault]string
+	// Lease is the granularity of the store's leases, 0 where any TTL of
+	// 1ms or more will do: a run's TTL is then a whole multiple of it, at
+	// least one, and defaults to it.
+	Lease time.Duration
+
+	// Start starts the store's part of a run of o on servers: what the
+	// clients connect through, what its faults strike. o is resolved (its
+	// defaults applied, its values checked). StoreRun.Close ends it; the
+	// servers stay, the caller's.
+	Start func(ctx context.Context, servers StoreServers, o Options) (StoreRun, error)
+	// Worker gives cfg the connections of a worker process, one client of
+	// a process-mode run, from args, the values of its --store-arg flags
+	// (StoreRun.WorkerArgs); close releases them. The client's sessions on
+	// the servers end with its process.
+	Worker func(ctx context.Context, args []string, cfg *locklab.Config) (close func(), err error)
+}
+
+// LeaseWords says the granularity of the store's leases in words, for
+// messages: "whole seconds".
+func (d *StoreDriver) LeaseWords() string {
+	if d.Lease == time.Second {
+		return "whole seconds"
+	}
+	return fmt.Sprintf("whole multiples of %v", d.Lease)
+}
+
+// StoreRun is a store's part of one run, from StoreDriver.Start to Close.
+// The run calls its methods from several goroutines at once: the clients',
+// the faults' and the one that watches for a lock nobody takes.
+type StoreRun interface {
+	// Empty removes what earlier runs left on the servers that would
+	// disturb this one, before the clients start; a Shared run, on
+	// servers that are not its own, does not call it.
+	Empty(ctx context.Context) error
+	// Connect gives cfg the store's connections for one incarnation of a
+	// goroutine client (from its start, or its last crash, to its next
+	// crash): each request sent through them calls c.Roll once answered,
+	// and once c.Crashed they send nothing and open nothing, answering
+	// ErrCrashed. close releases them: the incarnation's sessions on the
+	// servers end, as the death of its process would end them.
+	Connect(ctx context.Context, c Crasher, cfg *locklab.Config) (close func(), err error)
+	// WorkerArgs are the values a worker process gets, one --store-arg
+	// each, for the StoreDriver's Worker to connect with.
+	WorkerArgs() []string
+	// Fault strikes the servers with s.Kind, one of the StoreDriver's
+	// Faults, for s.For, then heals them, telling s what happens: the
+	// node struck and each stage (s.Run is the common shape). It returns
+	// once they are healed, even when ctx ends first (the fault is then
+	// healed at once), with the error that kept the fault or its healing
+	// from going through.
+	Fault(ctx context.Context, s *Strike) error
+	// Stuck says which liveness violation a lock that nobody took for
+	// Options.Stuck, while clients kept trying, is: KindDeadlock (it
+	// never frees itself) or KindStarvation. It reports false when the
+	// servers cannot tell.
+	Stuck(ctx context.Context, key string) (kind string, ok bool)
+	// Close releases what Start opened and started.
+	Close() error
+}
+
+// Crasher decides when one incarnation of a goroutine client crashes
+// (Options.CrashProb).
+type Crasher interface {
+	// Crashed reports whether the client has crashed: its connections
+	// then send nothing more and open none, answering ErrCrashed.
+	Crashed() bool
+	// Roll is called after each request the client sent: the client may
+	// crash there.
+	Roll()
+}
+
+// ErrCrashed is what a crashed client's connections answer.
+var ErrCrashed = errCrashed
+
+// Strike is a node fault being struck on a store's servers
+// (StoreRun.Fault). What it is told goes to the run's timeline, and, once
+// Fault returns, to Report.NodeFaults; liveness is not judged meanwhile.
+type Strike struct {
+	r  *recorder
+	nf NodeFault
+}
+
+// Kind is the fault struck.
+func (s *Strike) Kind() node.Fault { return s.nf.Kind }
+
+// For is how long the fault lasts before it is healed (Options.FaultFor).
+func (s *Strike) For() time.Duration { return s.r.o.FaultFor }
+
+// Node names the node struck, as the report shows it.
+func (s *Strike) Node(name string) { s.nf.Node = name }
+
+// Elapsed is the time since the fault began.
+func (s *Strike) Elapsed() time.Duration { return s.r.now() - s.nf.At }
+
+// Event adds what to the timeline.
+func (s *Strike) Event(what string) {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	s.r.event(NodeFaultClient, what)
+}
+
+// Step adds what to the timeline as a stage of the fault, which the
+// report lists under it (NodeFault.Steps).
+func (s *Strike) Step(what string) {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	s.nf.Steps = append(s.nf.Steps, Event{At: s.r.now(), Client: NodeFaultClient, What: what})
+	s.r.event(NodeFaultClient, what)
+}
+
+// Hold begins the fault, holds it for For (or until ctx ends) and ends
+// it: end runs once begin went through, whatever ctx. It returns the
+// first error.
+func (s *Strike) Hold(ctx context.Context, begin, end func() error) error {
+	if err := begin(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(s.For()):
+	}
+	return end()
+}
+
+// Run is a fault of the common shape on the node named name, which the
+// timeline calls label: it says what the fault does, holds it (Hold), and
+// says how it ended.
+func (s *Strike) Run(ctx context.Context, name, label, what string, begin, end func() error) error {
+	s.Node(name)
+	s.Event(label + " " + what)
+	err := s.Hold(ctx, begin, end)
+	if err != nil {
+		s.Event(fmt.Sprintf("%s: %s failed: %v", label, s.Kind(), err))
+	} else {
+		s.Event(fmt.Sprintf("%s back after %v", label, s.Elapsed().Round(time.Millisecond)))
+	}
+	return err
+}
+
+var (
+	storesMu sync.RWMutex
+	stores   = map[string]*StoreDriver{}
+)
+
+// RegisterStore makes the store d describes known to stress mode. A
+// store's package calls it from its init; it panics on a second store of
+// the same name.
+func RegisterStore(d *StoreDriver) {
+	if d.Name == "" || d.Start == nil || d.Worker == nil {
+		panic("stress: RegisterStore needs a Name, Start and Worker")
+	}
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	if _, dup := stores[d.Name]; dup {
+		panic("stress: store " + d.Name + " registered twice")
+	}
+	stores[d.Name] = d
+}
+
+// LookupStore returns the registered store named name, the family of the
+// strategies that lock on it; nil for Redis's families and for a store no
+// package registered.
+func LookupStore(name string) *StoreDriver {
+	storesMu.RLock()
+	defer storesMu.RUnlock()
+	return stores[name]
+}
+
+// Stores returns the registered stores, by Name: the order in which
+// messages list them.
+func Stores() []*StoreDriver {
+	storesMu.RLock()
+	defer storesMu.RUnlock()
+	out := make([]*StoreDriver, 0, len(stores))
+	for _, d := range stores {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b *StoreDriver) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
