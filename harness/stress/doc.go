@@ -57,6 +57,17 @@
 // resumed, started again or healed. Each fault is in Report.NodeFaults and
 // in the timelines (as client NodeFaultClient).
 //
+// # Other stores
+//
+// With Options.Store the lock lives on the servers of a store other than
+// Redis, whose folder under stores/ registers stress mode's side of it
+// (store.go's StoreDriver, found by the strategy's family): the store
+// connects each client, goroutine incarnation or worker process, on its
+// own, empties the servers before the run, strikes them with node faults
+// of its own (StoreDriver.Faults) and tells a deadlock from starvation. A
+// worker process is told the store with --store, and how to reach its
+// servers with the --store-arg values the store gives.
+//
 // # Sentinel failover
 //
 // With Options.Sentinels the lock lives on the master of a Redis Sentinel
