@@ -60,7 +60,7 @@ type zkStore struct {
 }
 
 func newStore(n *Node) (*zkStore, error) {
-	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{}))
+	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{servers: n.Ensemble.Addrs()}))
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ type zkClient struct {
 func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl := &zkClient{s: s, c: c, bound: true}
 	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
-		zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{}))
+		zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{servers: s.node.Ensemble.Addrs()}))
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,9 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 	if dead {
 		return nil, errors.New("zookeeper: the client's process is gone")
 	}
-	nc, err := net.DialTimeout(network, addr, timeout)
+	// go-zookeeper gives a dial 1s, after which it moves to the next
+	// server: a loaded machine must not move a client.
+	nc, err := net.DialTimeout(network, addr, max(timeout, 10*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -405,19 +407,18 @@ func (s *zkStore) Close(ctx context.Context) error {
 	return err
 }
 
-// fixedHosts gives a connection the ensemble's servers in their order,
-// from the first: every run's clients reach the same server, whichever
-// leads.
+// fixedHosts gives a connection the ensemble's servers in the ensemble's
+// order, from the first, whatever order zk.Connect hands it (it shuffles
+// them): every client of a run is served by the same server, whichever
+// leads, so that a read's answer does not depend on which server a client
+// happened to reach (a follower answers reads from what it has applied).
 type fixedHosts struct {
 	mu      sync.Mutex
 	servers []string
 	next    int
 }
 
-func (h *fixedHosts) Init(servers []string) error {
-	h.servers = slices.Clone(servers)
-	return nil
-}
+func (h *fixedHosts) Init([]string) error { return nil }
 
 func (h *fixedHosts) Len() int { return len(h.servers) }
 
