@@ -168,6 +168,8 @@ func TestBadCommandLines(t *testing.T) {
 		{args: []string{"stress", "-s", "etcd-lease", "--nodes", "7"},
 			want: "--nodes 7: etcd-lease runs on a three-member etcd cluster; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
 		{args: append(stress, "--nodes", "3"), want: "--nodes 3: set-nx-px locks on one Redis node; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
+		{args: []string{"stress", "-s", "pg-advisory", "--nodes", "3"},
+			want: "--nodes 3: pg-advisory runs on a PostgreSQL server; --nodes is the Redis nodes of a multi-node strategy (redlock)"},
 		{args: []string{"stress", "-s", "etcd-lease", "--ttl", "1500ms"}, want: "--ttl 1.5s: etcd-lease's leases are etcd's, in whole seconds: give 1s, 2s, ..."},
 		{args: append(stress, "--porcupine-html", "/nonexistent/dir/x.html"), want: "--porcupine-html /nonexistent/dir/x.html: directory /nonexistent/dir does not exist"},
 		{args: append(stress, "--porcupine-html", ""), want: "--porcupine-html '': must name the HTML file to write"},

@@ -43,9 +43,10 @@ var StressFaults = []node.Fault{node.Pause, node.RestartKeep, node.Partition, no
 
 func init() {
 	stress.RegisterStore(&stress.StoreDriver{
-		Name:   Name,
-		Title:  "PostgreSQL",
-		Faults: StressFaults,
+		Name:    Name,
+		Title:   "PostgreSQL",
+		Servers: "a PostgreSQL server",
+		Faults:  StressFaults,
 		Own: map[node.Fault]string{
 			node.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
 		},
