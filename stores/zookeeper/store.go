@@ -60,7 +60,9 @@ type zkStore struct {
 }
 
 func newStore(n *Node) (*zkStore, error) {
-	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{servers: n.Ensemble.Addrs()}))
+	hosts := newHosts(n.Ensemble.Addrs())
+	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
+		zk.WithHostProvider(hosts), zk.WithDialer(hosts.dial))
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +74,10 @@ var _ harness.Store = (*zkStore)(nil)
 // zkClient is a client's connection, and what the store knows of its
 // session.
 type zkClient struct {
-	s    *zkStore
-	c    *harness.Client
-	conn *zk.Conn
+	s     *zkStore
+	c     *harness.Client
+	conn  *zk.Conn
+	hosts *fixedHosts
 
 	mu sync.Mutex
 	// bound: the client's requests are steps (false once its run is
@@ -92,9 +95,9 @@ type zkClient struct {
 // Connect gives client c a connection of its own to the ensemble, whose
 // requests are its steps.
 func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
-	cl := &zkClient{s: s, c: c, bound: true}
+	cl := &zkClient{s: s, c: c, bound: true, hosts: newHosts(s.node.Ensemble.Addrs())}
 	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
-		zk.WithLogger(nopLogger{}), zk.WithHostProvider(&fixedHosts{servers: s.node.Ensemble.Addrs()}))
+		zk.WithLogger(nopLogger{}), zk.WithHostProvider(cl.hosts))
 	if err != nil {
 		return err
 	}
@@ -123,11 +126,12 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 	dead := cl.dead
 	cl.mu.Unlock()
 	if dead {
+		cl.hosts.mu.Lock()
+		cl.hosts.refused[addr] = true // every server refuses: go-zookeeper waits between rounds
+		cl.hosts.mu.Unlock()
 		return nil, errors.New("zookeeper: the client's process is gone")
 	}
-	// go-zookeeper gives a dial 1s, after which it moves to the next
-	// server: a loaded machine must not move a client.
-	nc, err := net.DialTimeout(network, addr, max(timeout, 10*time.Second))
+	nc, err := cl.hosts.dial(network, addr, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +201,15 @@ func (s *zkStore) Empty(ctx context.Context) error {
 	for _, cl := range clients {
 		cl.mu.Lock()
 		cl.bound = false
+		dead := cl.dead
 		cl.mu.Unlock()
+		if dead {
+			// A crashed client's connection reaches no server: its Close
+			// waits 2s to send a closeSession it cannot send. Its session
+			// ends at its timeout, its nodes now (below).
+			go cl.conn.Close()
+			continue
+		}
 		wg.Go(cl.conn.Close)
 	}
 	wg.Wait()
@@ -407,15 +419,22 @@ func (s *zkStore) Close(ctx context.Context) error {
 	return err
 }
 
-// fixedHosts gives a connection the ensemble's servers in the ensemble's
-// order, from the first, whatever order zk.Connect hands it (it shuffles
-// them): every client of a run is served by the same server, whichever
-// leads, so that a read's answer does not depend on which server a client
-// happened to reach (a follower answers reads from what it has applied).
+// fixedHosts gives a connection the ensemble's first server that has not
+// refused it since it last connected, in the ensemble's order whatever
+// order zk.Connect hands it (it shuffles them): every client of a run is
+// served by the same server, whichever leads, and comes back to it after
+// its session expired, so that a read's answer does not depend on which
+// server a client happened to reach (a follower answers reads from what it
+// has applied). Only when every server refused does go-zookeeper wait (a
+// second) before the next round.
 type fixedHosts struct {
 	mu      sync.Mutex
 	servers []string
-	next    int
+	refused map[string]bool
+}
+
+func newHosts(servers []string) *fixedHosts {
+	return &fixedHosts{servers: servers, refused: map[string]bool{}}
 }
 
 func (h *fixedHosts) Init([]string) error { return nil }
@@ -425,12 +444,33 @@ func (h *fixedHosts) Len() int { return len(h.servers) }
 func (h *fixedHosts) Next() (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.servers[h.next%len(h.servers)]
-	h.next++
-	return s, h.next%len(h.servers) == 0
+	for _, s := range h.servers {
+		if !h.refused[s] {
+			return s, false
+		}
+	}
+	clear(h.refused)
+	return h.servers[0], true
 }
 
-func (h *fixedHosts) Connected() {}
+func (h *fixedHosts) Connected() {
+	h.mu.Lock()
+	clear(h.refused)
+	h.mu.Unlock()
+}
+
+// dial dials addr, and notes a server that refused.
+func (h *fixedHosts) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	// go-zookeeper gives a dial 1s, after which it moves to the next
+	// server: a loaded machine must not move a client.
+	nc, err := net.DialTimeout(network, addr, max(timeout, 10*time.Second))
+	if err != nil {
+		h.mu.Lock()
+		h.refused[addr] = true
+		h.mu.Unlock()
+	}
+	return nc, err
+}
 
 // nopLogger silences go-zookeeper's log of its connections' comings and
 // goings.
