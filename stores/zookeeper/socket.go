@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/locklab/locklab/harness"
 )
@@ -74,6 +75,25 @@ func (s *socket) Write(b []byte) (int, error) {
 		s.answer(q.xid, nil, err)
 	}
 	return n, err
+}
+
+// handshakeTimeout bounds the wait for the answer to a connection's
+// handshake. A server sometimes leaves unanswered the handshake of a
+// session the store has just closed from another connection (an expiry on
+// the run's clock): the connection then gives up and dials again, rather
+// than wait for the tenfold read timeout go-zookeeper allows a handshake.
+const handshakeTimeout = 2 * time.Second
+
+// SetReadDeadline sets the socket's read deadline: no later than
+// handshakeTimeout from now while the handshake is unanswered.
+func (s *socket) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	answered := s.answered
+	s.mu.Unlock()
+	if limit := time.Now().Add(handshakeTimeout); !answered && (t.IsZero() || t.After(limit)) {
+		t = limit
+	}
+	return s.Conn.SetReadDeadline(t)
 }
 
 // Read reads the server's answers, and ends the step of each request

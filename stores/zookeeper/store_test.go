@@ -95,3 +95,41 @@ func TestZooKeeperLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestZooKeeperExplore explores cells of both session locks to the end of
+// the explorer's bound, each on a fresh ensemble: a run must replay the
+// same way every time its schedule is taken again, or the walk fails. The
+// holder that sleeps past its session timeout works beside its successor;
+// a crashed holder's session expires and the next client gets the lock; a
+// clock that runs ahead reaches no session.
+func TestZooKeeperExplore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules on ZooKeeper")
+	}
+	for _, tc := range []struct {
+		strategy, scenario string
+		want               harness.Outcome
+	}{
+		{"zk-recipe", "pause-past-ttl", harness.Violated},
+		{"zk-ephemeral", "crash-before-expire", harness.Safe},
+		{"zk-ephemeral", "clock-skew", harness.Safe},
+	} {
+		t.Run(tc.strategy+"/"+tc.scenario, func(t *testing.T) {
+			nodes := ensemble(t)
+			cs, err := harness.Resolve(tc.scenario, tc.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := harness.Explore(ctx, harness.ExploreOptions{Case: cs, Nodes: nodes, MaxSchedules: 300})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tc.want || !res.Complete {
+				t.Fatalf("%s after %d schedules (complete %v), want %s in full", res.Outcome, res.Schedules, res.Complete, tc.want)
+			}
+			t.Logf("%s after %d schedules", res.Outcome, res.Schedules)
+		})
+	}
+}
