@@ -60,7 +60,13 @@ func (s *socket) Write(b []byte) (int, error) {
 	if c == nil {
 		return s.Conn.Write(b) // no run: its closing
 	}
+	s.cl.mu.Lock()
+	s.cl.sending++
+	s.cl.mu.Unlock()
 	sent, err := c.Send(context.Background(), 1, s.cl.s.label(c, q), nil)
+	s.cl.mu.Lock()
+	s.cl.sending--
+	s.cl.mu.Unlock()
 	if err != nil {
 		// The connection fails the request with err, then closes the
 		// socket; closing it here would race its own failure of every

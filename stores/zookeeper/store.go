@@ -90,12 +90,19 @@ type zkClient struct {
 	sess   session
 	silent time.Duration
 	sock   *socket
+	// sessions counts the sessions the connection opened; changed is
+	// signalled with each. sending counts the requests of the client that
+	// wait for the scheduler's grant.
+	sessions int
+	changed  *sync.Cond
+	sending  int
 }
 
 // Connect gives client c a connection of its own to the ensemble, whose
 // requests are its steps.
 func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl := &zkClient{s: s, c: c, bound: true, hosts: newHosts(s.node.Ensemble.Addrs())}
+	cl.changed = sync.NewCond(&cl.mu)
 	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
 		zk.WithLogger(nopLogger{}), zk.WithHostProvider(cl.hosts))
 	if err != nil {
@@ -104,7 +111,7 @@ func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl.conn = conn
 	// The run starts once the client has its session: the handshake is
 	// no step, and a request must not wait for it.
-	if err := waitSession(events); err != nil {
+	if err := cl.waitSession(events); err != nil {
 		conn.Close()
 		return err
 	}
@@ -142,14 +149,18 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 	return sock, nil
 }
 
-// waitSession waits until a connection's events say it has a session.
-func waitSession(events <-chan zk.Event) error {
+// waitSession waits until a connection's events say it has a session,
+// then follows its sessions (follow).
+func (cl *zkClient) waitSession(events <-chan zk.Event) error {
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
-				go drain(events)
+				cl.mu.Lock()
+				cl.sessions = 1
+				cl.mu.Unlock()
+				go cl.follow(events)
 				return nil
 			}
 		case <-timeout:
@@ -158,11 +169,34 @@ func waitSession(events <-chan zk.Event) error {
 	}
 }
 
-// drain reads a connection's events until it closes: nothing waits on
-// them.
-func drain(events <-chan zk.Event) {
-	for range events {
+// follow counts the sessions the connection opens, until it closes.
+func (cl *zkClient) follow(events <-chan zk.Event) {
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			cl.mu.Lock()
+			cl.sessions++
+			cl.changed.Broadcast()
+			cl.mu.Unlock()
+		}
 	}
+}
+
+// renewed waits until the client's connection has opened a session after
+// its session number n (its last one expired), or until timeout.
+func (cl *zkClient) renewed(n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	t := time.AfterFunc(timeout, func() {
+		cl.mu.Lock()
+		cl.changed.Broadcast()
+		cl.mu.Unlock()
+	})
+	defer t.Stop()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for cl.sessions <= n && time.Now().Before(deadline) {
+		cl.changed.Wait()
+	}
+	return cl.sessions > n
 }
 
 // step returns the client its requests are steps of, nil once its run is
@@ -291,24 +325,53 @@ func (s *zkStore) Advance(ctx context.Context, _ int, d time.Duration) (int, err
 		if !due {
 			continue
 		}
+		cl.mu.Lock()
+		n, dead, sock, sending := cl.sessions, cl.dead, cl.sock, cl.sending > 0
+		cl.mu.Unlock()
 		if err := s.expire(ctx, sess); err != nil {
 			return ended, fmt.Errorf("expiring c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
 		}
 		ended++
+		if dead || sending {
+			// A request of the client waits for its grant, and its
+			// connection can open no session before it is sent: the client
+			// learns of the expiry with that request's answer.
+			continue
+		}
+		// The server closes the expired session's connection, and the
+		// client learns of the expiry when it connects again; go-zookeeper
+		// then opens a new session on its own. That happens before the
+		// next step, as it would long before a real client's next request
+		// (the time step lasted the session timeout): the client's next
+		// request runs on its new session, whatever the machine's speed.
+		if sock != nil {
+			sock.Conn.Close()
+		}
+		if !cl.renewed(n, 10*time.Second) {
+			return ended, fmt.Errorf("c%d opened no new session after its session %#x expired on %s", cl.c.ID(), sess.id, s.node.Name())
+		}
 	}
 	return ended, nil
 }
 
 // expire ends session sess on the ensemble: a connection of its own with
-// the session's id and password, and a closeSession request on it.
+// the session's id and password, and a closeSession request on it. A
+// server may close that connection first (the client's own reconnection
+// moved the session meanwhile): the store tries again, until a server
+// says the session is gone.
 func (s *zkStore) expire(ctx context.Context, sess session) error {
 	var last error
-	for _, addr := range s.node.Ensemble.Addrs() {
-		if err := closeSession(ctx, addr, sess); err != nil {
-			last = err
-			continue
+	for try := 0; try < 5; try++ {
+		for _, addr := range s.node.Ensemble.Addrs() {
+			if last = closeSession(ctx, addr, sess); last == nil {
+				return nil
+			}
 		}
-		return nil
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	return last
 }
