@@ -136,6 +136,30 @@ type StoreNode interface {
 	Close() error
 }
 
+// StartEach starts count nodes side by side with start, for a Driver's
+// Start: all of them, or, when one fails, none (those started are closed)
+// and the first error.
+func StartEach(ctx context.Context, count int, start func(ctx context.Context) (StoreNode, error)) ([]StoreNode, error) {
+	nodes := make([]StoreNode, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() { nodes[i], errs[i] = start(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			for i, n := range nodes {
+				if errs[i] == nil {
+					n.Close()
+				}
+			}
+			return nil, err
+		}
+	}
+	return nodes, nil
+}
+
 // Store is the servers of one kind that a slot's runs lock on.
 type Store interface {
 	// Connect gives the Config of client c the store's clients: every

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
@@ -59,31 +58,13 @@ func init() {
 
 // start starts count three-member clusters on backend, side by side.
 func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
-	cls := make([]*etcdproc.Cluster, count)
-	errs := make([]error, count)
-	var wg sync.WaitGroup
-	for i := range cls {
-		wg.Go(func() { cls[i], errs[i] = etcdproc.Start(ctx, etcdproc.Options{Backend: backend}) })
-	}
-	wg.Wait()
-	var out []harness.StoreNode
-	var err error
-	for i, cl := range cls {
-		if errs[i] != nil {
-			if err == nil {
-				err = errs[i]
-			}
-			continue
+	return harness.StartEach(ctx, count, func(ctx context.Context) (harness.StoreNode, error) {
+		cl, err := etcdproc.Start(ctx, etcdproc.Options{Backend: backend})
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, &Node{NodeName: "n1", Cluster: cl})
-	}
-	if err != nil {
-		for _, n := range out {
-			n.Close()
-		}
-		return nil, err
-	}
-	return out, nil
+		return &Node{NodeName: "n1", Cluster: cl}, nil
+	})
 }
 
 // describe names the first cluster, and the others' endpoints.

@@ -228,6 +228,13 @@ func etcdPrefix(key string) string {
 func (s *etcdStore) Reconnect(int) {
 	s.mu.Lock()
 	s.restarted = true
+	s.mu.Unlock()
+	s.closeSpare()
+}
+
+// closeSpare closes the clients the earlier runs left for the next.
+func (s *etcdStore) closeSpare() {
+	s.mu.Lock()
 	spare := s.spare
 	s.spare = map[int]*etcdClient{}
 	s.mu.Unlock()
@@ -239,13 +246,7 @@ func (s *etcdStore) Reconnect(int) {
 // Close empties the cluster and closes the store's clients.
 func (s *etcdStore) Close(ctx context.Context) error {
 	err := s.Empty(ctx)
-	s.mu.Lock()
-	spare := s.spare
-	s.spare = map[int]*etcdClient{}
-	s.mu.Unlock()
-	for _, ec := range spare {
-		ec.cli.Close()
-	}
+	s.closeSpare()
 	s.admin.Close()
 	return err
 }

@@ -442,6 +442,13 @@ func (s *pgStore) Reconnect(int) {
 	s.mu.Lock()
 	s.restarted = true
 	s.unlisted = true
+	s.mu.Unlock()
+	s.closeSpare()
+}
+
+// closeSpare closes the clients the earlier runs left for the next.
+func (s *pgStore) closeSpare() {
+	s.mu.Lock()
 	spare := s.spare
 	s.spare = map[int]*pgClient{}
 	s.mu.Unlock()
@@ -453,13 +460,7 @@ func (s *pgStore) Reconnect(int) {
 // Close empties the server and closes the store's pools.
 func (s *pgStore) Close(ctx context.Context) error {
 	err := s.Empty(ctx)
-	s.mu.Lock()
-	spare := s.spare
-	s.spare = map[int]*pgClient{}
-	s.mu.Unlock()
-	for _, pc := range spare {
-		pc.pool.Close()
-	}
+	s.closeSpare()
 	s.admin.Close()
 	return err
 }

@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -59,31 +58,13 @@ func init() {
 
 // start starts count three-server ensembles on backend, side by side.
 func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
-	ens := make([]*zkproc.Ensemble, count)
-	errs := make([]error, count)
-	var wg sync.WaitGroup
-	for i := range ens {
-		wg.Go(func() { ens[i], errs[i] = zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig}) })
-	}
-	wg.Wait()
-	var out []harness.StoreNode
-	var err error
-	for i, e := range ens {
-		if errs[i] != nil {
-			if err == nil {
-				err = errs[i]
-			}
-			continue
+	return harness.StartEach(ctx, count, func(ctx context.Context) (harness.StoreNode, error) {
+		e, err := zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig})
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, &Node{NodeName: "n1", Ensemble: e})
-	}
-	if err != nil {
-		for _, n := range out {
-			n.Close()
-		}
-		return nil, err
-	}
-	return out, nil
+		return &Node{NodeName: "n1", Ensemble: e}, nil
+	})
 }
 
 // describe names the first ensemble, and the others' servers.
