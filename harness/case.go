@@ -43,6 +43,9 @@ func (s *Scenario) Resolve(strategy string) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
+	if dr := driver(storeOf(d.Family)); dr != nil && dr.Lockers[d.Name] != nil {
+		f = dr.Lockers[d.Name]
+	}
 	return Case{Scenario: s.On(d), Strategy: d, Factory: f}, nil
 }
 

@@ -79,6 +79,9 @@ type client struct {
 	// the lock, and moved on with each write it made (Scenario.Versioned).
 	version   int64
 	inRelease bool
+	// waiting: the client waits for an event of its store's
+	// (Client.Wait), and has no step to run until it comes.
+	waiting bool
 	// ending: c crashed in its program and the store has not yet seen it
 	// (Store.Crashed): no step runs until it has, as none could run
 	// between the crash and the death of its sessions.
@@ -165,6 +168,7 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 		c.local.active = false
 		c.active--
 	}
+	c.waiting = false
 	r.reqs++
 	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{})}
 	if node != 0 && c.merge >= 0 && !r.spec.multi {
@@ -304,6 +308,11 @@ func (r *run) loop(c *client) {
 					break
 				}
 				switch {
+				case c.waiting && c.done:
+					// The run ended while the client waited (Client.Wait).
+					r.noteLocked(c, "still waits as the run ends")
+					r.mu.Unlock()
+					return
 				case errors.Is(err, locklab.ErrNotAcquired):
 					r.noteLocked(c, "refused")
 				case errors.Is(err, errStopped):

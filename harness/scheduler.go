@@ -34,7 +34,9 @@ func (r *run) settledLocked(now time.Time) (bool, time.Duration) {
 			continue
 		}
 		if c.active > 0 || len(c.pending) == 0 {
-			ok = false
+			// A client that waits for its store's event (Client.Wait) has
+			// reached its next step: none, until the event comes.
+			ok = ok && c.waiting && c.active == 0 && len(c.pending) == 0
 			continue
 		}
 		if !r.spec.multi {

@@ -84,6 +84,11 @@ type Driver struct {
 	// the strategy does not renew by default, because the lock it stands
 	// for does (RunSetting).
 	Renewals map[string]string
+	// Lockers build, by strategy, the lock a column runs where the
+	// registered factory does not give the lock as its users get it
+	// (zk-golib's Acquire gives up after a patience that zk.Lock's users
+	// do not have: its column waits as zk.Lock does).
+	Lockers map[string]Factory
 	// Versioned says the store's Store keeps the versioned row of the
 	// Scenario.Versioned scenarios (Versioned): they apply to its
 	// strategies, and to no other.
@@ -254,6 +259,32 @@ func (c *Client) Holding() (locklab.Lease, bool) {
 
 // Locker is the strategy the client runs (nil before it is built).
 func (c *Client) Locker() locklab.Locker { return c.c.locker }
+
+// Wait says that the client waits for an event of its store's (a watch's
+// notification, say) and sends nothing until it comes: the scheduler runs
+// the other clients meanwhile. It ends with the client's next operation
+// or Wake. The store calls it before it ends the step after which the
+// client waits (Sent.Done).
+func (c *Client) Wait() {
+	c.r.mu.Lock()
+	c.c.waiting = true
+	c.r.mu.Unlock()
+	c.r.notify()
+}
+
+// Wake says that the event a waiting client waits for is on its way: the
+// scheduler waits for the client's next operation again. The store calls
+// it before it ends the step that causes the event, so that no step runs
+// between the cause and the client's answer to it.
+func (c *Client) Wake() {
+	c.r.mu.Lock()
+	if c.c.waiting {
+		c.c.waiting = false
+		c.c.changed = time.Now()
+	}
+	c.r.mu.Unlock()
+	c.r.notify()
+}
 
 // Fail ends the run with err: the store cannot go on.
 func (c *Client) Fail(err error) { c.r.fail(err) }

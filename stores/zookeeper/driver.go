@@ -8,6 +8,7 @@
 //	store.go     a slot's store: each client's connection, sessions on the run's clock
 //	socket.go    a client's socket: each request a step, each answer its reply
 //	wire.go      ZooKeeper's wire format, as far as the store reads it
+//	wait.go      zk-golib's Lock, which waits on a watch between its steps
 //	label.go     how a request and its answer show in a timeline
 //	tellings.go  the scenarios as told for ZooKeeper
 package zookeeper
@@ -22,7 +23,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
-	_ "github.com/locklab/locklab/strategies/zklock" // registers the zookeeper family
+	"github.com/locklab/locklab/strategies/zklock" // registers the zookeeper family
 )
 
 // RestartSchedules bounds a cell whose scenario restarts or kills the
@@ -45,6 +46,7 @@ func init() {
 		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
 			"servers agree on every write before it is acknowledged",
 		Tellings: tellings,
+		Lockers:  map[string]harness.Factory{zklock.GolibName: golibLock},
 		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
 		Bench:    bench,
 		Abbreviations: func(string) string {

@@ -5,8 +5,10 @@
 package zookeeper
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/locklab/locklab/harness"
@@ -74,8 +76,14 @@ func (s *zkStore) replyLabel(q request, a reply) string {
 	case opExists, opGetData, opSetData:
 		return fmt.Sprintf("@%d", a.czxid)
 	case opGetChildren, opGetChildren2:
-		names := make([]string, len(a.children))
-		for i, ch := range a.children {
+		// The server lists children in no order; the timeline lists a
+		// recipe's queue in its order.
+		children := slices.Clone(a.children)
+		slices.SortFunc(children, func(x, y string) int {
+			return cmp.Or(cmp.Compare(sequence(x), sequence(y)), cmp.Compare(x, y))
+		})
+		names := make([]string, len(children))
+		for i, ch := range children {
 			names[i] = s.guidLocked(ch)
 		}
 		return "[" + strings.Join(names, " ") + "]"

@@ -41,7 +41,8 @@ type pendingReq struct {
 }
 
 // Write sends the connection's packets: the handshake, heartbeats and
-// the re-registration of watches as they come, and each request once the
+// the re-registration of watches after a reconnection (setWatches) as
+// they come, and each request once the
 // scheduler grants it. A request the scheduler refuses (its node is down,
 // its client cut off) is not sent: the connection fails it with the
 // scheduler's error and closes the socket, as a cut network would.
@@ -53,7 +54,7 @@ func (s *socket) Write(b []byte) (int, error) {
 		return s.Conn.Write(b)
 	}
 	q, err := readRequest(b[4:])
-	if err != nil || q.xid < 0 || q.op == opPing {
+	if err != nil || q.xid < 0 || q.op == opPing || q.op == opSetWatches {
 		return s.Conn.Write(b)
 	}
 	c := s.cl.step()
@@ -143,6 +144,7 @@ func (s *socket) frames(b []byte) {
 			if sess, err := readConnectResponse(f); err == nil {
 				s.cl.mu.Lock()
 				s.cl.sess = sess
+				s.cl.changed.Broadcast()
 				s.cl.mu.Unlock()
 			}
 			continue
@@ -172,6 +174,7 @@ func (s *socket) answerFrame(f []byte) {
 		s.answer(xid, nil, zkError(a.err))
 		return
 	}
+	s.cl.answered(p.req, a)
 	s.answer(xid, s.cl.s.replyLabel(p.req, a), nil)
 }
 

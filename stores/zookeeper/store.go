@@ -90,12 +90,16 @@ type zkClient struct {
 	sess   session
 	silent time.Duration
 	sock   *socket
-	// sessions counts the sessions the connection opened; changed is
-	// signalled with each. sending counts the requests of the client that
-	// wait for the scheduler's grant.
-	sessions int
-	changed  *sync.Cond
-	sending  int
+	// changed is signalled with each handshake's answer (sess). sending
+	// counts the requests of the client that wait for the scheduler's
+	// grant.
+	changed *sync.Cond
+	sending int
+	// owns are the ephemeral nodes the client's session created;
+	// watching is the node whose watch its zk-golib Lock waits for
+	// (wait.go).
+	owns     []string
+	watching string
 }
 
 // Connect gives client c a connection of its own to the ensemble, whose
@@ -150,17 +154,17 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 }
 
 // waitSession waits until a connection's events say it has a session,
-// then follows its sessions (follow).
+// then drains its later events.
 func (cl *zkClient) waitSession(events <-chan zk.Event) error {
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
-				cl.mu.Lock()
-				cl.sessions = 1
-				cl.mu.Unlock()
-				go cl.follow(events)
+				go func() {
+					for range events {
+					}
+				}()
 				return nil
 			}
 		case <-timeout:
@@ -169,21 +173,11 @@ func (cl *zkClient) waitSession(events <-chan zk.Event) error {
 	}
 }
 
-// follow counts the sessions the connection opens, until it closes.
-func (cl *zkClient) follow(events <-chan zk.Event) {
-	for ev := range events {
-		if ev.State == zk.StateHasSession {
-			cl.mu.Lock()
-			cl.sessions++
-			cl.changed.Broadcast()
-			cl.mu.Unlock()
-		}
-	}
-}
-
-// renewed waits until the client's connection has opened a session after
-// its session number n (its last one expired), or until timeout.
-func (cl *zkClient) renewed(n int, timeout time.Duration) bool {
+// newSession waits until the client's connection has a session other
+// than old (old expired), or until timeout. resumed says that the
+// connection is back on old instead: it reached a server before the end
+// of old was applied there.
+func (cl *zkClient) newSession(old int64, timeout time.Duration) (ok, resumed bool) {
 	deadline := time.Now().Add(timeout)
 	t := time.AfterFunc(timeout, func() {
 		cl.mu.Lock()
@@ -193,10 +187,10 @@ func (cl *zkClient) renewed(n int, timeout time.Duration) bool {
 	defer t.Stop()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	for cl.sessions <= n && time.Now().Before(deadline) {
+	for cl.sess.id == 0 && time.Now().Before(deadline) {
 		cl.changed.Wait()
 	}
-	return cl.sessions > n
+	return cl.sess.id != 0 && cl.sess.id != old, cl.sess.id == old
 }
 
 // step returns the client its requests are steps of, nil once its run is
@@ -326,32 +320,57 @@ func (s *zkStore) Advance(ctx context.Context, _ int, d time.Duration) (int, err
 			continue
 		}
 		cl.mu.Lock()
-		n, dead, sock, sending := cl.sessions, cl.dead, cl.sock, cl.sending > 0
+		dead, sending := cl.dead, cl.sending > 0
 		cl.mu.Unlock()
-		if err := s.expire(ctx, sess); err != nil {
-			return ended, fmt.Errorf("expiring c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
+		// What waits for the session's end wakes before the servers end
+		// it: the waiters' connections learn of it at once.
+		cl.sessionEnded()
+		if err := s.renew(ctx, cl, sess, !dead && !sending); err != nil {
+			return ended, err
 		}
 		ended++
-		if dead || sending {
-			// A request of the client waits for its grant, and its
-			// connection can open no session before it is sent: the client
-			// learns of the expiry with that request's answer.
-			continue
+	}
+	return ended, nil
+}
+
+// renew ends cl's session sess on the ensemble and, unless wait is false,
+// waits for the client's connection to open its next one.
+//
+// The server closes the expired session's connection, and the client
+// learns of the expiry when it connects again; go-zookeeper then opens a
+// new session on its own. That happens before the next step, as it would
+// long before a real client's next request (the time step lasted the
+// session timeout): the client's next request runs on its new session,
+// whatever the machine's speed. A client that has crashed opens none; one
+// whose request waits for its grant learns of the expiry with that
+// request's answer, as its connection opens no session before the request
+// is sent. A connection that reached a server before the session's end was
+// applied there resumes the session: the store ends it again.
+func (s *zkStore) renew(ctx context.Context, cl *zkClient, sess session, wait bool) error {
+	for try := 1; ; try++ {
+		if err := s.expire(ctx, sess); err != nil {
+			return fmt.Errorf("expiring c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
 		}
-		// The server closes the expired session's connection, and the
-		// client learns of the expiry when it connects again; go-zookeeper
-		// then opens a new session on its own. That happens before the
-		// next step, as it would long before a real client's next request
-		// (the time step lasted the session timeout): the client's next
-		// request runs on its new session, whatever the machine's speed.
+		if !wait {
+			return nil
+		}
+		cl.mu.Lock()
+		sock := cl.sock
+		cl.mu.Unlock()
 		if sock != nil {
 			sock.Conn.Close()
 		}
-		if !cl.renewed(n, 10*time.Second) {
-			return ended, fmt.Errorf("c%d opened no new session after its session %#x expired on %s", cl.c.ID(), sess.id, s.node.Name())
+		ok, resumed := cl.newSession(sess.id, 10*time.Second)
+		if ok {
+			return nil
 		}
+		if !resumed || try == 5 {
+			return fmt.Errorf("c%d opened no new session after its session %#x expired on %s", cl.c.ID(), sess.id, s.node.Name())
+		}
+		cl.mu.Lock()
+		cl.sess = session{}
+		cl.mu.Unlock()
 	}
-	return ended, nil
 }
 
 // expire ends session sess on the ensemble: a connection of its own with

@@ -27,6 +27,7 @@ const (
 	opCheck        = 13
 	opMulti        = 14
 	opCreate2      = 15
+	opSetWatches   = 101
 	opClose        = -11
 )
 
