@@ -264,10 +264,14 @@ func (c *Client) Locker() locklab.Locker { return c.c.locker }
 // notification, say) and sends nothing until it comes: the scheduler runs
 // the other clients meanwhile. It ends with the client's next operation
 // or Wake. The store calls it before it ends the step after which the
-// client waits (Sent.Done).
-func (c *Client) Wait() {
+// client waits (Sent.Done); what, when not "", says in that step's notes
+// what the client waits for.
+func (c *Client) Wait(what string) {
 	c.r.mu.Lock()
 	c.c.waiting = true
+	if what != "" {
+		c.r.noteLocked(c.c, "waits for %s", what)
+	}
 	c.r.mu.Unlock()
 	c.r.notify()
 }

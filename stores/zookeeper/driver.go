@@ -53,7 +53,8 @@ func init() {
 			return "P: the lock's path; P/_c_c1-lock-0000000000: the node client c1 made under it (its GUID " +
 				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +
 				"node. @N: a node's czxid, the id of the transaction that created it, which is the lock's fence. " +
-				"The server's column shows which node holds the lock after the step (-: nobody)."
+				"The server's column shows which node holds the lock after the step: c2 #1 for the node c2 made, " +
+				"sequence number 1, first in the queue; P @N for zk-ephemeral's node (-: nobody)."
 		},
 	})
 }

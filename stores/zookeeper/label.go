@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/locklab/locklab/harness"
@@ -116,4 +117,20 @@ func (s *zkStore) guidLocked(path string) string {
 		}
 		return m
 	})
+}
+
+// holder is how the server's column shows the queue's first node, name:
+// the client that made it and its sequence number ("c2 #0").
+func (s *zkStore) holder(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	who := "?"
+	if m := guidPattern.FindStringSubmatch(name); m != nil && s.guids[m[1]] != "" {
+		who = s.guids[m[1]]
+	}
+	n, err := strconv.ParseInt(sequence(name), 10, 64)
+	if err != nil {
+		return name
+	}
+	return fmt.Sprintf("%s #%d", who, n)
 }

@@ -453,9 +453,10 @@ func (s *zkStore) Crashed(c *harness.Client) {
 	}
 }
 
-// Probe returns the token of the node that holds the lock on key: the
-// lowest sequence number under a recipe's path (zk-recipe, zk-golib), or
-// the node at zk-ephemeral's path with its czxid; nil when none does.
+// Probe returns the node that holds the lock on key, as a timeline shows
+// it: the lowest sequence number under a recipe's path (zk-recipe,
+// zk-golib), or the node at zk-ephemeral's path with its czxid; nil when
+// none does.
 func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 	for _, name := range strategyNames {
 		p := zklock.Path(name, key)
@@ -467,7 +468,7 @@ func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return fmt.Sprintf("%s#%d", p, st.Czxid), nil
+			return fmt.Sprintf("%s @%d", s.short(p), st.Czxid), nil
 		}
 		children, _, err := s.admin.Children(p)
 		if errors.Is(err, zk.ErrNoNode) || len(children) == 0 {
@@ -477,7 +478,7 @@ func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 			return nil, err
 		}
 		sort.Slice(children, func(i, j int) bool { return sequence(children[i]) < sequence(children[j]) })
-		return p + "/" + children[0], nil
+		return s.holder(children[0]), nil
 	}
 	return nil, nil
 }

@@ -56,9 +56,16 @@ func (cl *zkClient) answered(q request, a reply) {
 			cl.mu.Lock()
 			cl.watching = q.path
 			cl.mu.Unlock()
-			cl.c.Wait()
+			cl.c.Wait("the watch on " + cl.s.short(q.path))
 		}
 	}
+}
+
+// short is path as a timeline shows it.
+func (s *zkStore) short(path string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shortLocked(path)
 }
 
 // wake wakes the clients that wait for an event of one of paths.
