@@ -111,6 +111,12 @@ type Bench struct {
 	// releases what Open opened. A *BenchLimit error says contenders is
 	// more than the servers take.
 	Open func(ctx context.Context, n StoreNode, contenders int) (cfg locklab.Config, server string, close func(), err error)
+	// Contender, when set, opens the Config of one locker of a row on
+	// node n, a client of its own, in place of Open's: each contender of
+	// a contended run gets one, and so does the row's uncontended locker;
+	// close releases it once that run is over. A store whose clients must
+	// not share a connection sets it: ZooKeeper's lockers are sessions.
+	Contender func(ctx context.Context, n StoreNode) (cfg locklab.Config, close func(), err error)
 }
 
 // BenchLimit says a bench asks more of a store's servers than they take:

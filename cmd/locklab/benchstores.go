@@ -147,6 +147,17 @@ type measuredRow struct {
 	// failure the strategy marks worth another try (a Redlock round
 	// whose nodes answered too late).
 	retried int
+	// opened are the clients newLocker opened for the run under way, of
+	// a store that gives each locker its own (harness.Bench.Contender).
+	opened []func()
+}
+
+// closeOpened closes the clients newLocker opened.
+func (r *measuredRow) closeOpened() {
+	for _, c := range r.opened {
+		c()
+	}
+	r.opened = nil
 }
 
 // retriedCycles is how many times an uncontended cycle tries an acquire
@@ -268,6 +279,17 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 				if r.store == st {
 					r.key = "bench:" + r.strategy
 					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
+					if open := d.Bench.Contender; open != nil {
+						// A client of its own for each locker.
+						r.newLocker = func() (locklab.Locker, error) {
+							cfg, closeC, err := open(ctx, n)
+							if err != nil {
+								return nil, err
+							}
+							r.opened = append(r.opened, closeC)
+							return strategies.New(r.strategy, cfg)
+						}
+					}
 				}
 			}
 		}
@@ -303,8 +325,14 @@ const benchTTL = time.Minute
 
 // measureStores measures the uncontended cycles of rows in strict
 // alternation (benchutil.InterleavedLatency), then their contended runs,
-// one row after the other, round after round.
+// one row after the other, round after round. The clients a row's lockers
+// opened of their own are closed once each run is over.
 func measureStores(ctx context.Context, rows []*measuredRow, o storesOptions) error {
+	defer func() {
+		for _, r := range rows {
+			r.closeOpened()
+		}
+	}()
 	entries := make([]benchutil.TimedEntry, len(rows))
 	for i, r := range rows {
 		l, err := r.newLocker()
@@ -319,11 +347,13 @@ func measureStores(ctx context.Context, rows []*measuredRow, o storesOptions) er
 	}
 	for i, r := range rows {
 		r.cycle = res[i]
+		r.closeOpened()
 	}
 	for round := 0; round < o.rounds; round++ {
 		for k := range rows {
 			r := rows[(k+round)%len(rows)]
 			c, err := benchutil.Contend(ctx, r.newLocker, r.key+":contended", o.contenders, benchTTL, o.contendFor)
+			r.closeOpened()
 			if err != nil {
 				return fmt.Errorf("%s, contended: %w", r.name(), err)
 			}

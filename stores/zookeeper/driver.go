@@ -5,7 +5,8 @@
 //
 //	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
 //	node.go      the node: an ensemble, whose faults strike its leader
-//	store.go     a slot's store: each client's connection, sessions on the run's clock
+//	store.go     a slot's store: each client's connection, emptying, probing
+//	session.go   sessions on the run's clock: expired on the servers by the store
 //	socket.go    a client's socket: each request a step, each answer its reply
 //	wire.go      ZooKeeper's wire format, as far as the store reads it
 //	wait.go      zk-golib's Lock, which waits on a watch between its steps
@@ -15,8 +16,10 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -79,17 +82,42 @@ func describe(first harness.StoreNode, more []harness.StoreNode) string {
 	return line
 }
 
-// bench is ZooKeeper's part of locklab bench --stores: its three locks, on
-// one connection.
+// bench is ZooKeeper's part of locklab bench --stores: its three locks,
+// each locker on a session of its own, as separate processes would be: a
+// contender that shared a session with the others would share its
+// ephemeral nodes and its watches.
 var bench = &harness.Bench{
 	Row:        3,
 	Strategies: []string{"zk-recipe", "zk-ephemeral", "zk-golib"},
 	Open: func(_ context.Context, n harness.StoreNode, _ int) (locklab.Config, string, func(), error) {
-		e := n.(*Node).Ensemble
-		conn, _, err := zk.Connect(e.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}))
-		if err != nil {
-			return locklab.Config{}, "", nil, err
-		}
-		return locklab.Config{Store: conn}, e.Describe(), conn.Close, nil
+		return locklab.Config{}, n.(*Node).Ensemble.Describe(), func() {}, nil
 	},
+	Contender: func(_ context.Context, n harness.StoreNode) (locklab.Config, func(), error) {
+		conn, err := benchConn(n.(*Node).Ensemble.Addrs())
+		if err != nil {
+			return locklab.Config{}, nil, err
+		}
+		return locklab.Config{Store: conn}, conn.Close, nil
+	},
+}
+
+// benchConn connects to the servers addrs and waits for the session: a
+// locker's first cycle does not wait for the handshake.
+func benchConn(addrs []string) (*zk.Conn, error) {
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, err
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn, nil
+			}
+		case <-timeout:
+			conn.Close()
+			return nil, errors.New("zookeeper: no session after 30s")
+		}
+	}
 }
