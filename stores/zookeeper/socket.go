@@ -32,6 +32,9 @@ type socket struct {
 	pending  map[int32]*pendingReq
 	read     []byte
 	answered bool
+	// session is the session the handshake's answer gave (0: none yet,
+	// or expired).
+	session int64
 }
 
 // pendingReq is a granted request.
@@ -142,6 +145,9 @@ func (s *socket) frames(b []byte) {
 	for i, f := range frames {
 		if i == 0 && first {
 			if sess, err := readConnectResponse(f); err == nil {
+				s.mu.Lock()
+				s.session = sess.id
+				s.mu.Unlock()
 				s.cl.mu.Lock()
 				s.cl.sess = sess
 				s.cl.changed.Broadcast()
@@ -214,4 +220,11 @@ func readFrame(r io.Reader) ([]byte, error) {
 	b := make([]byte, binary.BigEndian.Uint32(n[:]))
 	_, err := io.ReadFull(r, b)
 	return b, err
+}
+
+// sessionID is the session the socket's handshake was answered with.
+func (s *socket) sessionID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session
 }
