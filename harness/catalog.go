@@ -147,6 +147,8 @@ var catalog = []*Scenario{
 			"etcd-lease":    {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 			"pg-lock-table": {"c1 c1 c2 c2 c2 c2 c2 c1"},
 			"set-nx-px":     {"c1 c1 c2 c2 c1"},
+			"zk-golib":      {"c1 c1 c1 c2 c2 c2 c2 c1"},
+			"zk-recipe":     {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 		},
 	},
 	{
@@ -166,6 +168,7 @@ var catalog = []*Scenario{
 			"hash-reentrant": {"c1 c1 c2 c2 c1"},
 			"set-nx-px":      {"c1 c1 c2 c2 c1"},
 			"set-nx-px-del":  {"c1 c1 c2 c2 c1"},
+			"zk-recipe":      {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 		},
 	},
 	{
@@ -187,6 +190,7 @@ var catalog = []*Scenario{
 			"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},
 			"pg-for-update": {"c1 c1 c1 c2 c2 isolate(c1) time c2 c2 c2 c1"},
 			"set-nx-px":     {"c1 isolate(c1) time c2 c2 c1 c1 rejoin(c1) c1"},
+			"zk-golib":      {"c2 c1 c1 c1 c2 c2 c2 c1"},
 		},
 	},
 	{

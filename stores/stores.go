@@ -1,5 +1,5 @@
 // Package stores holds the stores other than Redis that locklab's locks
-// run on, one folder each (stores/postgres, stores/etcd), and starts
+// run on, one folder each (stores/etcd, stores/postgres, stores/zookeeper), and starts
 // their servers for the CLI, play and the documentation generator.
 // Importing it registers every store with the harness; each store's
 // folder registers itself (harness.RegisterStore), as database/sql's
@@ -18,11 +18,13 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
-	_ "github.com/locklab/locklab/stores/etcd"     // registers the etcd store
-	_ "github.com/locklab/locklab/stores/postgres" // registers the PostgreSQL store
+	_ "github.com/locklab/locklab/stores/etcd"      // registers the etcd store
+	_ "github.com/locklab/locklab/stores/postgres"  // registers the PostgreSQL store
+	_ "github.com/locklab/locklab/stores/zookeeper" // registers the ZooKeeper store
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 	_ "github.com/locklab/locklab/strategies/pglock"   // registers the postgres family
+	_ "github.com/locklab/locklab/strategies/zklock"   // registers the zookeeper family
 )
 
 // Servers are the servers started, as nodes by store, for

@@ -46,7 +46,9 @@ acquired.
 With --stores it compares the locks of the stores named, in one run so
 that their ratios hold: Redis's set-nx-px and Redlock on 3 and 5 masters,
 etcd-lease on a three-member etcd cluster, pg-lock-table, pg-for-update
-and pg-advisory on a throwaway PostgreSQL server. For each it prints the
+and pg-advisory on a throwaway PostgreSQL server, zk-recipe, zk-ephemeral
+and zk-golib on a three-server ZooKeeper ensemble, each contender on a
+session of its own. For each it prints the
 uncontended acquire+release cycle (mean, p50 and p99 of every cycle, the
 locks' cycles run one of each in turn), then the locks per second that --contenders
 clients take on one key, each waiting with locklab.Wait's default policy

@@ -88,9 +88,9 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")
 	intFlag(f, nodes, "nodes", "", 3, atLeast(1), "Redis nodes to start (multi-node scenarios need 3)")
 	intFlag(f, &o.StorePreemptions, "store-preemptions", "", harness.StorePreemptions, atLeast(0).orZero("none"),
-		"most preemptions per schedule in the PostgreSQL and etcd cells")
+		"most preemptions per schedule in the PostgreSQL, etcd and ZooKeeper cells")
 	intFlag(f, &o.StoreSchedules, "store-max-schedules", "", harness.StoreSchedules, atLeast(1),
-		"most schedules per PostgreSQL or etcd cell (a cell that reaches it is marked safe*)")
+		"most schedules per PostgreSQL, etcd or ZooKeeper cell (a cell that reaches it is marked safe*)")
 }
 
 // checkMatrix checks the names a matrix is restricted to, and turns a

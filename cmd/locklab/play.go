@@ -27,7 +27,7 @@ func newPlayCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "play [level | scenario -s strategy]",
-		Short: "Serve a browser game where you are the scheduler, on real Redis, etcd and PostgreSQL",
+		Short: "Serve a browser game where you are the scheduler, on real Redis, etcd, ZooKeeper and PostgreSQL",
 		Long: `play serves a page where you pick which client of a scenario moves next.
 Each client is a column with a button showing the exact Redis command it
 sends next; the faults the scenario allows (time passes, crash, skew,
@@ -42,10 +42,12 @@ fresh Redis; "reset" starts over.
 
 The levels go from the C1/C2 race of the SETNX page to Redlock's stale
 writer, then etcd's lease outlived by a paused holder (and the key's
-revision as the fence that refuses its write) and a PostgreSQL restart
-that ends an advisory lock's session; the browser remembers which are
-solved. The etcd and PostgreSQL levels start a three-member etcd cluster or
-a throwaway PostgreSQL server of the session's own, as local processes on
+revision as the fence that refuses its write), go-zookeeper's lock with
+no fence to refuse a stale write, and a PostgreSQL restart that ends an
+advisory lock's session; the browser remembers which are solved. The etcd,
+ZooKeeper and PostgreSQL levels start a three-member etcd cluster, a
+three-server ZooKeeper ensemble or a throwaway PostgreSQL server of the
+session's own, as local processes on
 any backend; where those are not installed the page lists the level as
 unavailable, with the reason. The optional argument names
 the first level to open (` + levelIDs() + `),

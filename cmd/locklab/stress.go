@@ -85,6 +85,13 @@ when each begins: leader-kill (SIGKILL, then started again on its data
 directory), pause (SIGSTOP, then SIGCONT) and partition (the clients'
 proxy to the leader cut; its peers still reach it).
 
+A ZooKeeper strategy (zk-recipe, zk-ephemeral, zk-golib) runs on a
+three-server ensemble of local processes, reached through a loopback proxy
+per server, each client on a session of its own whose timeout is --ttl (a
+multiple of 400ms, 400ms by default: two ticks of the servers'). Its node
+faults are etcd's: leader-kill, pause and partition, on the server that
+leads. A client's pause stops its heartbeats only with --processes.
+
 A PostgreSQL strategy (pg-lock-table, pg-for-update, pg-advisory) runs on
 a throwaway PostgreSQL server started on the backend (a local process on
 process, a container on docker; never on addrs), each client with a
@@ -221,7 +228,7 @@ its sessions with it.`,
 	intFlag(f, &o.Clients, "clients", "", 8, atLeast(1), "concurrent clients")
 	durFlag(f, &o.Duration, "duration", 30*time.Second, durRange{positive: true}, "how long the clients run; then each finishes the cycle it is in, a paused holder woken at once")
 	intFlag(f, &o.Cycles, "cycles", "", 0, atLeast(0).orZero("no limit, run for --duration"), "stop after this many critical sections")
-	durFlag(f, &o.TTL, "ttl", 100*time.Millisecond, durRange{min: time.Millisecond}, "lease TTL, at least 1ms (1s and at least 1s with an etcd strategy)")
+	durFlag(f, &o.TTL, "ttl", 100*time.Millisecond, durRange{min: time.Millisecond}, "lease TTL, at least 1ms (1s and at least 1s with an etcd strategy; 400ms and a multiple of it with a ZooKeeper strategy)")
 	probFlag(f, &o.PauseProb, "pause-prob", 0.02, "never", "chance a holder pauses 3 x TTL inside the critical section, from 0 to 1")
 	probFlag(f, &o.CrashProb, "crash-prob", 0.005, "never", "chance a client crashes after each command, from 0 to 1")
 	durFlag(f, &o.Skew, "skew", 0, durRange{zero: "no skew"}, "give each client a clock offset within ±skew")
@@ -235,7 +242,7 @@ its sessions with it.`,
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
-		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
+		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd or ZooKeeper strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 	return serverCmd(cmd)

@@ -95,6 +95,11 @@ var levelDefs = []Level{
 			"fence is the create revision of the lock key, and etcd's one revision counter grows with every write: " +
 			"C2's key was created after C1's, so C2's fence is higher, and once the resource has taken C2's write it " +
 			"refuses C1's. The resource, not the lock, has the last word."},
+	{ID: "zk-golib", Scenario: "pause-past-ttl-fenced", Strategy: "zk-golib", Docs: "zookeeper.md",
+		Title: "ZooKeeper: go-zookeeper's lock has no fence",
+		Goal: "zk-golib is go-zookeeper's zk.NewLock on a three-server ZooKeeper ensemble: the lock is an ephemeral " +
+			"node that lives as long as C1's session. C1 sleeps past its session timeout, and the resource refuses a " +
+			"fence lower than one it has seen. Make C1's stale write go through after C2's."},
 	{ID: "pg-restart", Scenario: "restart-loses-lock", Strategy: "pg-advisory", Docs: "postgres.md",
 		Title: "PostgreSQL: a restart ends the session",
 		Goal: "pg-advisory holds the lock in C1's database session, with no TTL: it lasts as long as that session. " +

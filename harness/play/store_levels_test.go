@@ -60,6 +60,12 @@ func TestStoreLevels(t *testing.T) {
 		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1 c1 c1 c2 c2", true, "write refused"},
 		// The stale write is refused, but the run is not over yet.
 		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1", false, "write refused"},
+		// c1 takes zk.Lock's node and sleeps past its session timeout:
+		// the session expires, c2 takes the lock and writes, and c1's
+		// write carries no fence for the resource to refuse.
+		{"zk-golib", "c1 c1 c1 c2 c2 c2 c1", true, "stale write from c1"},
+		// c1 wakes and writes before c2 has written: nothing stale yet.
+		{"zk-golib", "c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE"},
 		// c1 holds the advisory lock in its session; the restart ends it,
 		// and c2 acquires while c1 works on.
 		{"pg-restart", "c1 restart(n1) c2", true, "c1 and c2 hold the lock at once"},
