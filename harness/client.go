@@ -29,6 +29,9 @@ type request struct {
 	done  chan struct{}
 	err   error
 	event int // index of the event the grant created
+	// touch is what the step reads and writes, as its store declared it
+	// (nil: everything).
+	touch *Touch
 }
 
 // command is how a request shows in a history: the local action, or the
@@ -152,6 +155,11 @@ func (r *run) clock(c *client) time.Time {
 // submit queues a request and blocks until it is granted, rejected, or ctx
 // ends.
 func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string) (*request, error) {
+	return r.submitTouching(ctx, c, o, node, cmd, args, local, nil)
+}
+
+// submitTouching is submit of a step that touches t.
+func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string, t *Touch) (*request, error) {
 	r.mu.Lock()
 	if c.crashed || c.done {
 		r.mu.Unlock()
@@ -170,7 +178,7 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 	}
 	c.waiting = false
 	r.reqs++
-	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{})}
+	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{}), touch: t}
 	if node != 0 && c.merge >= 0 && !r.spec.multi {
 		// The first command of an operation runs in the step that began
 		// the operation.
@@ -179,6 +187,7 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 		e := &r.hist.Events[q.event]
 		e.Node = node
 		e.Command = q.command()
+		e.Touch = t
 		o.active = true
 		c.active++
 		c.changed = time.Now()

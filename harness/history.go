@@ -46,6 +46,10 @@ type Event struct {
 	Keys []string `json:"keys,omitempty"`
 	// Violation names a property broken at this step.
 	Violation string `json:"violation,omitempty"`
+	// Touch is what the step read and wrote on its store, as the store
+	// declared it (nil: undeclared, everything). Histories on disk leave
+	// it out.
+	Touch *Touch `json:"-"`
 }
 
 // Acquisition is a successful acquire.

@@ -168,6 +168,7 @@ func (r *run) grant(st Step) bool {
 	}
 	e := Event{Step: len(r.hist.Events) + 1, Label: label.String(), Client: c.id, Node: q.node}
 	e.Command = q.command()
+	e.Touch = q.touch
 	r.hist.Events = append(r.hist.Events, e)
 	q.event = len(r.hist.Events) - 1
 	c.lastEvent = q.event

@@ -23,8 +23,8 @@
 //   - its stress faults (harness/stress's StoreDriver).
 //
 // A step's footprint (what it reads and writes, for a reduction that
-// knows which steps commute) is the next thing a store will declare: the
-// Send call is where it goes.
+// knows which steps commute) goes with its submission: SendTouching and a
+// Touch (touch.go). A step sent without one touches everything.
 
 package harness
 
@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -116,7 +117,19 @@ type Bench struct {
 	// a contended run gets one, and so does the row's uncontended locker;
 	// close releases it once that run is over. A store whose clients must
 	// not share a connection sets it: ZooKeeper's lockers are sessions.
-	Contender func(ctx context.Context, n StoreNode) (cfg locklab.Config, close func(), err error)
+	// When requests is not nil and the store counts (CountsRequests),
+	// every request the client sends adds one to it: its handshake, its
+	// heartbeats and the close of its session aside.
+	Contender func(ctx context.Context, n StoreNode, requests *atomic.Int64) (cfg locklab.Config, close func(), err error)
+	// CountsRequests says Contender counts the requests of its clients:
+	// the contended phase reports the requests per lock cycle of the
+	// store's rows.
+	CountsRequests bool
+	// Lock says the rows' contenders wait as the lock's users do: each
+	// calls its locker's blocking Lock(ctx, key, ttl), which waits on the
+	// store (ZooKeeper's watches), where the other stores' contenders
+	// retry Acquire with locklab.Wait's default policy.
+	Lock bool
 }
 
 // BenchLimit says a bench asks more of a store's servers than they take:
@@ -306,9 +319,15 @@ func (c *Client) Fail(err error) { c.r.fail(err) }
 // unreachable node, the step already recorded. Otherwise the caller sends
 // the operation and calls Done with its answer.
 func (c *Client) Send(ctx context.Context, node int, label string, args []any) (*Sent, error) {
+	return c.SendTouching(ctx, node, label, args, nil)
+}
+
+// SendTouching is Send of an operation that reads and writes what t says
+// (nil: everything), which the step's event keeps (Event.Touch).
+func (c *Client) SendTouching(ctx context.Context, node int, label string, args []any, t *Touch) (*Sent, error) {
 	r := c.r
 	own := &owner{}
-	q, err := r.submit(ctx, c.c, own, node, label, args, "")
+	q, err := r.submitTouching(ctx, c.c, own, node, label, args, "", t)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (s *socket) Write(b []byte) (int, error) {
 	s.cl.mu.Lock()
 	s.cl.sending++
 	s.cl.mu.Unlock()
-	sent, err := c.Send(context.Background(), 1, s.cl.s.label(c, q), nil)
+	sent, err := c.SendTouching(context.Background(), 1, s.cl.s.label(c, q), nil, touches(q))
 	s.cl.mu.Lock()
 	s.cl.sending--
 	s.cl.mu.Unlock()

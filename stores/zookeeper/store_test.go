@@ -146,3 +146,55 @@ func TestZooKeeperExplore(t *testing.T) {
 		})
 	}
 }
+
+// TestZooKeeperTouches: every request of the three locks is declared with
+// what it reads and writes, and the declarations say what commutes: two
+// clients' creates of sequential nodes both move the zxid (the fences);
+// a read of a node commutes with a read of the queue.
+func TestZooKeeperTouches(t *testing.T) {
+	nodes := ensemble(t)
+	for _, strategy := range strategyNames {
+		cs, err := harness.Resolve("pause-past-ttl", strategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests := 0
+		for _, e := range h.Events {
+			if e.Client == 0 || e.Node == 0 {
+				continue // a time step or fault, a local step
+			}
+			requests++
+			if e.Touch == nil {
+				t.Errorf("%s: step %d (%v) declares nothing", strategy, e.Step, e.Command)
+			}
+		}
+		if requests < 4 {
+			t.Errorf("%s: %d requests in\n%s", strategy, requests, timeline(h))
+		}
+	}
+	create := touches(request{op: opCreate, path: "/l/_c_a-lock-", flags: flagEphemeral | flagSequential})
+	ls := touches(request{op: opGetChildren, path: "/l"})
+	get := touches(request{op: opGetData, path: "/l/_c_b-lock-0000000001", watch: true})
+	del := touches(request{op: opDelete, path: "/l/_c_b-lock-0000000001"})
+	for _, tc := range []struct {
+		name string
+		t, u *harness.Touch
+		want bool
+	}{
+		{"create, create", create, create, true},
+		{"create, ls", create, ls, true},
+		{"create, get", create, get, false},
+		{"ls, get", ls, get, false},
+		{"delete, get", del, get, true},
+		{"delete, ls", del, ls, true},
+		{"unknown", touches(request{op: opSync, path: "/l"}), get, true},
+	} {
+		if got := tc.t.Conflicts(tc.u); got != tc.want {
+			t.Errorf("%s: Conflicts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
