@@ -52,7 +52,9 @@ session of its own. For each it prints the
 uncontended acquire+release cycle (mean, p50 and p99 of every cycle, the
 locks' cycles run one of each in turn), then the locks per second that --contenders
 clients take on one key, each waiting with locklab.Wait's default policy
-and releasing at once, and the p50 and p99 of their waits. The rows of a
+(ZooKeeper's in the lock's own Lock, on a watch, their requests per lock
+cycle counted: zk-ephemeral's herd) and releasing at once, and the p50
+and p99 of their waits. The rows of a
 store whose servers are not installed are skipped, saying why.`,
 		Example: `  locklab bench
   locklab bench --strategy set-nx-px,redlock --rounds 7

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -133,6 +134,13 @@ type storesRowJSON struct {
 	WaitP50Ns      int64   `json:"wait_p50_ns,omitempty"`
 	WaitP99Ns      int64   `json:"wait_p99_ns,omitempty"`
 	RetriedCycles  int     `json:"retried_cycles,omitempty"`
+
+	// Where the store's bench says so (harness.Bench): the contenders
+	// waited in the lock's own Lock, and their requests were counted.
+	WaitsInLock      bool    `json:"waits_in_lock,omitempty"`
+	Requests         int64   `json:"requests,omitempty"`
+	LockCycles       int64   `json:"lock_cycles,omitempty"`
+	RequestsPerCycle float64 `json:"requests_per_cycle,omitempty"`
 }
 
 // measuredRow is a row and, unless skipped, what builds its lockers.
@@ -150,6 +158,72 @@ type measuredRow struct {
 	// opened are the clients newLocker opened for the run under way, of
 	// a store that gives each locker its own (harness.Bench.Contender).
 	opened []func()
+	// waitsInLock: the contenders wait in their locker's own Lock
+	// (harness.Bench.Lock), not with locklab.Wait.
+	waitsInLock bool
+	// counting: newLocker's clients count their requests into requests
+	// (harness.Bench.CountsRequests), the contended runs' alone; cycles
+	// counts the lock cycles those runs completed.
+	counting         bool
+	requests, cycles atomic.Int64
+}
+
+// blockingLocker is a lock with a blocking acquire, which waits on the
+// store until it holds the lock (strategies/zklock's Lock).
+type blockingLocker interface {
+	locklab.Locker
+	Lock(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error)
+}
+
+// contender is a contended run's locker of a row that waits in its Lock or
+// counts its requests. Its Acquire is the locker's Lock, where the row
+// waits in it: locklab.Wait's first attempt then holds the lock, and
+// never retries. Its Release counts the cycle.
+type contender struct {
+	locklab.Locker
+	lock   func(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error)
+	cycles *atomic.Int64
+}
+
+func (c *contender) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	if c.lock != nil {
+		return c.lock(ctx, key, ttl)
+	}
+	return c.Locker.Acquire(ctx, key, ttl)
+}
+
+func (c *contender) Release(ctx context.Context, lease locklab.Lease) error {
+	err := c.Locker.Release(ctx, lease)
+	if err == nil {
+		c.cycles.Add(1)
+	}
+	return err
+}
+
+// newContender builds a locker of the row's contended runs.
+func (r *measuredRow) newContender() (locklab.Locker, error) {
+	l, err := r.newLocker()
+	if err != nil || (!r.waitsInLock && !r.counting) {
+		return l, err
+	}
+	c := &contender{Locker: l, cycles: &r.cycles}
+	if r.waitsInLock {
+		b, ok := l.(blockingLocker)
+		if !ok {
+			return nil, fmt.Errorf("%s has no blocking Lock to wait in", r.strategy)
+		}
+		c.lock = b.Lock
+	}
+	return c, nil
+}
+
+// requestsPerCycle is the requests the contended runs sent per lock cycle
+// they completed, where they were counted.
+func (r *measuredRow) requestsPerCycle() (float64, bool) {
+	if !r.counting || r.cycles.Load() == 0 {
+		return 0, false
+	}
+	return float64(r.requests.Load()) / float64(r.cycles.Load()), true
 }
 
 // closeOpened closes the clients newLocker opened.
@@ -278,11 +352,14 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 			for _, r := range rows {
 				if r.store == st {
 					r.key = "bench:" + r.strategy
+					r.waitsInLock = d.Bench.Lock
+					r.counting = d.Bench.Contender != nil && d.Bench.CountsRequests
 					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
 					if open := d.Bench.Contender; open != nil {
-						// A client of its own for each locker.
+						// A client of its own for each locker, counting
+						// its requests where the store can.
 						r.newLocker = func() (locklab.Locker, error) {
-							cfg, closeC, err := open(ctx, n)
+							cfg, closeC, err := open(ctx, n, &r.requests)
 							if err != nil {
 								return nil, err
 							}
@@ -348,11 +425,12 @@ func measureStores(ctx context.Context, rows []*measuredRow, o storesOptions) er
 	for i, r := range rows {
 		r.cycle = res[i]
 		r.closeOpened()
+		r.requests.Store(0) // the contended runs' alone
 	}
 	for round := 0; round < o.rounds; round++ {
 		for k := range rows {
 			r := rows[(k+round)%len(rows)]
-			c, err := benchutil.Contend(ctx, r.newLocker, r.key+":contended", o.contenders, benchTTL, o.contendFor)
+			c, err := benchutil.Contend(ctx, r.newContender, r.key+":contended", o.contenders, benchTTL, o.contendFor)
 			r.closeOpened()
 			if err != nil {
 				return fmt.Errorf("%s, contended: %w", r.name(), err)
@@ -380,6 +458,10 @@ func storesJSON(o storesOptions, servers []storesServer, rows []*measuredRow) st
 			j.Locks, j.LocksPerSecond = r.contended.Locks, r.contended.PerSecond()
 			j.WaitP50Ns, j.WaitP99Ns = int64(w.P50), int64(w.P99)
 			j.RetriedCycles = r.retried
+			j.WaitsInLock = r.waitsInLock
+			if perCycle, ok := r.requestsPerCycle(); ok {
+				j.Requests, j.LockCycles, j.RequestsPerCycle = r.requests.Load(), r.cycles.Load(), perCycle
+			}
 		}
 		rep.Rows = append(rep.Rows, j)
 	}
@@ -439,6 +521,18 @@ func printStores(w io.Writer, o storesOptions, servers []storesServer, rows []*m
 			}
 			fmt.Fprintf(w, "%s %s: %d uncontended %s tried again after a failure worth another try (nodes too slow to answer)\n", r.store, r.name(), r.retried, what)
 		}
+		if r.skipped != "" || !r.waitsInLock && !r.counting {
+			continue
+		}
+		var says []string
+		if r.waitsInLock {
+			says = append(says, "contenders wait in its own blocking Lock, not with locklab.Wait")
+		}
+		if perCycle, ok := r.requestsPerCycle(); ok {
+			says = append(says, fmt.Sprintf("%.1f requests per contended lock cycle (%d requests, %d cycles, heartbeats aside)",
+				perCycle, r.requests.Load(), r.cycles.Load()))
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", r.store, r.name(), strings.Join(says, "; "))
 	}
 	return nil
 }

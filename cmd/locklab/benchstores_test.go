@@ -11,6 +11,7 @@ import (
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
+	"github.com/locklab/locklab/stores/zookeeper"
 )
 
 // TestBenchStores runs bench --stores on real servers of every store, with
@@ -98,4 +99,43 @@ func TestBenchStoresMaxConnections(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Equal(t, "locklab: --contenders 300: the PostgreSQL server takes 100 connections (max_connections), "+
 		"and --stores postgres opens up to 2 a contender and 4 more: give at most 48\n", stderr)
+}
+
+// TestBenchStoresHerd: ZooKeeper's contenders wait on a watch, and their
+// requests per lock cycle show the herd effect. zk-ephemeral's waiters all
+// watch the one node, and a release wakes them all: each sends a create,
+// and each loser an exists again, so the requests per cycle grow with the
+// waiters. zk-recipe's waiters each watch their predecessor, and a release
+// wakes one: the requests per cycle stay flat. Only the two runs' ratios
+// are asserted. zk-ephemeral's is about 2.8 (some 2n+2 requests a cycle
+// for n waiters); a queue's cycle costs 4 to 6 requests (zk-golib's 3 to
+// 5) whether its acquirer waited or not, so zk-recipe's ratio stays under
+// 1.5 (zk-golib's under 5/3) however loaded the machine: about 1.2 here.
+func TestBenchStoresHerd(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, stores.Installed(zookeeper.Name), "bench --stores zookeeper needs its servers here")
+	perCycle := func(contenders string) map[string]float64 {
+		out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "zookeeper",
+			"--cycles", "5", "--rounds", "1", "--contenders", contenders, "--contend-time", "500ms", "--json")
+		require.NoError(t, err, errOut)
+		var rep storesReport
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		got := map[string]float64{}
+		for _, r := range rep.Rows {
+			assert.True(t, r.WaitsInLock, "%s: its contenders wait in Lock", r.Name)
+			assert.Positive(t, r.LockCycles, "%s: lock cycles", r.Name)
+			assert.InDelta(t, float64(r.Requests)/float64(r.LockCycles), r.RequestsPerCycle, 1e-9, r.Name)
+			got[r.Name] = r.RequestsPerCycle
+		}
+		return got
+	}
+	two, eight := perCycle("2"), perCycle("8")
+	t.Logf("requests per lock cycle, 2 contenders: %v; 8 contenders: %v", two, eight)
+	for _, name := range []string{"zk-recipe", "zk-ephemeral", "zk-golib"} {
+		require.Positive(t, two[name], name)
+		require.Positive(t, eight[name], name)
+	}
+	assert.Greater(t, eight["zk-ephemeral"]/two["zk-ephemeral"], 2.0, "the herd: every waiter wakes at each release")
+	assert.Less(t, eight["zk-recipe"]/two["zk-recipe"], 1.5, "one waiter wakes at each release")
+	assert.Less(t, eight["zk-golib"]/two["zk-golib"], 5.0/3, "one waiter wakes at each release")
 }

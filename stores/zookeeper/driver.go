@@ -16,9 +16,12 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -85,26 +88,42 @@ func describe(first harness.StoreNode, more []harness.StoreNode) string {
 // bench is ZooKeeper's part of locklab bench --stores: its three locks,
 // each locker on a session of its own, as separate processes would be: a
 // contender that shared a session with the others would share its
-// ephemeral nodes and its watches.
+// ephemeral nodes and its watches. The contenders wait in the locks' own
+// Lock, on a watch, and their requests are counted: zk-ephemeral's herd
+// shows in its requests per lock cycle, which grow with the waiters.
 var bench = &harness.Bench{
 	Row:        3,
 	Strategies: []string{"zk-recipe", "zk-ephemeral", "zk-golib"},
 	Open: func(_ context.Context, n harness.StoreNode, _ int) (locklab.Config, string, func(), error) {
 		return locklab.Config{}, n.(*Node).Ensemble.Describe(), func() {}, nil
 	},
-	Contender: func(_ context.Context, n harness.StoreNode) (locklab.Config, func(), error) {
-		conn, err := benchConn(n.(*Node).Ensemble.Addrs())
+	Contender: func(_ context.Context, n harness.StoreNode, requests *atomic.Int64) (locklab.Config, func(), error) {
+		conn, err := benchConn(n.(*Node).Ensemble.Addrs(), requests)
 		if err != nil {
 			return locklab.Config{}, nil, err
 		}
 		return locklab.Config{Store: conn}, conn.Close, nil
 	},
+	CountsRequests: true,
+	Lock:           true,
 }
 
 // benchConn connects to the servers addrs and waits for the session: a
-// locker's first cycle does not wait for the handshake.
-func benchConn(addrs []string) (*zk.Conn, error) {
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+// locker's first cycle does not wait for the handshake. When requests is
+// not nil, each request the connection sends adds one to it
+// (countingConn).
+func benchConn(addrs []string, requests *atomic.Int64) (*zk.Conn, error) {
+	dial := zk.Dialer(net.DialTimeout)
+	if requests != nil {
+		dial = func(network, address string, timeout time.Duration) (net.Conn, error) {
+			c, err := net.DialTimeout(network, address, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: c, requests: requests}, nil
+		}
+	}
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithDialer(dial), zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
 	if err != nil {
 		return nil, err
 	}
@@ -120,4 +139,41 @@ func benchConn(addrs []string) (*zk.Conn, error) {
 			return nil, errors.New("zookeeper: no session after 30s")
 		}
 	}
+}
+
+// countingConn is a client's connection that counts the requests the
+// client writes on it. Each frame is a 4-byte length, then a packet: the
+// connection's first is the handshake, each other starts with the
+// request's xid and opcode. Heartbeats (xid -2, opcode 11) and the close
+// of the session are not counted: they are no part of a lock's cycle.
+type countingConn struct {
+	net.Conn
+	requests *atomic.Int64
+	// shook: the handshake went out; written: the bytes written that
+	// make no whole frame yet.
+	shook   bool
+	written []byte
+}
+
+// Write sends b and counts the requests of the frames it completes.
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written = append(c.written, b[:n]...)
+	for len(c.written) >= 4 {
+		size := int(binary.BigEndian.Uint32(c.written))
+		if len(c.written) < 4+size {
+			break
+		}
+		r := &reader{b: c.written[4 : 4+size]}
+		r.int32() // xid
+		op := r.int32()
+		switch {
+		case !c.shook:
+			c.shook = true
+		case r.err == nil && op != opPing && op != opClose:
+			c.requests.Add(1)
+		}
+		c.written = append(c.written[:0], c.written[4+size:]...)
+	}
+	return n, err
 }
