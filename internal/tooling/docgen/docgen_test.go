@@ -192,6 +192,13 @@ var (
 		// survives the leader's restart, and its death (the failover to
 		// the new leader the others elect).
 		"etcd-lease": "S S S V - V S - - - - - - - S S S - S",
+		// ZooKeeper's locks as etcd's: a session that expires while its
+		// holder is paused or cut off frees the lock beside it, the czxid
+		// fences it, a leader's death or restart loses nothing; but
+		// go-zookeeper's zk.Lock gives its caller no fence.
+		"zk-recipe":    "S S S V - V S - - - - - - - S S S - S",
+		"zk-ephemeral": "S S S V - V S - - - - - - - S S S - S",
+		"zk-golib":     "S S S V - V V - - - - - - - S S S - S",
 	}
 	letter = map[harness.Outcome]string{harness.Safe: "S", harness.Violated: "V", harness.Deadlock: "D",
 		harness.Starvation: "T", harness.NA: "-"}
