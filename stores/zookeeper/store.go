@@ -212,24 +212,30 @@ func (s *zkStore) Empty(ctx context.Context) error {
 		cl.mu.Unlock()
 		if dead {
 			// A crashed client's connection reaches no server: its Close
-			// waits 2s to send a closeSession it cannot send. The store
-			// ends its session now, rather than let the servers end it at
-			// its timeout, in the middle of a later run: every write moves
-			// the zxids, which are the fences a timeline shows.
+			// waits 2s to send a closeSession it cannot send.
 			go cl.conn.Close()
-			cl.mu.Lock()
-			sess := cl.sess
-			cl.mu.Unlock()
-			if sess.id != 0 {
-				if err := s.expire(ctx, sess); err != nil {
-					return fmt.Errorf("ending crashed c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
-				}
-			}
 			continue
 		}
 		wg.Go(cl.conn.Close)
 	}
 	wg.Wait()
+	// Every session of theirs still open on the servers ends now: a
+	// crashed client's, and one whose Close gave up waiting for its
+	// answer. The servers would end them at their timeout, in the middle
+	// of a later run, and every write moves the zxids, which are the
+	// fences a timeline shows; a request still queued on such a session
+	// would make a node under the path being emptied.
+	for _, cl := range clients {
+		cl.mu.Lock()
+		sess := cl.sess
+		cl.mu.Unlock()
+		if sess.id == 0 {
+			continue
+		}
+		if err := s.expire(ctx, sess); err != nil {
+			return fmt.Errorf("ending c%d's session %#x on %s: %w", cl.c.ID(), sess.id, s.node.Name(), err)
+		}
+	}
 	if key == "" {
 		return nil
 	}
@@ -251,6 +257,17 @@ func (s *zkStore) Empty(ctx context.Context) error {
 
 // deleteTree deletes p and every node under it.
 func deleteTree(c *zk.Conn, p string) error {
+	for try := 1; ; try++ {
+		err := deleteOnce(c, p)
+		if !errors.Is(err, zk.ErrNotEmpty) || try == 5 {
+			return err
+		}
+		// A node appeared under p meanwhile: list it again.
+	}
+}
+
+// deleteOnce deletes p and the nodes it lists under it.
+func deleteOnce(c *zk.Conn, p string) error {
 	children, _, err := c.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
