@@ -59,30 +59,39 @@ func runStressStore(cmd *cobra.Command, g *globals, sd *stress.StoreDriver, o st
 // faults that strike a store's servers alone (stress.StoreDriver.Own):
 // the error names the strategies that take it.
 func storeFault(faults []node.Fault) error {
-	for _, sd := range stress.Stores() {
-		for _, f := range sd.Faults {
-			if own := sd.Own[f]; own != "" && slices.Contains(faults, f) {
-				return fmt.Errorf("--node-faults %s %s (%s)", f, own, strings.Join(familyStrategies(sd.Name), ", "))
+	for _, f := range faults {
+		var says []string
+		for _, sd := range stress.Stores() {
+			if own := sd.Own[f]; own != "" && slices.Contains(sd.Faults, f) {
+				says = append(says, fmt.Sprintf("%s (%s)", own, strings.Join(familyStrategies(sd.Name), ", ")))
 			}
+		}
+		if len(says) > 0 {
+			return fmt.Errorf("--node-faults %s %s", f, strings.Join(says, ", or "))
 		}
 	}
 	return nil
 }
 
 // unknownFault is why --node-faults refuses a name: the node faults, the
-// stores' own (stress.StoreDriver.Own) said with their store.
+// stores' own (stress.StoreDriver.Own) said with the stores that inject
+// them.
 func unknownFault() string {
 	kinds := []string{node.JoinFaults(stress.FaultKinds), node.Failover.String(), node.ClusterFailover.String()}
+	var owned []node.Fault
+	on := map[node.Fault][]string{}
 	for _, sd := range stress.Stores() {
-		var own []node.Fault
 		for _, f := range sd.Faults {
 			if sd.Own[f] != "" {
-				own = append(own, f)
+				if on[f] == nil {
+					owned = append(owned, f)
+				}
+				on[f] = append(on[f], sd.Title)
 			}
 		}
-		if len(own) > 0 {
-			kinds = append(kinds, fmt.Sprintf("(on %s) %s", sd.Title, node.JoinFaults(own)))
-		}
+	}
+	for _, f := range owned {
+		kinds = append(kinds, fmt.Sprintf("(on %s) %s", strings.Join(on[f], " or "), f))
 	}
 	last := len(kinds) - 1
 	return "unknown node fault; the node faults are " + strings.Join(kinds[:last], ", ") + " or " + kinds[last]

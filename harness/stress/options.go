@@ -6,6 +6,7 @@ package stress
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -274,11 +275,15 @@ func (o *Options) checkStore() error {
 		}
 		return nil
 	}
-	for _, d := range Stores() {
-		for _, f := range d.Faults {
-			if d.Own[f] != "" && slices.Contains(o.Faults, f) {
-				return lockkit.Invalid("stress: node fault %v %s", f, d.Own[f])
+	for _, f := range o.Faults {
+		var says []string
+		for _, d := range Stores() {
+			if d.Own[f] != "" && slices.Contains(d.Faults, f) {
+				says = append(says, d.Own[f])
 			}
+		}
+		if len(says) > 0 {
+			return lockkit.Invalid("stress: node fault %v %s", f, strings.Join(says, ", or "))
 		}
 	}
 	return nil

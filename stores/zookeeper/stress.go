@@ -57,7 +57,9 @@ func init() {
 		Title:   "ZooKeeper",
 		Servers: "a three-server ZooKeeper ensemble",
 		Faults:  StressFaults,
-		// leader-kill is etcd's too, whose Own refuses it on Redis.
+		Own: map[node.Fault]string{
+			node.LeaderKill: "strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy",
+		},
 		Lease:  StressLease,
 		Start:  startStress,
 		Worker: stressWorker,
