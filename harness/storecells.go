@@ -60,21 +60,27 @@ func CellSchedules(store string, sc *Scenario, budget int) int {
 	return restart
 }
 
-// StoreLimits are the registered stores' Limits, the largest first.
-func StoreLimits() []Limit {
+// StoreLimits are the Limits of the registered stores named (every one
+// when none is), the largest first.
+func StoreLimits(stores ...string) []Limit {
 	var out []Limit
 	for _, d := range Stores() {
-		out = append(out, d.Limits...)
+		if len(stores) == 0 || slices.Contains(stores, d.Name) {
+			out = append(out, d.Limits...)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b Limit) int { return b.Schedules - a.Schedules })
 	return out
 }
 
-// StoreTitles are the titles of the registered stores, in their order.
-func StoreTitles() []string {
+// StoreTitles are the titles of the registered stores named (every one
+// when none is), in their order.
+func StoreTitles(stores ...string) []string {
 	var out []string
 	for _, d := range Stores() {
-		out = append(out, d.Title)
+		if len(stores) == 0 || slices.Contains(stores, d.Name) {
+			out = append(out, d.Title)
+		}
 	}
 	return out
 }

@@ -187,13 +187,14 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 		CSS:       template.CSS(css),
 		JS:        template.JS(js),
 	}
-	var on []string
-	others := false
+	var on, others []string
 	for _, st := range append([]string{""}, storeNames()...) {
 		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == st }) {
 			on = append(on, harness.StoreTitle(st))
 			p.OnRedis = p.OnRedis || st == ""
-			others = others || st != ""
+			if st != "" {
+				others = append(others, st)
+			}
 		}
 	}
 	p.On = joinAnd(on)
@@ -316,7 +317,9 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 	return d, nil
 }
 
-func bounds(m Meta, redis, others bool) string {
+// bounds says the bounds of the cells: Redis's when redis, and those of
+// the other stores that ran.
+func bounds(m Meta, redis bool, others []string) string {
 	def := func(v, d int) string {
 		switch {
 		case v == 0:
@@ -331,14 +334,14 @@ func bounds(m Meta, redis, others bool) string {
 		parts = append(parts, fmt.Sprintf("at most %s preemptions and %s schedules per cell, %s workers",
 			def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1)))
 	}
-	if others {
+	if len(others) > 0 {
 		limits := []string{fmt.Sprint(harness.StoreRestartSchedules)}
-		for _, l := range harness.StoreLimits() {
+		for _, l := range harness.StoreLimits(others...) {
 			limits = append(limits, fmt.Sprintf("%d %s", l.Schedules, l.Where))
 		}
 		parts = append(parts, fmt.Sprintf("on %s at most %s preemptions and %s schedules per cell, "+
 			"fewer where a server restarts or fails over (%s): a safe* cell says which limit stopped it",
-			joinAnd(harness.StoreTitles()), def(m.StorePreemptions, harness.StorePreemptions), def(m.StoreSchedules, harness.StoreSchedules),
+			joinAnd(harness.StoreTitles(others...)), def(m.StorePreemptions, harness.StorePreemptions), def(m.StoreSchedules, harness.StoreSchedules),
 			strings.Join(limits, ", ")))
 	}
 	return strings.Join(parts, "; ")

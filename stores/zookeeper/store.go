@@ -204,6 +204,14 @@ func (s *zkStore) Empty(ctx context.Context) error {
 	s.clients, s.now = nil, 0
 	clear(s.guids)
 	s.mu.Unlock()
+	if s.node.Ensemble.Closed() {
+		// A signal closed the ensemble, and what was written with it:
+		// nothing answers, and nothing is left to empty.
+		for _, cl := range clients {
+			go cl.conn.Close()
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
 	for _, cl := range clients {
 		cl.mu.Lock()
@@ -239,6 +247,21 @@ func (s *zkStore) Empty(ctx context.Context) error {
 	if key == "" {
 		return nil
 	}
+	// A request to an ensemble that is gone (a signal closed it) waits
+	// for ever: the store gives up when ctx ends.
+	done := make(chan error, 1)
+	go func() { done <- s.reset(key) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("emptying the lock's paths on %s: %w", s.node.Name(), ctx.Err())
+	}
+}
+
+// reset deletes what is left under the lock's paths for key, and creates
+// each path the recipes queue under again.
+func (s *zkStore) reset(key string) error {
 	for _, name := range strategyNames {
 		p := zklock.Path(name, key)
 		if err := deleteTree(s.admin, p); err != nil {
@@ -365,10 +388,17 @@ func (s *zkStore) Reconnect(int) {}
 
 // Close empties the ensemble and closes the store's connection.
 func (s *zkStore) Close(ctx context.Context) error {
+	// The ensemble may be gone already (a signal closed it): then nothing
+	// answers, and the store waits no longer than closeTimeout.
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
 	err := s.Empty(ctx)
 	s.admin.Close()
 	return err
 }
+
+// closeTimeout bounds a store's Close.
+const closeTimeout = 10 * time.Second
 
 // fixedHosts gives a connection the ensemble's first server that has not
 // refused it since it last connected, in the ensemble's order whatever

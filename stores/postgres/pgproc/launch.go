@@ -46,20 +46,37 @@ func (s *Server) run(ctx context.Context, bin string, args ...string) error {
 	cmd := s.command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	s.mu.Lock()
+	if s.closed { // a signal's Close ran: nothing more is written here
+		s.mu.Unlock()
+		return fmt.Errorf("%s: pgproc: server closed", bin)
+	}
 	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
 		return fmt.Errorf("%s: %w", bin, err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	done := make(chan struct{})
+	if s.tools == nil {
+		s.tools = map[*os.Process]chan struct{}{}
+	}
+	s.tools[cmd.Process] = done
+	s.mu.Unlock()
+	var werr error
+	go func() { werr = cmd.Wait(); close(done) }()
+	defer func() {
+		s.mu.Lock()
+		delete(s.tools, cmd.Process)
+		s.mu.Unlock()
+	}()
 	select {
-	case err := <-waited:
-		if err != nil {
-			return fmt.Errorf("%s: %w\n%s", bin, err, strings.TrimSpace(out.String()))
+	case <-done:
+		if werr != nil {
+			return fmt.Errorf("%s: %w\n%s", bin, werr, strings.TrimSpace(out.String()))
 		}
 		return nil
 	case <-ctx.Done():
 		cmd.Process.Kill()
-		<-waited
+		<-done
 		return fmt.Errorf("%s: %w\n%s", bin, ctx.Err(), strings.TrimSpace(out.String()))
 	}
 }
@@ -236,6 +253,10 @@ func (s *Server) Close() error {
 	defer cleanup.Untrack(s)
 	if s.net != nil {
 		return s.closeBox()
+	}
+	for p, done := range s.tools { // initdb, pg_basebackup: they write the directory
+		p.Kill()
+		<-done
 	}
 	if s.cmd != nil {
 		s.contLocked()

@@ -181,6 +181,10 @@ type Server struct {
 	done    chan struct{}
 	stopped []int // pids paused by Stop, for Cont
 	closed  bool
+	// tools are the short-lived programs running on the server's
+	// directory (initdb, pg_basebackup): Close ends them before it
+	// removes the directory they write.
+	tools map[*os.Process]chan struct{}
 	// conninfo is a standby's primary_conninfo, kept by StopStreaming for
 	// StartStreaming.
 	conninfo string

@@ -137,6 +137,13 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 		return nil, err
 	}
 	e := &Ensemble{Java: launcher, Jar: inst.jar, classpath: inst.classpath, opts: opts, net: nw}
+	for i := range opts.Servers {
+		e.servers = append(e.servers, &Server{Index: i, ID: i + 1, e: e,
+			DataDir: "/data", ConfigPath: "/tmp/zoo.cfg",
+			clientPort: dockerClientPort, peerPort: dockerPeerPort, electionPort: dockerElectionPort})
+	}
+	// Tracked once its servers are set: a signal's Close reads no field
+	// the start still writes.
 	cleanup.Track(e)
 	defer func() {
 		if err != nil {
@@ -153,11 +160,6 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 		if err := dockerbox.Ensure(ctx, nw.Pool.Client, img); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoImage, err)
 		}
-	}
-	for i := range opts.Servers {
-		e.servers = append(e.servers, &Server{Index: i, ID: i + 1, e: e,
-			DataDir: "/data", ConfigPath: "/tmp/zoo.cfg",
-			clientPort: dockerClientPort, peerPort: dockerPeerPort, electionPort: dockerElectionPort})
 	}
 	// The containers come up side by side: each costs the engine a few
 	// tenths of a second.

@@ -196,19 +196,12 @@ func start(ctx context.Context, inst installation, opts Options) (*Ensemble, err
 	if err != nil {
 		return nil, err
 	}
-	e := &Ensemble{Dir: dir, Java: inst.java, Jar: inst.jar, classpath: inst.classpath, opts: opts}
-	// Tracked from its directory on: a signal in the middle of the start
-	// removes what was made (a failed start's Close untracks it).
-	cleanup.Track(e)
-	fail := func(err error) (*Ensemble, error) {
-		e.Close()
-		return nil, err
-	}
 	ports, err := freePorts(3 * opts.Servers)
 	if err != nil {
-		return fail(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	e.ports = ports
+	e := &Ensemble{Dir: dir, Java: inst.java, Jar: inst.jar, classpath: inst.classpath, opts: opts, ports: ports}
 	for i := range opts.Servers {
 		s := &Server{Index: i, ID: i + 1, e: e, host: "127.0.0.1",
 			clientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2]}
@@ -217,6 +210,14 @@ func start(ctx context.Context, inst installation, opts Options) (*Ensemble, err
 		s.ConfigPath = filepath.Join(sdir, "zoo.cfg")
 		s.LogPath = filepath.Join(sdir, "zookeeper.log")
 		e.servers = append(e.servers, s)
+	}
+	// Tracked, its ports and servers set, before anything runs: a signal
+	// in the middle of the start removes what was made (a failed start's
+	// Close untracks it), and reads no field the start still writes.
+	cleanup.Track(e)
+	fail := func(err error) (*Ensemble, error) {
+		e.Close()
+		return nil, err
 	}
 	for _, s := range e.servers {
 		if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
@@ -399,6 +400,9 @@ func (e *Ensemble) Close() error {
 	e.closeOnce.Do(func() { e.closeErr = e.close() })
 	return e.closeErr
 }
+
+// Closed reports whether Close ran (the program's, or a signal's).
+func (e *Ensemble) Closed() bool { return e.closed.Load() }
 
 func (e *Ensemble) close() error {
 	e.closed.Store(true)
