@@ -59,8 +59,16 @@ func newBrowser(t *testing.T) context.Context {
 // click clicks the button of step and waits for the page to show n steps,
 // or an error, which it returns.
 func click(step string, n int) chromedp.Action[chromedp.Void] {
+	button := `button[data-step="` + step + `"]`
 	return chromedp.Steps(
-		chromedp.Click(chromedp.CSS(`button[data-step="`+step+`"]`)),
+		// The button's own click, not a mouse event at where it was when
+		// it was found: the page's layout may still move it (the levels'
+		// list fills in), and a click that lands beside it is lost.
+		chromedp.WaitVisible(chromedp.CSS(button)),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('`+button+`').click() === undefined`))
+			return err
+		}),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`body[data-steps="%d"], #notice.error`, n))),
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			msg, err := chromedp.Run(ctx, chromedp.Evaluate[string](
