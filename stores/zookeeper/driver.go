@@ -17,7 +17,6 @@ package zookeeper
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -127,18 +126,11 @@ func benchConn(addrs []string, requests *atomic.Int64) (*zk.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				return conn, nil
-			}
-		case <-timeout:
-			conn.Close()
-			return nil, errors.New("zookeeper: no session after 30s")
-		}
+	if err := awaitSession(events); err != nil {
+		conn.Close()
+		return nil, err
 	}
+	return conn, nil
 }
 
 // countingConn is a client's connection that counts the requests the

@@ -114,7 +114,7 @@ func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl.conn = conn
 	// The run starts once the client has its session: the handshake is
 	// no step, and a request must not wait for it.
-	if err := cl.waitSession(events); err != nil {
+	if err := awaitSession(events); err != nil {
 		conn.Close()
 		return err
 	}
@@ -152,9 +152,9 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 	return sock, nil
 }
 
-// waitSession waits until a connection's events say it has a session,
+// awaitSession waits until a connection's events say it has a session,
 // then drains its later events.
-func (cl *zkClient) waitSession(events <-chan zk.Event) error {
+func awaitSession(events <-chan zk.Event) error {
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
