@@ -177,43 +177,5 @@ func (e *stressRun) Stuck(ctx context.Context, key string) (string, bool) {
 // it; then it waits until the cluster is healthy. A fault in progress is
 // always healed, even when ctx ends meanwhile.
 func (e *stressRun) Fault(ctx context.Context, s *stress.Strike) error {
-	bg := context.WithoutCancel(ctx)
-	kind := s.Kind()
-	lctx, cancel := context.WithTimeout(bg, 10*time.Second)
-	m, err := e.c.Leader(lctx)
-	cancel()
-	var begin, end func() error
-	if err == nil {
-		s.Node(m.Name + " (leader)")
-		switch kind {
-		case node.LeaderKill:
-			begin = func() error { m.Kill(); return nil }
-			end = func() error { return m.Restart(bg) }
-			s.Step(fmt.Sprintf("leader %s killed (SIGKILL) for %v", m.Name, s.For()))
-		case node.Pause:
-			begin, end = m.Stop, m.Cont
-			s.Step(fmt.Sprintf("leader %s paused (SIGSTOP) for %v", m.Name, s.For()))
-		case node.Partition:
-			p := e.proxies[m.Index]
-			begin = func() error { p.Cut(); return nil }
-			end = func() error { p.Heal(); return nil }
-			s.Step(fmt.Sprintf("leader %s cut off from the clients for %v (its peers still reach it)", m.Name, s.For()))
-		default:
-			err = fmt.Errorf("node fault %v on etcd: %w", kind, node.ErrUnsupported)
-		}
-	}
-	if err == nil {
-		err = s.Hold(ctx, begin, end)
-	}
-	if err == nil {
-		hctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		err = e.c.WaitHealthy(hctx)
-		cancel()
-	}
-	if err != nil {
-		s.Step(fmt.Sprintf("%s failed: %v", kind, err))
-		return err
-	}
-	s.Step(fmt.Sprintf("%s back and the cluster healthy after %v", m.Name, s.Elapsed().Round(time.Millisecond)))
-	return nil
+	return stress.StrikeLeader(ctx, s, e.c, "etcd", "cluster", func(m *etcdproc.Member) *node.Proxy { return e.proxies[m.Index] })
 }

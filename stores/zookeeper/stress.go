@@ -294,43 +294,5 @@ func oldestNode(conn *zk.Conn, p string) (at time.Time, found bool, err error) {
 // it; then it waits until the ensemble is healthy. A fault in progress is
 // always healed, even when ctx ends meanwhile.
 func (z *stressRun) Fault(ctx context.Context, s *stress.Strike) error {
-	bg := context.WithoutCancel(ctx)
-	kind := s.Kind()
-	lctx, cancel := context.WithTimeout(bg, 10*time.Second)
-	srv, err := z.e.Leader(lctx)
-	cancel()
-	var begin, end func() error
-	if err == nil {
-		s.Node(srv.Name() + " (leader)")
-		switch kind {
-		case node.LeaderKill:
-			begin = func() error { srv.Kill(); return nil }
-			end = func() error { return srv.Restart(bg) }
-			s.Step(fmt.Sprintf("leader %s killed (SIGKILL) for %v", srv.Name(), s.For()))
-		case node.Pause:
-			begin, end = srv.Stop, srv.Cont
-			s.Step(fmt.Sprintf("leader %s paused (SIGSTOP) for %v", srv.Name(), s.For()))
-		case node.Partition:
-			p := z.proxies[srv.Index]
-			begin = func() error { p.Cut(); return nil }
-			end = func() error { p.Heal(); return nil }
-			s.Step(fmt.Sprintf("leader %s cut off from the clients for %v (its peers still reach it)", srv.Name(), s.For()))
-		default:
-			err = fmt.Errorf("node fault %v on ZooKeeper: %w", kind, node.ErrUnsupported)
-		}
-	}
-	if err == nil {
-		err = s.Hold(ctx, begin, end)
-	}
-	if err == nil {
-		hctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		err = z.e.WaitHealthy(hctx)
-		cancel()
-	}
-	if err != nil {
-		s.Step(fmt.Sprintf("%s failed: %v", kind, err))
-		return err
-	}
-	s.Step(fmt.Sprintf("%s back and the ensemble healthy after %v", srv.Name(), s.Elapsed().Round(time.Millisecond)))
-	return nil
+	return stress.StrikeLeader(ctx, s, z.e, "ZooKeeper", "ensemble", func(m *zkproc.Server) *node.Proxy { return z.proxies[m.Index] })
 }
