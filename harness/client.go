@@ -149,6 +149,19 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 func (r *run) clock(c *client) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The clock ticks once after each step after which a client reads it,
+	// so that clients that read their clocks at different steps see
+	// different times (and timestamp locks written at different steps
+	// differ), as on real machines, and every read after one step sees the
+	// same time. A value read then depends on which steps read before, not
+	// on how many steps ran: a step that reads nothing commutes with one
+	// that does (effect.go). Ticks are far below any TTL: only "time"
+	// events make locks expire.
+	if r.tickedAt != len(r.steps) {
+		r.now += stepTick
+		r.tickedAt = len(r.steps)
+	}
+	r.clockReads++
 	return Epoch.Add(r.now + c.skew)
 }
 
@@ -297,6 +310,7 @@ func (r *run) loop(c *client) {
 				}
 				if err == nil {
 					r.acqs++
+					r.holderChanges++
 					c.holding, c.lease, c.seq, c.renewLost = true, lease, r.acqs, false
 					c.info.Acquired++
 					step := 0
@@ -370,6 +384,7 @@ func (r *run) loop(c *client) {
 			}
 			r.mu.Lock()
 			c.inRelease = true
+			r.holderChanges++
 			lease := c.lease
 			r.mu.Unlock()
 			err := c.locker.Release(c.ctx, lease)
@@ -379,6 +394,7 @@ func (r *run) loop(c *client) {
 				return
 			}
 			c.holding, c.inRelease = false, false
+			r.holderChanges++
 			switch {
 			case err == nil:
 				r.noteLocked(c, "released")
@@ -392,6 +408,7 @@ func (r *run) loop(c *client) {
 		case OpCrash:
 			r.mu.Lock()
 			r.crashLocked(c)
+			r.crashes++
 			r.noteLocked(c, "crashed")
 			c.ending = true
 			r.mu.Unlock()

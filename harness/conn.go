@@ -31,6 +31,9 @@ type conn struct {
 	node     int
 	own      owner
 	freeEval bool
+	// tx is what the connection's open transaction has queued and the
+	// keys it watches (redistouch.go).
+	tx txTouch
 }
 
 func (k *conn) close() {
@@ -83,7 +86,15 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if call.Pipeline() {
 		label = "pipeline"
 	}
-	q, err := r.submit(ctx, c, &k.own, node, label, call.Args, "")
+	keysOn := 0
+	if r.spec.multi {
+		keysOn = node // each node a master of its own
+	}
+	r.mu.Lock()
+	inTx := k.own.multi
+	r.mu.Unlock()
+	t := k.touchOf(keysOn, call.Cmd, call.Args, call.Queued, inTx)
+	q, err := r.submitTouching(ctx, c, &k.own, node, label, call.Args, "", t)
 	if err != nil {
 		return nil, err
 	}

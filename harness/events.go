@@ -36,6 +36,7 @@ func (r *run) crashLocked(c *client) {
 // event applies an environment step.
 func (r *run) event(st Step) error {
 	r.mu.Lock()
+	r.markLocked(nil)
 	e := Event{Step: len(r.hist.Events) + 1, Label: st.String()}
 	var c *client
 	if st.Client > 0 {

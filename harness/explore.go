@@ -57,6 +57,10 @@ type ExploreOptions struct {
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
 	Progress func(ExploreProgress)
+	// observe, when set, sees every run's history as it ends, with a
+	// read of a key of the run's node 1 before the next run empties it
+	// (the reduction's tests compare end states with it).
+	observe func(h *History, get func(key string) (any, error))
 }
 
 // ExploreProgress is what the progress callback sees.
@@ -87,6 +91,10 @@ type ExploreResult struct {
 	// exploration is complete; 0 otherwise.
 	Skipped int   `json:"skipped"`
 	Naive   int64 `json:"naive"`
+	// Redundant is how many of the schedules run ended early, every step
+	// they could take next being one whose schedules run elsewhere (the
+	// sleep sets of docs/reduction.md).
+	Redundant int `json:"redundant"`
 	// Commands is the number of Redis commands the clients sent in all.
 	Commands int `json:"commands"`
 	// Complete: every schedule within the bounds ran.
@@ -115,6 +123,8 @@ type explorer struct {
 	err     error
 	start   time.Time
 	atomic  bool // no branching inside transactions (runPrefix)
+	// sleepSets: the runs keep sleep sets (sleep.go).
+	sleepSets bool
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -174,6 +184,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		e.after[k] = sc.FaultAfter[f.String()]
 	}
 	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
+	e.sleepSets = e.atomic
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), MaxWorkers)
 	if len(sc.Needs) > 0 {
@@ -246,7 +257,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if r.Elapsed > 0 {
 		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
 	}
-	if r.Complete && !e.opts.Random && r.Skipped == 0 {
+	if r.Complete && !e.opts.Random && r.Skipped == 0 && !e.sleepSets {
 		r.Naive = int64(r.Schedules)
 	}
 	r.Outcome = Safe
@@ -390,6 +401,11 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 		} else {
 			h, children, skipped, err = e.runPrefix(ctx, spec, sl, p)
 		}
+		if err == nil && e.opts.observe != nil {
+			e.mu.Lock() // one call at a time
+			e.opts.observe(h, func(key string) (any, error) { return sl.store.Probe(ctx, 0, key) })
+			e.mu.Unlock()
+		}
 		e.mu.Lock()
 		e.busy--
 		if err != nil {
@@ -402,6 +418,9 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 		} else {
 			e.res.Schedules++
 			e.res.Skipped += skipped
+			if h.redundant {
+				e.res.Redundant++
+			}
 			e.res.Commands += h.Commands()
 			// Children are pushed in reverse so the first alternative
 			// runs first.

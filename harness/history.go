@@ -118,6 +118,9 @@ type History struct {
 	ProbeTries int `json:"probe_tries,omitempty"`
 	// Truncated: the step bound ended the run before every client finished.
 	Truncated bool `json:"truncated,omitempty"`
+	// redundant: the explorer ended the run early, every step it could
+	// take being one whose schedules run elsewhere (prefix.go).
+	redundant bool
 	// Skipped lists steps of an explicit schedule that named a client with
 	// nothing left to do; they were left out.
 	Skipped []string `json:"skipped,omitempty"`

@@ -19,6 +19,10 @@ type prefix struct {
 	preem  int
 	faults int
 	used   []int // uses of each fault of the alphabet
+	// sleep are the steps asleep where the prefix's last step was chosen,
+	// before that step: the run keeps those its last step is independent
+	// of (sleep.go).
+	sleep []sleeper
 }
 
 // preemptive reports whether choosing st after client last, with enabled
@@ -68,16 +72,17 @@ func preemptive(st Step, last int, enabled []Step) bool {
 //     transaction, which then changed nothing: the same as the fault just
 //     before the MULTI, where the client's attempt fails at its first
 //     command, in as many steps or fewer.
-//   - Steps moved before the MULTI run a few ticks (stepTick) earlier on
-//     the virtual clock, and nothing else moves: the transaction's client
-//     reads no clock inside it, so every pair of clock readings keeps its
-//     order. When every duration readings are compared with (the TTL,
-//     "time" events, skews, sleeps) is a whole number of seconds and a
-//     run's ticks add up to less than one (ticksNegligible; otherwise the
-//     explorer branches everywhere), two readings differ by whole seconds
-//     plus less than a second of ticks: a comparison the shift could turn
-//     is one that the ticks decide, by the readings' order, which the
-//     shift keeps.
+//   - Steps moved before the MULTI read the clock as they did: the clock
+//     ticks only after steps after which a client reads it (run.clock),
+//     and the transaction's client reads none inside it, so every read
+//     keeps the steps that read before it. Lease ends are decided by
+//     whole seconds (ticksNegligible; otherwise the explorer branches
+//     everywhere): the ticks a run adds stay below the margin between a
+//     lease's end and the next whole second of virtual time.
+//
+// Beside it, the runs keep sleep sets (sleep.go, docs/reduction.md): a
+// step taken where another was left to an alternative's run sleeps in
+// that run until a step that depends on it runs.
 //
 // So the verdict of every cell, and the length of its shortest
 // counterexample, are the plain enumeration's (TestReductionKeepsCounterexamples
@@ -88,40 +93,70 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	skipped := 0
 	preem, faults := p.preem, p.faults
 	used := slices.Clone(p.used)
+	// The sleep set (sleep.go): the steps this run does not take where it
+	// stands, and the alternatives of the last choice, which learn what
+	// the step taken there did once it is over.
+	var asleep []sleeper
+	var lastAlts []pendingAlt
+	var lastTaken Step
 	choose := func(r *run, enabled []Step) (Step, bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		i := len(r.steps)
+		if e.sleepSets && i > 0 && i > len(p.steps)-1 {
+			eff := r.effects[i-1]
+			if i == len(p.steps) {
+				asleep = awake(p.sleep, eff)
+			} else {
+				for _, a := range lastAlts {
+					if a.keeps(lastTaken, eff, enabled) {
+						c := &children[a.child]
+						c.sleep = append(c.sleep, sleeper{step: lastTaken, eff: eff})
+					}
+				}
+				asleep = awake(asleep, eff)
+			}
+		}
+		lastAlts = nil
 		if i < len(p.steps) {
 			return p.steps[i], true
 		}
-		def, ok := r.defaultStepLocked(enabled)
-		if !ok || len(enabled) == 0 {
-			return def, ok
+		if len(enabled) == 0 {
+			return r.defaultStepLocked(enabled)
 		}
+		cost := func(st Step) int {
+			if st.IsClient() && preemptive(st, r.last, enabled) {
+				return 1
+			}
+			return 0
+		}
+		awakeSteps := enabled
+		if len(asleep) > 0 {
+			awakeSteps = slices.DeleteFunc(slices.Clone(enabled), func(st Step) bool { return isAsleep(asleep, st) })
+		}
+		def, ok := e.continuation(r, enabled, awakeSteps, preem)
 		atomic := false
 		if tx := r.transactionLocked(); tx > 0 && e.atomic {
 			for _, st := range enabled {
 				if st.Client == tx {
-					def, atomic = st, true
+					def, ok, atomic = st, !isAsleep(asleep, st), true
 					break
 				}
 			}
 		}
 		var alts []prefix
+		var infos []pendingAlt
 		base := slices.Clone(r.steps)
-		for _, alt := range enabled {
-			if alt == def {
+		for _, alt := range awakeSteps {
+			if ok && alt == def {
 				continue
 			}
-			np := preem
-			if preemptive(alt, r.last, enabled) {
-				np++
-			}
+			np := preem + cost(alt)
 			if np > e.opts.MaxPreemptions {
 				continue
 			}
-			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used)})
+			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: cost(alt), taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
+			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used), sleep: slices.Clone(asleep)})
 		}
 		if faults < e.opts.MaxFaults {
 			for k, f := range e.alphabet {
@@ -136,11 +171,20 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		if atomic {
 			skipped += len(alts)
 		} else {
+			for _, a := range infos {
+				a.child += len(children)
+				lastAlts = append(lastAlts, a)
+			}
 			children = append(children, alts...)
 		}
-		if def.IsClient() && preemptive(def, r.last, enabled) {
-			preem++
+		if !ok {
+			// Every step this run could take here has its schedules run
+			// elsewhere: the run ends, its alternatives kept.
+			r.redundant = true
+			return Step{}, false
 		}
+		preem += cost(def)
+		lastTaken = def
 		return def, true
 	}
 	r := newRun(ctx, spec, sl)

@@ -83,7 +83,8 @@ func explicit(sched Schedule) chooser {
 	}
 }
 
-// stepTick is the virtual time one client step takes.
+// stepTick is the virtual time the clock moves after a step after which a
+// client reads it (run.clock).
 const stepTick = time.Millisecond
 
 // Epoch is where every virtual clock starts: runs do not depend on the
@@ -164,12 +165,21 @@ type run struct {
 	wg         sync.WaitGroup
 	last       int // client of the previous client step
 	err        error
+	// What the steps did (effect.go): counters a step's effect compares,
+	// the counters as the last step began, and each step's effect.
+	clockReads, holderChanges, crashes int
+	tickedAt                           int // the steps run when the clock last ticked
+	marks                              effectMarks
+	effects                            []stepEffect
+	// redundant: the explorer ended the run where every step it could
+	// take was one whose schedules run elsewhere (prefix.go).
+	redundant bool
 }
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
 	spec.key = sl.store.Key(spec.key)
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
-		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes))}
+		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes)), tickedAt: -1}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
 	for _, n := range sl.nodes {
 		r.hist.Nodes = append(r.hist.Nodes, n.Name())
@@ -263,7 +273,7 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 	if err := r.loopSteps(choose, r.spec.maxSteps); err != nil {
 		return nil, err
 	}
-	if r.spec.property == NoDeadlock || r.spec.property == NoStarvation {
+	if (r.spec.property == NoDeadlock || r.spec.property == NoStarvation) && !r.redundant {
 		if err := r.livenessProbe(); err != nil {
 			return nil, err
 		}
@@ -287,6 +297,7 @@ func (r *run) loopSteps(choose chooser, maxSteps int) error {
 		}
 		n := len(r.hist.Events)
 		enabled := r.enabledLocked()
+		r.noteEffectLocked(enabled)
 		r.mu.Unlock()
 		if r.spec.stopEarly && r.violatedSoFar() {
 			return nil
@@ -398,7 +409,13 @@ func (r *run) finish() {
 		r.hist.Clients = append(r.hist.Clients, c.info)
 	}
 	v := checkProperty(r.hist, r.spec.property, r.spec.waiter)
+	if r.redundant && (r.spec.property == NoDeadlock || r.spec.property == NoStarvation) {
+		// A run the explorer ended early has no end state to judge
+		// liveness on: the schedules that reach its end run elsewhere.
+		v = Verdict{Outcome: Safe, Property: r.spec.property}
+	}
 	r.hist.Verdict = v
+	r.hist.redundant = r.redundant
 	markViolation(r.hist, v)
 }
 

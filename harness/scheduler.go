@@ -150,12 +150,8 @@ func (r *run) grant(st Step) bool {
 		r.mu.Unlock()
 		return false
 	}
-	// Each step takes a tick of virtual time, so that clients that read
-	// their clocks at different steps see different times (and timestamp
-	// locks written at different steps differ), as on real machines. Ticks
-	// are far below any TTL: only "time" events make locks expire.
-	r.now += stepTick
 	c := q.c
+	r.markLocked(c)
 	c.pending = slices.DeleteFunc(c.pending, func(x *request) bool { return x == q })
 	q.owner.active = true
 	c.active++
@@ -169,6 +165,9 @@ func (r *run) grant(st Step) bool {
 	e := Event{Step: len(r.hist.Events) + 1, Label: label.String(), Client: c.id, Node: q.node}
 	e.Command = q.command()
 	e.Touch = q.touch
+	if q.local != "" {
+		e.Touch = localTouch(q.local)
+	}
 	r.hist.Events = append(r.hist.Events, e)
 	q.event = len(r.hist.Events) - 1
 	c.lastEvent = q.event

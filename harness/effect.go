@@ -1,0 +1,127 @@
+// What each step of a run did, as the explorer's reduction needs it: what
+// its store says it touched, and what the harness saw happen before the
+// next step (a clock read, a client taking or leaving the critical
+// section, a write to the resource, a crash).
+
+package harness
+
+// The names the harness adds to a step's Touch: the critical section
+// (which clients hold the lock, the order in which they took it) and the
+// protected resource.
+const (
+	touchHolders  = "harness:holders"
+	touchResource = "harness:resource"
+	touchClock    = "harness:clock"
+)
+
+// stepEffect is what a step of a run did.
+type stepEffect struct {
+	// client is the step's client (0 for an event, which conflicts with
+	// every step).
+	client int
+	// touch is what the step read and wrote, its store's declaration and
+	// the harness's together; nil: everything.
+	touch *Touch
+	// enabledAfter: the step's client had a step to run right after it.
+	enabledAfter bool
+}
+
+// independent reports whether steps that did a and b give the same
+// outcome in either order, from any state both are enabled in: steps of
+// two clients that touch nothing the other writes.
+func independent(a, b stepEffect) bool {
+	return a.client != 0 && b.client != 0 && a.client != b.client &&
+		a.touch != nil && b.touch != nil && !forgotten(a.touch).Conflicts(forgotten(b.touch))
+}
+
+// forget, in the reduction's tests, names a resource the reduction
+// pretends no step touches: the dependency left out on purpose that the
+// tests must see missed.
+var forget func(name string) bool
+
+// forgotten is t without what forget names.
+func forgotten(t *Touch) *Touch {
+	if forget == nil {
+		return t
+	}
+	keep := func(ns []string) []string {
+		var out []string
+		for _, n := range ns {
+			if !forget(n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	return &Touch{Reads: keep(t.Reads), Writes: keep(t.Writes)}
+}
+
+// effectMarks are the run's counters at the start of a step, which the
+// effect of the step compares with what they are when the step is over.
+type effectMarks struct {
+	clockReads, holderChanges, writes, crashes int
+	inRelease                                  bool // the step's client was releasing
+}
+
+// markLocked records the counters as a step begins; c is the step's
+// client (nil for an event).
+func (r *run) markLocked(c *client) {
+	r.marks = effectMarks{clockReads: r.clockReads, holderChanges: r.holderChanges,
+		writes: len(r.hist.Writes), crashes: r.crashes, inRelease: c != nil && c.inRelease}
+}
+
+// noteEffectLocked records the effect of the run's last step, once every
+// client has settled after it; enabled are the steps that can run next.
+//
+// Beyond what the store declared, a step:
+//   - after which a client read its clock writes the clock: the clock
+//     ticks once after each such step (run.clock), so the time a client
+//     reads depends on the steps that read before it, which keep their
+//     order;
+//   - after which a client crashed touches everything too (a store ends a
+//     crashed client's sessions);
+//   - after which a client took the lock or left it writes the holders,
+//     and one of a releasing client reads them (a wrongful release is one
+//     that removes the lock of a client holding it);
+//   - after which the resource took a write writes the resource.
+func (r *run) noteEffectLocked(enabled []Step) {
+	i := len(r.effects)
+	if i >= len(r.hist.Events) || i >= len(r.steps) {
+		return
+	}
+	ev, st, m := r.hist.Events[i], r.steps[i], r.marks
+	eff := stepEffect{}
+	if st.IsClient() {
+		eff.client = ev.Client
+		for _, x := range enabled {
+			eff.enabledAfter = eff.enabledAfter || x.Client == ev.Client
+		}
+		if ev.Touch != nil && r.crashes == m.crashes {
+			t := &Touch{Reads: ev.Touch.Reads, Writes: ev.Touch.Writes}
+			if r.clockReads != m.clockReads {
+				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchClock)
+			}
+			if r.holderChanges != m.holderChanges {
+				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchHolders)
+			}
+			if m.inRelease {
+				t.Reads = append(t.Reads[:len(t.Reads):len(t.Reads)], touchHolders)
+			}
+			if len(r.hist.Writes) != m.writes {
+				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchResource)
+			}
+			eff.touch = t
+		}
+	}
+	r.effects = append(r.effects, eff)
+}
+
+// localTouch is what a client's local action touches on the store:
+// nothing (what follows it, the harness's own effect included, is the
+// step's effect), except a sleep, which moves the time of every node.
+func localTouch(local string) *Touch {
+	if len(local) >= 5 && local[:5] == "sleep" {
+		return nil
+	}
+	return &Touch{}
+}

@@ -1,0 +1,218 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/redistest"
+)
+
+// genCommand is one command of a generated program: op on key k of two
+// (GET, SET to the client's own value, INCR, DEL), or STAMP: the client
+// reads its clock and SETs k to the milliseconds it read.
+type genCommand struct {
+	op string
+	k  int
+}
+
+// genLock is a lock made of generated commands: Acquire runs its own
+// commands, then SET key NX; Release runs its own, then DEL key.
+type genLock struct {
+	cfg              locklab.Config
+	id               int
+	acquire, release []genCommand
+}
+
+func (g *genLock) run(ctx context.Context, key string, cmds []genCommand) error {
+	c, err := g.cfg.Pool.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, cmd := range cmds {
+		k := fmt.Sprintf("%s:%d", key, cmd.k)
+		switch cmd.op {
+		case "SET":
+			_, err = c.Do("SET", k, fmt.Sprintf("c%d", g.id))
+		case "STAMP":
+			_, err = c.Do("SET", k, g.cfg.Clock.Now().UnixMilli())
+		default:
+			_, err = c.Do(cmd.op, k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *genLock) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	if err := g.run(ctx, key, g.acquire); err != nil {
+		return locklab.Lease{}, err
+	}
+	c, err := g.cfg.Pool.GetContext(ctx)
+	if err != nil {
+		return locklab.Lease{}, err
+	}
+	defer c.Close()
+	ok, err := redis.String(c.Do("SET", key, g.id, "NX"))
+	if err == redis.ErrNil || ok != "OK" {
+		return locklab.Lease{}, locklab.ErrNotAcquired
+	}
+	return locklab.Lease{Key: key, Token: fmt.Sprint(g.id), Until: g.cfg.Clock.Now().Add(time.Hour)}, err
+}
+
+func (g *genLock) Release(ctx context.Context, l locklab.Lease) error {
+	if err := g.run(ctx, l.Key, g.release); err != nil {
+		return err
+	}
+	c, err := g.cfg.Pool.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Do("DEL", l.Key)
+	return err
+}
+
+// genCase is a case of clients clients, each running acquire, write,
+// release with a lock of commands generated from seed (of ops, or of
+// every kind).
+func genCase(seed uint64, clients int, ops ...string) Case {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	if len(ops) == 0 {
+		ops = []string{"GET", "SET", "INCR", "DEL", "STAMP"}
+	}
+	gen := func(most int) []genCommand {
+		cmds := make([]genCommand, rng.IntN(most+1))
+		for i := range cmds {
+			cmds[i] = genCommand{op: ops[rng.IntN(len(ops))], k: rng.IntN(2)}
+		}
+		return cmds
+	}
+	locks := make([]*genLock, clients)
+	for i := range locks {
+		locks[i] = &genLock{id: i + 1, acquire: gen(2), release: gen(1)}
+	}
+	texts := make([]string, clients)
+	for i := range texts {
+		texts[i] = "acquire write release"
+	}
+	sc := &Scenario{Name: fmt.Sprintf("generated-%d", seed), Property: MutualExclusion, Programs: progs(texts...)}
+	next := 0
+	return Custom(sc, "generated", func(cfg locklab.Config) (locklab.Locker, error) {
+		// The harness builds client i's lock i-th.
+		g := *locks[next%clients]
+		next++
+		g.cfg = cfg
+		return &g, nil
+	})
+}
+
+// endStates explores c and returns the end states its runs reach, each
+// the values of the lock key and both keys, the resource's history (who
+// wrote, accepted or not) and the order of acquisitions. Runs the
+// reduction ended early (redundant) have no end state.
+func endStates(t *testing.T, c Case, nodes []Node, plain bool) (map[string]bool, *ExploreResult) {
+	t.Helper()
+	states := map[string]bool{}
+	res, err := Explore(context.Background(), ExploreOptions{Case: c, Nodes: nodes, NoReduction: plain, MaxSchedules: 1 << 16,
+		observe: func(h *History, get func(string) (any, error)) {
+			if h.redundant {
+				return
+			}
+			var b strings.Builder
+			for _, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
+				v, err := get(k)
+				if err != nil {
+					t.Errorf("reading %s: %v", k, err)
+				}
+				fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], fmtValue(v))
+			}
+			for _, w := range h.Writes {
+				fmt.Fprintf(&b, "w(c%d,%v) ", w.Client, w.Accepted)
+			}
+			for _, a := range h.Acquisitions {
+				fmt.Fprintf(&b, "a(c%d) ", a.Client)
+			}
+			states[b.String()] = true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete {
+		t.Fatalf("%s: not complete after %d schedules", c.Scenario.Name, res.Schedules)
+	}
+	return states, res
+}
+
+// TestReductionReachesEveryEndState: on locks of generated commands (keys
+// read, written, incremented, deleted; clocks read and stored) run by
+// three clients on a real server, the reduced walk reaches every end state
+// the plain walk reaches, and runs fewer schedules; with the keys'
+// dependencies left out on purpose, or the clock's, it misses some.
+func TestReductionReachesEveryEndState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores generated programs twice each")
+	}
+	nodes := nodesOf(redistest.Start(t, 1))
+	seeds := []uint64{1, 2, 3, 4, 5, 6}
+	var plainRuns, reducedRuns int
+	plainStates := map[uint64]map[string]bool{}
+	for _, seed := range seeds {
+		plain, pr := endStates(t, genCase(seed, 3), nodes, true)
+		reduced, rr := endStates(t, genCase(seed, 3), nodes, false)
+		plainStates[seed] = plain
+		plainRuns += pr.Schedules
+		reducedRuns += rr.Schedules
+		for s := range plain {
+			if !reduced[s] {
+				t.Errorf("seed %d: the reduced walk (%d schedules) misses end state %s of the plain walk (%d)", seed, rr.Schedules, s, pr.Schedules)
+			}
+		}
+		for s := range reduced {
+			if !plain[s] {
+				t.Errorf("seed %d: the reduced walk reaches %s, which the plain walk does not", seed, s)
+			}
+		}
+		t.Logf("seed %d: %d end states; plain %d schedules, reduced %d (%d ended early)", seed, len(plain), pr.Schedules, rr.Schedules, rr.Redundant)
+	}
+	if reducedRuns >= plainRuns {
+		t.Errorf("the reduction ran %d schedules, the plain walk %d", reducedRuns, plainRuns)
+	}
+	for _, left := range []string{"key:", touchClock} {
+		t.Run("without "+left, func(t *testing.T) {
+			missed := 0
+			for _, seed := range seeds {
+				c := func() Case { return genCase(seed, 3) }
+				if left == touchClock {
+					// Clocks read and stored, keys read: only the
+					// clock orders these steps.
+					c = func() Case { return genCase(seed, 3, "STAMP", "GET") }
+				}
+				plain := plainStates[seed]
+				if left == touchClock {
+					plain, _ = endStates(t, c(), nodes, true)
+				}
+				forget = func(name string) bool { return strings.HasPrefix(name, left) }
+				reduced, _ := endStates(t, c(), nodes, false)
+				forget = nil
+				for s := range plain {
+					if !reduced[s] {
+						missed++
+					}
+				}
+			}
+			if missed == 0 {
+				t.Errorf("with %s left out, the reduced walk still reaches every end state", left)
+			}
+		})
+	}
+}
