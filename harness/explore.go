@@ -50,18 +50,20 @@ type ExploreOptions struct {
 	Workers int
 	// DB is the first database the workers use (worker w uses DB+w).
 	DB int
-	// NoReduction lets runs branch inside transactions too (runPrefix):
-	// every schedule within the bounds runs, as in a plain enumeration.
+	// NoReduction turns the reduction off (docs/reduction.md): no sleep
+	// sets, and runs branch inside transactions too (runPrefix): every
+	// schedule within the bounds runs, as in a plain enumeration.
 	NoReduction bool
 	// StopAtFirst ends the exploration at the first violation.
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
 	Progress func(ExploreProgress)
-	// observe, when set, sees every run's history as it ends, with a
-	// read of a key of the run's node 1 before the next run empties it
-	// (the reduction's tests compare end states with it).
-	observe func(h *History, get func(key string) (any, error))
 }
+
+// observeRun, in the reduction's tests, sees every explored run's history
+// as it ends, with a read of a key of the run's node 1 before the next run
+// empties it.
+var observeRun func(h *History, get func(key string) (any, error))
 
 // ExploreProgress is what the progress callback sees.
 type ExploreProgress struct {
@@ -401,9 +403,9 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 		} else {
 			h, children, skipped, err = e.runPrefix(ctx, spec, sl, p)
 		}
-		if err == nil && e.opts.observe != nil {
+		if err == nil && observeRun != nil {
 			e.mu.Lock() // one call at a time
-			e.opts.observe(h, func(key string) (any, error) { return sl.store.Probe(ctx, 0, key) })
+			observeRun(h, func(key string) (any, error) { return sl.store.Probe(ctx, 0, key) })
 			e.mu.Unlock()
 		}
 		e.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/locklab/locklab/internal/tooling/redistest"
@@ -71,7 +72,27 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		}
 		return m
 	}
+	// Every command the Redis strategies send, in every cell, declares
+	// what it touches (WAIT, which moves what a replica holds, touches
+	// everything by its declaration).
+	var mu sync.Mutex
+	undeclared := map[string]int{}
+	observeRun = func(h *History, _ func(string) (any, error)) {
+		for _, e := range h.Events {
+			if e.Client == 0 || len(e.Command) == 0 || e.Touch != nil ||
+				strings.EqualFold(e.Command[0], "WAIT") || strings.HasPrefix(e.Command[0], "sleep") {
+				continue
+			}
+			mu.Lock()
+			undeclared[e.Command[0]]++
+			mu.Unlock()
+		}
+	}
 	plain, reduced := run(true), run(false)
+	observeRun = nil
+	for cmd, n := range undeclared {
+		t.Errorf("%d steps of %s declared no footprint", n, cmd)
+	}
 	steps := func(s string) int { return len(strings.Fields(s)) }
 	cells := 0
 	for _, p := range plain.Cells {
@@ -111,4 +132,34 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		t.Fatal("no cell ran")
 	}
 	t.Logf("%d cells: plain %v, reduced %v", cells, plain.Elapsed, reduced.Elapsed)
+
+	// With a dependency left out on purpose, cells' verdicts move: the
+	// keys' (setnx-del's DEL and SETNX commute with nothing), or the
+	// harness's (the order of clients entering and leaving the lock).
+	for _, left := range []struct {
+		prefix                string
+		strategies, scenarios []string
+	}{
+		{"key:", []string{"setnx-del"}, []string{"stale-recovery-getset"}},
+		{"harness:", []string{"set-nx-px-del", "setnx-getset"}, []string{"partitioned-holder", "pause-past-ttl"}},
+	} {
+		forget = func(name string) bool { return strings.HasPrefix(name, left.prefix) }
+		broken, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20, Workers: 2, Parallel: 4,
+			Strategies: left.strategies, Scenarios: left.scenarios})
+		forget = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := 0
+		for _, b := range broken.Cells {
+			p, _ := plain.Cell(b.Strategy, b.Scenario)
+			if b.Outcome != p.Outcome || steps(b.Schedule) != steps(p.Schedule) {
+				t.Logf("without %s: %s × %s %s %q, plain %s %q", left.prefix, b.Strategy, b.Scenario, b.Outcome, b.Schedule, p.Outcome, p.Schedule)
+				moved++
+			}
+		}
+		if moved == 0 {
+			t.Errorf("with the %s dependencies left out, every cell kept its verdict and counterexample", left.prefix)
+		}
+	}
 }

@@ -123,27 +123,28 @@ func genCase(seed uint64, clients int, ops ...string) Case {
 func endStates(t *testing.T, c Case, nodes []Node, plain bool) (map[string]bool, *ExploreResult) {
 	t.Helper()
 	states := map[string]bool{}
-	res, err := Explore(context.Background(), ExploreOptions{Case: c, Nodes: nodes, NoReduction: plain, MaxSchedules: 1 << 16,
-		observe: func(h *History, get func(string) (any, error)) {
-			if h.redundant {
-				return
+	observeRun = func(h *History, get func(string) (any, error)) {
+		if h.redundant {
+			return
+		}
+		var b strings.Builder
+		for _, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
+			v, err := get(k)
+			if err != nil {
+				t.Errorf("reading %s: %v", k, err)
 			}
-			var b strings.Builder
-			for _, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
-				v, err := get(k)
-				if err != nil {
-					t.Errorf("reading %s: %v", k, err)
-				}
-				fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], fmtValue(v))
-			}
-			for _, w := range h.Writes {
-				fmt.Fprintf(&b, "w(c%d,%v) ", w.Client, w.Accepted)
-			}
-			for _, a := range h.Acquisitions {
-				fmt.Fprintf(&b, "a(c%d) ", a.Client)
-			}
-			states[b.String()] = true
-		}})
+			fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], fmtValue(v))
+		}
+		for _, w := range h.Writes {
+			fmt.Fprintf(&b, "w(c%d,%v) ", w.Client, w.Accepted)
+		}
+		for _, a := range h.Acquisitions {
+			fmt.Fprintf(&b, "a(c%d) ", a.Client)
+		}
+		states[b.String()] = true
+	}
+	defer func() { observeRun = nil }()
+	res, err := Explore(context.Background(), ExploreOptions{Case: c, Nodes: nodes, NoReduction: plain, MaxSchedules: 1 << 16})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,9 @@ counterexample found with its timeline.`,
 				if res.Skipped > 0 {
 					bound += fmt.Sprintf(" (%d branches inside transactions skipped as equivalent)", res.Skipped)
 				}
+				if res.Redundant > 0 {
+					bound += fmt.Sprintf(" (%d runs ended early where every next step was one whose schedules run elsewhere: docs/reduction.md)", res.Redundant)
+				}
 				fmt.Fprintf(w, "%s on %s: %s after %d schedules in %v (%.0f/s), %s\n",
 					scenario, strategy, res.Headline(), res.Schedules, res.Elapsed.Round(time.Millisecond), res.PerSecond, bound)
 				if ce := res.Counterexample; ce != nil {
@@ -141,7 +144,7 @@ counterexample found with its timeline.`,
 	intFlag(f, &o.MaxPreemptions, "preemptions", "", 2, atLeast(0).orZero("none"), "most preemptions per schedule")
 	intFlag(f, &o.MaxFaults, "faults", "", 0, atLeast(0).orZero("none; default: the scenario's bound"), "most fault events per schedule")
 	intFlag(f, &o.MaxSchedules, "max-schedules", "", 20000, atLeast(1), "stop after this many schedules (the result is then INCOMPLETE unless a counterexample was found)")
-	f.BoolVar(&o.NoReduction, "no-reduction", false, "branch inside transactions too, as the plain enumeration does")
+	f.BoolVar(&o.NoReduction, "no-reduction", false, "run the plain enumeration: no sleep sets, and branch inside transactions too (docs/reduction.md)")
 	intFlag(f, &random, "random", "", 0, atLeast(1), "sample this many schedules at random instead of enumerating")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for --random and for the clients' tokens")
 	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once, each on its own Redis database (1 to 16)")
