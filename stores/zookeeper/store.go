@@ -282,10 +282,13 @@ func (s *zkStore) reset(key string) error {
 func deleteTree(c *zk.Conn, p string) error {
 	for try := 1; ; try++ {
 		err := deleteOnce(c, p)
-		if !errors.Is(err, zk.ErrNotEmpty) || try == 5 {
+		if !errors.Is(err, zk.ErrNotEmpty) || try == 10 {
 			return err
 		}
-		// A node appeared under p meanwhile: list it again.
+		// A node appeared under p meanwhile (a request the last run's
+		// client had queued as the run ended, sent as its connection
+		// closed): list it again, once it has had time to land.
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
 	}
 }
 
