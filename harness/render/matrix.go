@@ -383,8 +383,9 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 	if !slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Naive > 0 }) {
 		return
 	}
-	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer does not branch between a client's MULTI " +
-		"and its EXEC, where any step is equivalent to one taken before the MULTI; the plain enumeration does.\n\n| scenario |")
+	b.WriteString("\n**Schedules run / the plain enumeration's.** The explorer keeps sleep sets (a step whose other orders " +
+		"run elsewhere is not taken again until a step it depends on runs) and does not branch between a client's MULTI " +
+		"and its EXEC; the plain enumeration does neither ([reduction.md](reduction.md)).\n\n| scenario |")
 	for _, s := range strats {
 		fmt.Fprintf(b, " %s |", column(s))
 	}
