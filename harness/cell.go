@@ -49,7 +49,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db
 		maxSched = MatrixSchedules
 	}
 	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
-		Workers: o.Workers, DB: db, NoReduction: o.NoReduction}
+		Workers: o.Workers, DB: db, NoReduction: o.NoReduction, pool: o.pool}
 	ex, err := Explore(ctx, eo)
 	if err != nil {
 		return c, err

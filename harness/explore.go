@@ -58,6 +58,10 @@ type ExploreOptions struct {
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
 	Progress func(ExploreProgress)
+	// pool, when set, is the matrix's pool of runs (pool.go): the
+	// exploration starts with one worker and takes more, up to Workers,
+	// while the pool has room.
+	pool *workerPool
 }
 
 // observeRun, in the reduction's tests, sees every explored run's history
@@ -127,6 +131,16 @@ type explorer struct {
 	atomic  bool // no branching inside transactions (runPrefix)
 	// sleepSets: the runs keep sleep sets (sleep.go).
 	sleepSets bool
+	// The workers (worker): their context and nodes, the most that run,
+	// which of their databases are in use, how many run, and the pool
+	// they take room in (nil: all of them run from the start).
+	ctx     context.Context
+	nodes   []Node
+	workers int
+	inUse   []bool
+	running int
+	wg      sync.WaitGroup
+	pool    *workerPool
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -192,9 +206,24 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if len(sc.Needs) > 0 {
 		workers = 1
 	}
+	if nodeStore(nodes) != "" {
+		workers = 1 // one server, one set of tables: no databases to split it in
+	}
+	e.ctx, e.nodes, e.workers, e.pool = ctx, nodes, workers, opts.pool
+	e.inUse = make([]bool, workers)
+	if e.pool != nil {
+		// One worker to begin with, more as the pool has room (pool.go);
+		// a cell whose nodes keep an append-only file for it runs one.
+		if err := e.pool.acquire(ctx); err != nil {
+			return nil, err
+		}
+		if spec.appendFsync != "" {
+			e.workers = 1
+		}
+		workers = 1
+	}
 	e.stack = []prefix{{used: make([]int, len(e.alphabet))}}
 	e.start = time.Now()
-	var wg sync.WaitGroup
 	// The progress goroutine is waited for, not only told to stop: a call
 	// it has begun ends before the last one (Done) and before Explore
 	// returns, so the callback never runs concurrently with itself or
@@ -215,39 +244,15 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 			}
 		})
 	}
-	if nodeStore(nodes) != "" {
-		workers = 1 // one server, one set of tables: no databases to split it in
-	}
+	e.mu.Lock()
 	for w := 0; w < workers; w++ {
-		sl, err := newSlot(nodes, opts.DB+w, e.alphabet)
-		if err != nil {
-			e.fail(err)
-			break
-		}
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			defer func() {
-				if err := sl.close(); err != nil {
-					e.fail(err)
-				}
-			}()
-			if spec.appendFsync != "" && workers == 1 {
-				off, err := sl.keepAppendOnly(ctx, spec.appendFsync)
-				if err != nil {
-					e.fail(err)
-					return
-				}
-				defer func() {
-					if err := off(); err != nil {
-						e.fail(err)
-					}
-				}()
-			}
-			e.work(ctx, sl, w)
-		}(w)
+		e.inUse[w] = true
+		e.running++
+		e.wg.Add(1)
+		go e.worker(w)
 	}
-	wg.Wait()
+	e.mu.Unlock()
+	e.wg.Wait()
 	close(stopProgress)
 	progressWG.Wait()
 	if e.err != nil {
@@ -366,6 +371,12 @@ func (e *explorer) next(w int) (prefix, bool) {
 			e.busy++
 			return p, true
 		}
+		if e.pool != nil && e.busy > 0 {
+			// Nothing waits: the worker gives its room back to the pool,
+			// and the one still running goes on (a busy worker comes
+			// back here).
+			return prefix{}, false
+		}
 		if e.busy == 0 {
 			e.res.Complete = true
 			e.cond.Broadcast()
@@ -429,6 +440,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			for i := len(children) - 1; i >= 0; i-- {
 				e.stack = append(e.stack, children[i])
 			}
+			e.growLocked()
 			if h.Verdict.Failed() {
 				e.res.Violations++
 				if shorter(h, e.res.Counterexample) {
@@ -452,6 +464,45 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			return
 		}
 	}
+}
+
+// worker runs schedules on database DB+w of the nodes until the
+// exploration is over, or, in a pool, until nothing waits for it.
+func (e *explorer) worker(w int) {
+	defer e.wg.Done()
+	defer func() {
+		e.mu.Lock()
+		e.inUse[w] = false
+		e.running--
+		e.cond.Broadcast()
+		e.mu.Unlock()
+		if e.pool != nil {
+			e.pool.release()
+		}
+	}()
+	sl, err := newSlot(e.nodes, e.opts.DB+w, e.alphabet)
+	if err != nil {
+		e.fail(err)
+		return
+	}
+	defer func() {
+		if err := sl.close(); err != nil {
+			e.fail(err)
+		}
+	}()
+	if e.spec.appendFsync != "" && e.workers == 1 {
+		off, err := sl.keepAppendOnly(e.ctx, e.spec.appendFsync)
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		defer func() {
+			if err := off(); err != nil {
+				e.fail(err)
+			}
+		}()
+	}
+	e.work(e.ctx, sl, w)
 }
 
 // fail ends the exploration with err, unless it ended with an error before.

@@ -248,8 +248,10 @@ func TestExploreRunsTransactionsWhole(t *testing.T) {
 	if red.Outcome != Violated || plain.Outcome != Violated || red.Counterexample.Verdict.Step != plain.Counterexample.Verdict.Step {
 		t.Errorf("reduced %s %q, plain %s %q", red.Outcome, cut(red.Counterexample), plain.Outcome, cut(plain.Counterexample))
 	}
-	if r := explore("incr-expire-lua", false); r.Skipped != 0 || r.Naive != int64(r.Schedules) {
-		t.Errorf("incr-expire-lua: %d skipped, naive %d of %d schedules", r.Skipped, r.Naive, r.Schedules)
+	// Without MULTI nothing is skipped inside a transaction; the sleep sets
+	// may still prune, so the plain count is not known without running it.
+	if r, p := explore("incr-expire-lua", false), explore("incr-expire-lua", true); r.Skipped != 0 || r.Naive != 0 || r.Schedules > p.Schedules {
+		t.Errorf("incr-expire-lua: %d skipped, naive %d, %d schedules against the plain %d", r.Skipped, r.Naive, r.Schedules, p.Schedules)
 	}
 	// Runs long enough for their ticks to add up to a second: the
 	// reduction's argument no longer holds, and it is off.

@@ -35,8 +35,15 @@ type MatrixOptions struct {
 	// (defaults 2 and MatrixSchedules).
 	MaxPreemptions int
 	MaxSchedules   int
-	// Workers run each cell's schedules on that many databases at once.
+	// Workers is the most schedules of one cell that run at once, each on
+	// a database of its own (default 1).
 	Workers int
+	// Pool is the most schedules that run at once across the cells
+	// (0: DefaultPool, two per core). Each cell starts with one worker
+	// and takes more, up to Workers, while the pool has room and the cell
+	// has schedules waiting (pool.go): the last long cells use the cores
+	// the finished ones left.
+	Pool int
 	// NoReduction explores every schedule within the bounds, branching
 	// inside transactions too (ExploreOptions.NoReduction).
 	NoReduction bool
@@ -50,6 +57,8 @@ type MatrixOptions struct {
 	// Progress, when set, is called after every cell, from one cell at a
 	// time.
 	Progress func(Cell)
+	// pool is the pool of runs the Redis cells share (Pool).
+	pool *workerPool
 	// Stores are the nodes of the stores other than Redis, by store
 	// ("postgres": a stores/postgres Node): the cells of the strategies that lock
 	// there run on them, StoreLanes cells at a time on each store (one
@@ -119,6 +128,7 @@ func (o MatrixOptions) check() error {
 		bound{"StoreSchedules", o.StoreSchedules, 0, 0, "0 (the default) or more"},
 		bound{"Workers", o.Workers, 0, MaxWorkers, fmt.Sprintf("0 (the default) to %d", MaxWorkers)},
 		bound{"Parallel", o.Parallel, 0, 0, "0 (the default) or more"},
+		bound{"Pool", o.Pool, 0, 0, "0 (the default) or more"},
 	)
 }
 
@@ -230,6 +240,7 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := newPlacer(len(o.Nodes), o.Workers, o.Parallel)
+	o.pool = newWorkerPool(o.Pool)
 	var (
 		wg       sync.WaitGroup
 		firstErr error

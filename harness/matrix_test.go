@@ -163,3 +163,33 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixCountsFollowNoParallelism: a cell runs the same schedules and
+// finds the same verdict and counterexample whether it runs alone on one
+// worker or beside others, taking workers from the pool as it goes.
+func TestMatrixCountsFollowNoParallelism(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores cells twice")
+	}
+	ctx := context.Background()
+	_, nodes := processNodes(t, 3)
+	run := func(parallel, workers, pool int) *MatrixResult {
+		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
+			Strategies: []string{"setnx-getset", "redlock", "set-nx-px-del"},
+			Scenarios:  []string{"stale-recovery-getset", "release-after-expiry", "partitioned-holder"},
+			Parallel:   parallel, Workers: workers, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	one, many := run(1, 1, 1), run(4, 4, 8)
+	for _, a := range one.Cells {
+		b, _ := many.Cell(a.Strategy, a.Scenario)
+		if a.Outcome != b.Outcome || a.Schedules != b.Schedules || a.Schedule != b.Schedule || a.Complete != b.Complete {
+			t.Errorf("%s × %s: one worker %s %d %q, a pool %s %d %q", a.Strategy, a.Scenario,
+				a.Outcome, a.Schedules, a.Schedule, b.Outcome, b.Schedules, b.Schedule)
+		}
+	}
+	t.Logf("one worker %v, a pool of 8 %v", one.Elapsed, many.Elapsed)
+}

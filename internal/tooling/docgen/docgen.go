@@ -268,7 +268,7 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 	}
 	w := g.Workers
 	if w <= 0 {
-		w = 2
+		w = 4
 	}
 	par := g.Parallel
 	if par <= 0 {

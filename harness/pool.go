@@ -1,0 +1,65 @@
+// One pool of runs for the whole matrix: every cell starts with one
+// worker and takes more, up to its own most (its lane's databases), while
+// the pool has room and the cell has schedules waiting, so that the last
+// long cells use the cores the finished ones left.
+
+package harness
+
+import (
+	"context"
+	"runtime"
+)
+
+// workerPool bounds the runs under way across the cells of a matrix.
+type workerPool struct{ sem chan struct{} }
+
+// newWorkerPool makes a pool of n runs at once (0: DefaultPool).
+func newWorkerPool(n int) *workerPool {
+	if n <= 0 {
+		n = DefaultPool()
+	}
+	return &workerPool{sem: make(chan struct{}, n)}
+}
+
+// DefaultPool is the runs a matrix has under way at once by default: two
+// per core, as a run's client and its server take turns on the CPU.
+func DefaultPool() int { return 2 * runtime.NumCPU() }
+
+// acquire waits for room in the pool.
+func (p *workerPool) acquire(ctx context.Context) error {
+	select {
+	case p.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tryAcquire takes room in the pool if there is some now.
+func (p *workerPool) tryAcquire() bool {
+	select {
+	case p.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *workerPool) release() { <-p.sem }
+
+// grow starts another worker of the exploration when it may have one:
+// fewer than its most are running, schedules wait on its stack beyond one
+// for each worker running, and the pool has room. The caller holds e.mu.
+func (e *explorer) growLocked() {
+	if e.pool == nil || e.running >= e.workers || len(e.stack) <= e.running || e.stopped || !e.pool.tryAcquire() {
+		return
+	}
+	w := 0
+	for e.inUse[w] {
+		w++
+	}
+	e.inUse[w] = true
+	e.running++
+	e.wg.Add(1)
+	go e.worker(w)
+}
