@@ -8,6 +8,7 @@
 //	store.go     a slot's store: each client's etcd client, leases on the run's clock
 //	renew.go     the keepalive etcd-lease's users run, on the run's clock
 //	label.go     how a request and its answer show in a timeline
+//	touch.go     what each request reads and writes, and the leases' keys
 //	tellings.go  the scenarios as told for etcd
 package etcd
 

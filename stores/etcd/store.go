@@ -56,6 +56,9 @@ type etcdStore struct {
 	// revoke them again (a revoke is a write the cluster agrees on).
 	revoked map[clientv3.LeaseID]bool
 	names   map[int64]string
+	// book is what the run's requests did with its leases, for their
+	// declarations (touch.go).
+	book *leaseBook
 	// lockKey is the key the runs lock (key).
 	lockKey string
 }
@@ -66,7 +69,7 @@ func newStore(n *Node) (*etcdStore, error) {
 		return nil, err
 	}
 	return &etcdStore{node: n, admin: admin, spare: map[int]*etcdClient{}, leases: map[clientv3.LeaseID]time.Duration{},
-		leaseTTL: map[clientv3.LeaseID]time.Duration{}, revoked: map[clientv3.LeaseID]bool{}, names: map[int64]string{}}, nil
+		leaseTTL: map[clientv3.LeaseID]time.Duration{}, revoked: map[clientv3.LeaseID]bool{}, names: map[int64]string{}, book: newLeaseBook()}, nil
 }
 
 // etcdClient is a client's etcd client and the gate its requests pass.
@@ -132,6 +135,7 @@ func (s *etcdStore) Empty(ctx context.Context) error {
 	s.clients, s.leases, s.now, s.restarted = nil, map[clientv3.LeaseID]time.Duration{}, 0, false
 	s.leaseTTL = map[clientv3.LeaseID]time.Duration{}
 	clear(s.names)
+	s.book = newLeaseBook()
 	s.mu.Unlock()
 	for _, ec := range clients {
 		ec.gate.mu.Lock()
@@ -187,6 +191,7 @@ func (s *etcdStore) Advance(ctx context.Context, _ int, d time.Duration) (int, e
 		if exp <= s.now {
 			due = append(due, id)
 			delete(s.leases, id)
+			delete(s.book.keys, int64(id)) // the revoke below deletes them
 		}
 	}
 	s.mu.Unlock()
@@ -280,11 +285,17 @@ func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc 
 		return harness.ErrStopped // no run: the client's run is over
 	}
 	name := method[strings.LastIndex(method, "/")+1:]
-	step, err := c.Send(ctx, 1, g.s.request(name, req), nil)
+	g.s.mu.Lock()
+	touch := touches(g.s.book, g.s.names, c.ID(), req)
+	g.s.mu.Unlock()
+	step, err := c.SendTouching(ctx, 1, g.s.request(name, req), nil, touch)
 	if err != nil {
 		return err
 	}
 	err = invoker(ctx, method, req, reply, cc, opts...)
+	g.s.mu.Lock()
+	g.s.book.learn(c.ID(), req, reply, err)
+	g.s.mu.Unlock()
 	if lg, ok := reply.(interface {
 		GetID() int64
 		GetTTL() int64
