@@ -7,6 +7,7 @@
 //	node.go      the node: a server, its standby and its faults
 //	store.go     a slot's store: each client's pool, its statements as steps
 //	label.go     how a statement and its answer show in a timeline
+//	touch.go     what each statement reads and writes, per session
 //	tellings.go  the scenarios as told for PostgreSQL
 package postgres
 

@@ -152,6 +152,7 @@ func (s *pgStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	pc.backends, pc.server = map[uint32]bool{}, s.node.Primary()
 	s.mu.Lock()
 	pc.tracer.c = c
+	pc.tracer.sessions = map[*pgx.Conn]*pgSession{}
 	s.clients[c] = pc
 	s.mu.Unlock()
 	cfg.Store = pc.pool

@@ -24,6 +24,9 @@ type pgTracer struct {
 	s *pgStore
 	// c is the client the pool serves now (s.mu); nil between runs.
 	c *harness.Client
+	// sessions are what each connection's session holds in the run, for
+	// the declarations of its statements (s.mu; touch.go).
+	sessions map[*pgx.Conn]*pgSession
 }
 
 // binding returns the client the tracer's pool serves, and notes the
@@ -51,7 +54,11 @@ func (t *pgTracer) binding(conn *pgx.Conn) *harness.Client {
 
 type pgStepKey struct{}
 
-type pgStep struct{ sent *harness.Sent }
+type pgStep struct {
+	sent    *harness.Sent
+	stmt    stmt
+	session *pgSession
+}
 
 func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	sql := strings.Join(strings.Fields(data.SQL), " ")
@@ -66,14 +73,21 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
 		sock.value.last = ""
 	}
+	st := classify(data.SQL, data.Args)
 	t.s.mu.Lock()
 	args := pgArgs(data.Args, t.s.lockKey)
+	h := t.sessions[conn]
+	if h == nil {
+		h = newSession()
+		t.sessions[conn] = h
+	}
+	touch := h.declare(st, conn.PgConn().TxStatus() != 'I')
 	t.s.mu.Unlock()
-	sent, err := c.Send(ctx, 1, sqlLabel(sql), args)
+	sent, err := c.SendTouching(ctx, 1, sqlLabel(sql), args, touch)
 	if err != nil {
 		return cancelled(ctx, err)
 	}
-	return context.WithValue(ctx, pgStepKey{}, &pgStep{sent: sent})
+	return context.WithValue(ctx, pgStepKey{}, &pgStep{sent: sent, stmt: st, session: h})
 }
 
 func (t *pgTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
@@ -83,11 +97,14 @@ func (t *pgTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.T
 	}
 	var v any
 	err := data.Err
+	value := ""
+	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
+		value = sock.value.last
+	}
+	t.s.mu.Lock()
+	st.session.answered(st.stmt, err, value)
+	t.s.mu.Unlock()
 	if err == nil {
-		value := ""
-		if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
-			value = sock.value.last
-		}
 		v = pgReply(data.CommandTag.String(), value)
 	} else if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		// As a timeline shows a server's error: its code, named.
