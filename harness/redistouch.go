@@ -50,11 +50,23 @@ func set(names ...string) map[string]bool {
 // conflicts with everything, for a command it does not know, a malformed
 // one, and WAIT, which moves what a replica holds.
 func redisTouch(node int, cmd string, args []any) *Touch {
+	return redisTouchIn("", node, cmd, args)
+}
+
+// redisTouchIn is redisTouch of a command in the namespace tagged tag
+// (namespace.Namespace; "" for none): keys are named without the tag,
+// which differs from one worker to the next, so that what one run's step
+// touched compares with another run's.
+func redisTouchIn(tag string, node int, cmd string, args []any) *Touch {
 	c := strings.ToUpper(cmd)
 	keys := func(from, to int) []string {
 		var out []string
 		for i := from; i < to && i < len(args); i++ {
-			out = append(out, redisKeyRes(node, argString(args[i])))
+			k := argString(args[i])
+			if tag != "" {
+				k = strings.TrimPrefix(k, tag+":")
+			}
+			out = append(out, redisKeyRes(node, k))
 		}
 		return out
 	}
@@ -136,7 +148,11 @@ type txTouch struct {
 
 // touchOne is touchOf for one command; inTx follows the transaction.
 func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *Touch {
-	t := redisTouch(node, cmd, args)
+	tag := ""
+	if k.st != nil {
+		tag = k.st.ns.String()
+	}
+	t := redisTouchIn(tag, node, cmd, args)
 	switch strings.ToUpper(cmd) {
 	case "MULTI":
 		*inTx = true

@@ -1,6 +1,10 @@
 package harness
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/locklab/locklab/internal/tooling/namespace"
+)
 
 // TestTouchConflicts: steps commute only when neither writes what the
 // other touches, and an undeclared step conflicts with every other.
@@ -86,5 +90,17 @@ func TestIndependent(t *testing.T) {
 		if independent(y, x) {
 			t.Errorf("%s: independent", name)
 		}
+	}
+}
+
+// TestRedisTouchNamespace: in a namespace (the addrs backend, one per
+// worker), keys are named without its tag, so that two workers' steps
+// compare.
+func TestRedisTouchNamespace(t *testing.T) {
+	a, b := &conn{st: &redisStore{ns: namespace.New()}}, &conn{st: &redisStore{ns: namespace.New()}}
+	ka, kb := a.st.ns.Key("lock:x"), b.st.ns.Key("lock:x")
+	ta, tb := a.touchOf(0, "SET", []any{ka, 1}, nil, false), b.touchOf(0, "GET", []any{kb}, nil, false)
+	if !ta.Conflicts(tb) || ta.Writes[0] != "key:lock:x" {
+		t.Errorf("the lock key in two namespaces: %v and %v", ta, tb)
 	}
 }

@@ -67,7 +67,7 @@ func (s *socket) Write(b []byte) (int, error) {
 	s.cl.mu.Lock()
 	s.cl.sending++
 	s.cl.mu.Unlock()
-	sent, err := c.SendTouching(context.Background(), 1, s.cl.s.label(c, q), nil, touches(q))
+	sent, err := c.SendTouching(context.Background(), 1, s.cl.s.label(c, q), nil, s.cl.s.stable(touches(q)))
 	s.cl.mu.Lock()
 	s.cl.sending--
 	s.cl.mu.Unlock()

@@ -162,6 +162,15 @@ func TestZooKeeperTouches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Two runs of one schedule declare the same names: the
+		// reduction compares one run's steps with another's.
+		again, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := fmt.Sprint(touchesOf(h)), fmt.Sprint(touchesOf(again)); a != b {
+			t.Errorf("%s: two runs declare\n%s\nand\n%s", strategy, a, b)
+		}
 		requests := 0
 		for _, e := range h.Events {
 			if e.Client == 0 || e.Node == 0 {
@@ -197,4 +206,15 @@ func TestZooKeeperTouches(t *testing.T) {
 			t.Errorf("%s: Conflicts = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// touchesOf lists what each step of h declares.
+func touchesOf(h *harness.History) []harness.Touch {
+	var out []harness.Touch
+	for _, e := range h.Events {
+		if e.Touch != nil {
+			out = append(out, *e.Touch)
+		}
+	}
+	return out
 }

@@ -43,3 +43,23 @@ func touches(q request) *harness.Touch {
 	}
 	return nil
 }
+
+// stable names what t touches the same way in every run: a protected
+// node's GUID, which go-zookeeper draws at random for zk-golib, becomes
+// the client that made it (as the timeline shows it), so that a step of
+// one run compares with a step of another.
+func (s *zkStore) stable(t *harness.Touch) *harness.Touch {
+	if t == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := func(ns []string) []string {
+		out := make([]string, len(ns))
+		for i, n := range ns {
+			out[i] = s.guidLocked(n)
+		}
+		return out
+	}
+	return &harness.Touch{Reads: name(t.Reads), Writes: name(t.Writes)}
+}
