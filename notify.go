@@ -45,7 +45,8 @@ func remaining(err error) time.Duration {
 }
 
 // Notifier is a blocking acquire that wakes on release instead of polling.
-// It keeps one pub/sub connection (PSUBSCRIBE on ReleaseChannelPrefix + "*")
+// It keeps one pub/sub connection (PSUBSCRIBE on ReleaseChannelPrefix + "*";
+// through the client's own pub/sub API when the source is a Subscriber)
 // and, when a release of a key is published, wakes the longest-waiting
 // caller of Wait for that key in this process, and only that one: waiters
 // are served first come, first served, and a release costs one attempt, not
@@ -147,9 +148,33 @@ func (n *Notifier) listen() {
 	}
 }
 
-// connect gets a connection and subscribes; the subscription is confirmed
-// within a few seconds or the connection is given up.
-func (n *Notifier) connect() (redis.Conn, error) {
+// Subscriber is a ConnSource whose client has a pub/sub API of its own
+// (the go-redis and rueidis adapters' Sources): a Notifier on one
+// subscribes through that API rather than on a redigo connection.
+type Subscriber interface {
+	// PSubscribe subscribes to the channels that match pattern on a
+	// connection of its own, and returns once the server confirmed it.
+	PSubscribe(ctx context.Context, pattern string) (Subscription, error)
+}
+
+// Subscription is a pattern subscription a Subscriber made: Receive is
+// called by one goroutine, Ping and Close by another.
+type Subscription interface {
+	// Receive waits at most timeout for the next message or reply on the
+	// subscription and returns the channel of a message, or "" for a
+	// reply that is not one (a PING's). An error (the timeout, the
+	// connection lost, Close) ends the subscription.
+	Receive(timeout time.Duration) (channel string, err error)
+	// Ping sends a PING, whose reply Receive sees.
+	Ping() error
+	// Close ends the subscription and gives its connection back; a
+	// Receive under way returns an error. It may be called more than once.
+	Close() error
+}
+
+// connect subscribes, through the source's own pub/sub API when it has
+// one; the subscription is confirmed within a few seconds or given up.
+func (n *Notifier) connect() (Subscription, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	go func() {
@@ -159,6 +184,9 @@ func (n *Notifier) connect() (redis.Conn, error) {
 		case <-ctx.Done():
 		}
 	}()
+	if s, ok := n.src.(Subscriber); ok {
+		return s.PSubscribe(ctx, ReleaseChannelPrefix+"*")
+	}
 	c, err := n.src.GetContext(ctx)
 	if err != nil {
 		return nil, err
@@ -169,49 +197,84 @@ func (n *Notifier) connect() (redis.Conn, error) {
 		return nil, err
 	}
 	// The first reply confirms the subscription.
-	switch v := psc.ReceiveWithTimeout(5 * time.Second).(type) {
-	case redis.Subscription:
-		return c, nil
-	case error:
-		c.Close()
-		return nil, v
-	default:
-		c.Close()
-		return nil, fmt.Errorf("unexpected reply %v to PSUBSCRIBE", v)
+	v := psc.ReceiveWithTimeout(5 * time.Second)
+	if _, ok := v.(redis.Subscription); ok {
+		return &redigoSub{psc: psc}, nil
 	}
+	c.Close()
+	if err, ok := v.(error); ok {
+		return nil, err
+	}
+	return nil, fmt.Errorf("unexpected reply %v to PSUBSCRIBE", v)
 }
 
-// serve reads messages from c, pinging it every NotifierHealthEvery, until c
-// fails, stops answering, or Close ends the subscription. Only the pinger
-// writes on c (a PING, or the PUNSUBSCRIBE when Close asks) and only the
-// reader reads and, when it ends, closes c. After Close, serve waits for the
-// reader only a moment: a reader stuck on an unresponsive server ends at its
-// read timeout.
-func (n *Notifier) serve(c redis.Conn) error {
-	psc := redis.PubSubConn{Conn: c}
-	var wmu sync.Mutex // the pinger's writes and the reader's Close
+// redigoSub is a subscription on a redigo connection. Only the pinger
+// writes (a PING, or the PUNSUBSCRIBE of unsubscribe) and only the reader
+// reads and, when it ends, closes the connection.
+type redigoSub struct {
+	psc  redis.PubSubConn
+	wmu  sync.Mutex // the pinger's writes and the reader's Close
+	done bool
+}
+
+func (s *redigoSub) Receive(timeout time.Duration) (string, error) {
+	switch v := s.psc.ReceiveWithTimeout(timeout).(type) {
+	case redis.Message:
+		return v.Channel, nil
+	case redis.Subscription:
+		if v.Count == 0 {
+			return "", errNotifierClosed // unsubscribe asked for it
+		}
+	case error:
+		return "", v
+	}
+	return "", nil
+}
+
+func (s *redigoSub) Ping() error { return s.locked(func() error { return s.psc.Ping("") }) }
+
+// unsubscribe asks the server to end the subscription: the reader sees
+// its end, and the connection goes back to its pool clean.
+func (s *redigoSub) unsubscribe() { s.locked(func() error { return s.psc.PUnsubscribe() }) }
+
+func (s *redigoSub) Close() error {
+	return s.locked(func() error { s.done = true; return s.psc.Conn.Close() })
+}
+
+// locked runs f under wmu, unless the connection is closed.
+func (s *redigoSub) locked(f func() error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.done {
+		return errNotifierClosed
+	}
+	return f()
+}
+
+// serve reads messages from sub, pinging it every NotifierHealthEvery,
+// until it fails, stops answering, or Close ends it. After Close, serve
+// waits for the reader only a moment (one stuck ends at its read timeout).
+func (n *Notifier) serve(sub Subscription) error {
 	end := make(chan error, 1)
 	stopPing := make(chan struct{})
 	go func() {
 		t := time.NewTicker(NotifierHealthEvery)
 		defer t.Stop()
 		for {
-			var err error
 			select {
 			case <-stopPing:
 				return
 			case <-n.quit:
-				wmu.Lock()
-				psc.PUnsubscribe()
-				wmu.Unlock()
+				if u, ok := sub.(interface{ unsubscribe() }); ok {
+					u.unsubscribe()
+				} else {
+					sub.Close()
+				}
 				return
 			case <-t.C:
-				wmu.Lock()
-				err = psc.Ping("")
-				wmu.Unlock()
-			}
-			if err != nil {
-				return // the reader sees it too
+				if sub.Ping() != nil {
+					return // the reader sees it too
+				}
 			}
 		}
 	}()
@@ -219,23 +282,13 @@ func (n *Notifier) serve(c redis.Conn) error {
 		var err error
 		defer func() {
 			close(stopPing)
-			wmu.Lock()
-			c.Close()
-			wmu.Unlock()
+			sub.Close()
 			end <- err
 		}()
-		for {
-			switch v := psc.ReceiveWithTimeout(3 * NotifierHealthEvery).(type) {
-			case redis.Message:
-				n.wake(strings.TrimPrefix(v.Channel, ReleaseChannelPrefix))
-			case redis.Subscription:
-				if v.Count == 0 {
-					err = errNotifierClosed
-					return // Close asked for it
-				}
-			case error:
-				err = v
-				return
+		for err == nil {
+			var ch string
+			if ch, err = sub.Receive(3 * NotifierHealthEvery); ch != "" {
+				n.wake(strings.TrimPrefix(ch, ReleaseChannelPrefix))
 			}
 		}
 	}()

@@ -18,9 +18,10 @@
 // follow another on its connection (set-nx-px-wait's WAIT, which waits for
 // the writes of its own connection) binds its connection with Stick: every
 // connection GetContext returns has a method Stick(ctx, key) error.
-// Pub/sub (locklab.Notifier) is not available through the adapter: give the
-// Notifier a redigo pool. As rueidis does, an error reply loses its "ERR "
-// prefix.
+// A locklab.Notifier on a Source subscribes through rueidis's own pub/sub
+// (PSubscribe, on a dedicated connection with PubSubHooks): a program on
+// rueidis gets the Notifier's wake-ups and its one-command handoff. As
+// rueidis does, an error reply loses its "ERR " prefix.
 //
 // Source says when it reaches a Redis Cluster (RedisCluster), so that the
 // strategies that cannot run on one (Redlock) refuse it.
