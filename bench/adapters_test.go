@@ -22,8 +22,9 @@ import (
 
 // The uncontended cycle through each adapter next to the peer built on the
 // same client, both on one client and one server, timed in alternation
-// (benchutil.Pair): the metric "peer/locklab" is the peer's time in units
-// of locklab's.
+// (pair): the metric "peer/locklab" is the peer's mean time in units of
+// locklab's, "p50-peer/locklab" the same of their medians, which a stall
+// of the machine in one cycle does not move.
 
 func startServer(b *testing.B) string {
 	s, err := redisproc.Start(redisproc.Options{})
@@ -54,7 +55,7 @@ func BenchmarkGoRedisAdapterVsRedislock(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchutil.Pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
+	pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
 }
 
 func BenchmarkRueidisAdapterVsRedsync(b *testing.B) {
@@ -69,7 +70,7 @@ func BenchmarkRueidisAdapterVsRedsync(b *testing.B) {
 	}
 	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(rc)))
 	ctx := context.Background()
-	benchutil.Pair(b, "locklab", cycleOnce(b, l), "redsync", func() {
+	pair(b, "locklab", cycleOnce(b, l), "redsync", func() {
 		m := rs.NewMutex("bench:adapter:peer", redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
 		if err := m.LockContext(ctx); err != nil {
 			b.Fatal(err)
@@ -92,7 +93,98 @@ func BenchmarkRedigoVsRedislock(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchutil.Pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
+	pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
+}
+
+// The same strategy on the same server, through the go-redis adapter and
+// on redigo, in alternation: "goredis/redigo" is what the adapter and
+// go-redis cost beyond redigo, in units of the redigo cycle.
+func BenchmarkGoRedisAdapterVsRedigo(b *testing.B) {
+	addr := startServer(b)
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	g := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 8})
+	defer g.Close()
+	onRedigo, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	viaGoRedis, err := strategies.New("set-nx-px", locklab.Config{Pool: adgoredis.New(g)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pair(b, "redigo", cycleOnce(b, onRedigo), "goredis", cycleOnce(b, viaGoRedis), "goredis/redigo")
+}
+
+// BenchmarkCycle is each contender's uncontended cycle alone, for its
+// allocations (B/op, allocs/op): the pairs above report the two
+// contenders' together.
+func BenchmarkCycle(b *testing.B) {
+	addr := startServer(b)
+	pool := locklab.NewPool(addr)
+	defer pool.Close()
+	g := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 8})
+	defer g.Close()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	strategy := func(src locklab.ConnSource) locklab.Locker {
+		l, err := strategies.New("set-nx-px", locklab.Config{Pool: src})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(rc)))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		cycle func()
+	}{
+		{"locklab-redigo", cycleOnce(b, strategy(pool))},
+		{"locklab-goredis", cycleOnce(b, strategy(adgoredis.New(g)))},
+		{"redislock-goredis", redislockCycle(b, redislock.New(g))},
+		{"locklab-rueidis", cycleOnce(b, strategy(adrueidis.New(rc)))},
+		{"redsync-rueidis", func() {
+			m := rs.NewMutex("bench:adapter:peer", redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
+			if err := m.LockContext(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.UnlockContext(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.cycle()
+			}
+		})
+	}
+}
+
+// pair times a and then b once per iteration of tb's loop, as
+// benchutil.Pair does, and reports each one's mean time per call
+// ("<nameA>-ns/op", "<nameB>-ns/op"), b's mean in units of a's (ratio),
+// and the same of their medians ("p50-" + ratio).
+func pair(tb *testing.B, nameA string, a func(), nameB string, b func(), ratio string) {
+	var ta, tbb []time.Duration
+	for tb.Loop() {
+		t0 := time.Now()
+		a()
+		t1 := time.Now()
+		b()
+		ta = append(ta, t1.Sub(t0))
+		tbb = append(tbb, time.Since(t1))
+	}
+	sa, sb := benchutil.Summarize(ta), benchutil.Summarize(tbb)
+	tb.ReportMetric(float64(sa.Mean.Nanoseconds()), nameA+"-ns/op")
+	tb.ReportMetric(float64(sb.Mean.Nanoseconds()), nameB+"-ns/op")
+	tb.ReportMetric(float64(sb.Mean)/float64(sa.Mean), ratio)
+	tb.ReportMetric(float64(sb.P50)/float64(sa.P50), "p50-"+ratio)
 }
 
 // redislockCycle is one uncontended redislock cycle: obtain, release.

@@ -6,10 +6,20 @@
 //
 // New returns a locklab.ConnSource over any redis.UniversalClient: a
 // *redis.Client, a Sentinel-backed failover client, a *redis.ClusterClient
-// or a *redis.Ring. Commands go through the client's own pool, timeouts,
-// hooks and retries. Replies reach the strategies as redigo's would (see
+// or a *redis.Ring. Commands go through the client's own timeouts, hooks
+// and retries. Replies reach the strategies as redigo's would (see
 // locklab's internal/adapt); scripts are sent with EVALSHA and again with
 // EVAL when the server answers NOSCRIPT.
+//
+// The commands a lock cycle sends take a fast path (fast.go): one
+// *redis.Cmd each, with no per-call conversion beyond what go-redis's
+// reply needs to look like redigo's. On a *redis.Client (a failover client
+// too) they run on a few connections the Source keeps from the client
+// (Client.Conn; a quarter of its PoolSize at most), each given back to the
+// client's pool and taken again after a second, which spares each command
+// the pool's checkout and health check; a kept connection sees the
+// client's hooks as they were when it was taken. Kept connections idle
+// between uses until the Source is next used, and end with the client.
 //
 // A command sequence that needs one connection (MULTI ... EXEC, WATCH) runs
 // on a connection taken from the client with Conn, which *redis.Client
@@ -20,8 +30,9 @@
 // follow another on its connection (set-nx-px-wait's WAIT, which waits for
 // the writes of its own connection) binds its connection with Stick: every
 // connection GetContext returns has a method Stick(ctx, key) error.
-// Pub/sub (locklab.Notifier) is not available through the adapter: give the
-// Notifier a redigo pool.
+// A locklab.Notifier on a Source subscribes through go-redis's own pub/sub
+// (PSubscribe): a program on go-redis gets the Notifier's wake-ups and its
+// one-command handoff.
 //
 // On a Redis Cluster each command goes to the master of its key's slot (a
 // script's, of its first key), and Source says it reaches a cluster
@@ -30,7 +41,7 @@
 //
 // Under the race detector, against a server older than Redis 8, go-redis
 // (v9.23) reports a data race of its own when two connections taken with
-// Conn (a transaction's, a Stick's) first connect at once: the server
+// Conn (a transaction's, a Stick's, a kept one's) first connect at once: the server
 // refuses its maintenance-notifications handshake, and each connection
 // then switches them off in the client's shared Options under a lock of
 // its own. Setting the client's MaintNotificationsConfig to
@@ -48,6 +59,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	redigo "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
@@ -62,6 +76,12 @@ type Source struct {
 	// b is the backend every connection shares, made once: a method
 	// value and an interface conversion per connection would allocate.
 	b adapt.Backend
+	// kept, on a *redis.Client, holds the fast path's connections.
+	kept *kept
+	// argCache holds the redigo.Arguments converted (arg), argCount
+	// how many were.
+	argCache sync.Map
+	argCount atomic.Int64
 }
 
 var _ locklab.ConnSource = (*Source)(nil)
@@ -69,7 +89,11 @@ var _ locklab.ConnSource = (*Source)(nil)
 // New returns a ConnSource that sends commands through client. Closing the
 // client is the caller's business.
 func New(client redis.UniversalClient) *Source {
-	return &Source{client: client, b: backend{do: client.Do, client: client}}
+	s := &Source{client: client, b: backend{do: client.Do, client: client}}
+	if c, ok := client.(*redis.Client); ok {
+		s.kept = newKept(c)
+	}
+	return s
 }
 
 // RedisCluster reports whether the client is a *redis.ClusterClient: the
@@ -90,18 +114,109 @@ func (s *Source) GetContext(ctx context.Context) (redigo.Conn, error) {
 		return nil, err
 	}
 	c := &conn{}
-	c.b = connBackend{s: s}
-	c.Conn = adapt.NewConn(&c.b)
+	c.b.s = s
 	return c, nil
 }
 
 // conn is a connection of a Source: a redigo connection whose commands go
 // through the client, each on whichever of its connections the client
-// picks, until Stick binds them to one.
+// picks (or one the Source keeps: fast.go), until Stick binds them to one.
+// Its commands take the fast path until one needs internal/adapt's
+// bookkeeping (a transaction, a watch, a command queued with Send); from
+// then on, all of them go through adapt.
 type conn struct {
-	*adapt.Conn
-	b connBackend
+	ad     *adapt.Conn // nil until a command needs it
+	b      connBackend
+	args   [fastArgs]any
+	closed bool
 }
+
+var (
+	_ redigo.Conn            = (*conn)(nil)
+	_ redigo.ConnWithContext = (*conn)(nil)
+	_ redigo.ConnWithTimeout = (*conn)(nil)
+)
+
+// slow returns the connection's internal/adapt Conn, made at first use.
+func (c *conn) slow() *adapt.Conn {
+	if c.ad == nil {
+		c.ad = adapt.NewConn(&c.b)
+	}
+	return c.ad
+}
+
+// Do sends one command with no deadline of its own (the client's timeouts
+// apply).
+func (c *conn) Do(cmd string, args ...any) (any, error) {
+	return c.DoContext(context.Background(), cmd, args...)
+}
+
+// DoWithTimeout sends one command, bounded by timeout.
+func (c *conn) DoWithTimeout(timeout time.Duration, cmd string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.DoContext(ctx, cmd, args...)
+}
+
+// DoContext sends one command, bounded by ctx.
+func (c *conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	if c.ad == nil && !c.closed && len(args) < fastArgs && fastCommand(cmd) &&
+		(c.b.conn == nil || !c.b.s.RedisCluster()) {
+		return c.fast(ctx, cmd, args)
+	}
+	if c.closed {
+		return nil, errClosed
+	}
+	return c.slow().DoContext(ctx, cmd, args...)
+}
+
+// Send queues a command for Flush.
+func (c *conn) Send(cmd string, args ...any) error {
+	if c.closed {
+		return errClosed
+	}
+	return c.slow().Send(cmd, args...)
+}
+
+// Flush sends the queued commands, in order.
+func (c *conn) Flush() error {
+	if c.closed {
+		return errClosed
+	}
+	return c.slow().Flush()
+}
+
+// Receive returns the reply of the oldest command sent and not yet received.
+func (c *conn) Receive() (any, error) { return c.ReceiveContext(context.Background()) }
+
+// ReceiveWithTimeout is Receive bounded by timeout.
+func (c *conn) ReceiveWithTimeout(timeout time.Duration) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.ReceiveContext(ctx)
+}
+
+// ReceiveContext is Receive bounded by ctx.
+func (c *conn) ReceiveContext(ctx context.Context) (any, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	return c.slow().ReceiveContext(ctx)
+}
+
+// Err returns a non-nil error when the connection is not usable.
+func (c *conn) Err() error {
+	if c.closed {
+		return errClosed
+	}
+	if c.ad != nil {
+		return c.ad.Err()
+	}
+	return nil
+}
+
+// errClosed is the error of a connection used after Close.
+var errClosed = errors.New("locklab goredis adapter: connection closed")
 
 // Stick sends the connection's commands from now until Close on one
 // connection of the client, to the server that serves key: on a
@@ -128,7 +243,14 @@ func (c *conn) Stick(ctx context.Context, key string) error {
 
 // Close closes the connection, giving back the one Stick took.
 func (c *conn) Close() error {
-	err := c.Conn.Close()
+	if c.closed {
+		return errClosed
+	}
+	c.closed = true
+	var err error
+	if c.ad != nil {
+		err = c.ad.Close()
+	}
 	if c.b.conn != nil {
 		c.b.conn.Close()
 		c.b.conn = nil
