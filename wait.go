@@ -14,8 +14,18 @@ import (
 // RetryPolicy says how Wait spaces its attempts: exponential backoff from
 // Initial, capped at Max, each delay shortened at random by up to Jitter (a
 // fraction in [0, 1]) so that waiters do not retry in lockstep. Attempts, when
-// positive, bounds the number of attempts. The zero value means: 5ms first
+// positive, bounds the number of attempts. The zero value means: 3ms first
 // delay, 250ms cap, factor 2, jitter 0.5, attempts until ctx is done.
+//
+// Wait caps the backoff by what a refusal tells of the holder (a
+// *HeldError, as set-nx-px's): never past the holder's remaining TTL, and
+// never growing past HoldFactor times how long the holder has held the
+// lock so far (the TTL Wait asks for minus the holder's remaining TTL,
+// which assumes the holder asked for the same TTL), nor below Initial. A
+// lock that changes hands every few hundred microseconds keeps its
+// waiters trying every Initial or so, however often they were refused;
+// one held for Max/HoldFactor (16ms by default) or longer lets them back
+// off to Max.
 type RetryPolicy struct {
 	Initial    time.Duration
 	Max        time.Duration
@@ -44,9 +54,14 @@ func (p RetryPolicy) Validate() error {
 	return nil
 }
 
+// HoldFactor bounds Wait's backoff after a refusal that tells the holder's
+// remaining TTL: at most HoldFactor times how long the holder has held the
+// lock (see RetryPolicy).
+const HoldFactor = 16
+
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Initial <= 0 {
-		p.Initial = 5 * time.Millisecond
+		p.Initial = 3 * time.Millisecond
 	}
 	if p.Max <= 0 {
 		p.Max = 250 * time.Millisecond
@@ -93,7 +108,7 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 // the last attempt's. When a refusal says when the holder's lock expires (a
 // *HeldError), Wait sleeps no longer than that.
 func Wait(ctx context.Context, l Locker, key string, ttl time.Duration, p RetryPolicy) (Lease, error) {
-	return waitLoop(ctx, l, key, ttl, p, &poller{p: p})
+	return waitLoop(ctx, l, key, ttl, p, &poller{p: p, ttl: ttl})
 }
 
 // RetryableError marks a failed attempt that is worth another one after a
@@ -197,10 +212,11 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 	}
 }
 
-// poller sleeps the policy's backoff delay, capped at the holder's
-// remaining TTL when the refusal tells it.
+// poller sleeps the policy's backoff delay, capped by what the refusal
+// tells of the holder (waitDelay).
 type poller struct {
 	p     RetryPolicy
+	ttl   time.Duration
 	timer *time.Timer
 }
 
@@ -209,7 +225,19 @@ func (*poller) start(string) bool { return false }
 func (*poller) done(bool) {}
 
 func (pl *poller) pause(ctx context.Context, n int, err error) (*Lease, bool) {
-	return sleep(ctx, &pl.timer, untilExpiry(pl.p.Delay(n), err), nil, nil)
+	return sleep(ctx, &pl.timer, pl.p.waitDelay(n, pl.ttl, err), nil, nil)
+}
+
+// waitDelay is Wait's pause after the n-th refusal err of an acquire for
+// ttl: the backoff, grown at most to HoldFactor times how long the holder
+// has held the lock (ttl minus its remaining TTL, when err tells it) and
+// never past the holder's remaining TTL.
+func (p RetryPolicy) waitDelay(n int, ttl time.Duration, err error) time.Duration {
+	p = p.withDefaults()
+	if r := remaining(err); r > 0 && r <= ttl {
+		p.Max = max(p.Initial, min(p.Max, HoldFactor*(ttl-r)))
+	}
+	return untilExpiry(p.Delay(n), err)
 }
 
 // untilExpiry caps the pause d at the holder's remaining TTL (plus a

@@ -40,7 +40,8 @@ import (
 )
 
 var (
-	duration = flag.Duration("duration", 3*time.Second, "length of each contended run")
+	duration = flag.Duration("duration", 3*time.Second, "length of each contender's contended runs, all rounds together")
+	contends = flag.Int("contend-rounds", 3, "interleaved rounds of contended runs (each -duration/rounds long; pooled)")
 	clients  = flag.Int("clients", 16, "clients in the contended runs")
 	rounds   = flag.Int("rounds", 5, "interleaved rounds of uncontended measurements (the median is kept)")
 	cycles   = flag.Int("cycles", 2000, "uncontended cycles per contender per round")
@@ -142,16 +143,32 @@ func main() {
 	}
 	tw.Flush()
 
-	fmt.Printf("\nContended: %d clients, one key, %v each, blocking acquire, empty critical section:\n", *clients, *duration)
+	rounds := max(*contends, 1)
+	fmt.Printf("\nContended: %d clients, one key, blocking acquire, empty critical section; %d interleaved rounds of %v each, pooled:\n",
+		*clients, rounds, *duration/time.Duration(rounds))
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contender\tcycles/s\tp50 wait\tp99 wait\tmax wait\tcmds/cycle\t")
+	fmt.Fprintln(tw, "contender\tcycles/s\tp50 wait\tp99 wait\tp99.9 wait\tmax wait\tcmds/cycle\t")
 	// The same contenders on connections that count the commands sent.
-	all := append(newContenders(counted[:1], countedGos[:1], false), newContenders(counted, countedGos, true)...)
-	for _, c := range all {
-		r := contended(ctx, c, *clients, *duration)
-		fmt.Fprintf(tw, "%s\t%.0f\t%v\t%v\t%v\t%.2f\t\n", c.name, r.perSec, r.p50, r.p99, r.max, r.cmds)
+	single = newContenders(counted[:1], countedGos[:1], false)
+	single = append(single, goRedisNotifier(countedGos[0]))
+	for _, group := range [][]cycler{single, newContenders(counted, countedGos, true)} {
+		for i, r := range contendedRounds(ctx, group, *clients, *duration, rounds) {
+			fmt.Fprintf(tw, "%s\t%.0f\t%v\t%v\t%v\t%v\t%.2f\t\n", group[i].name, r.perSec, r.p50, r.p99, r.p999, r.max, r.cmds)
+		}
 	}
 	tw.Flush()
+}
+
+// goRedisNotifier is set-nx-px through the go-redis adapter on g, waiting
+// with a Notifier that subscribes through go-redis's own pub/sub.
+func goRedisNotifier(g *goredis.Client) cycler {
+	src := adgoredis.New(g)
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: src, Notify: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return locklabCycler("locklab set-nx-px via go-redis, Notifier", l, locklab.NewNotifier(src))
 }
 
 func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bool) []cycler {
@@ -195,7 +212,7 @@ func newContenders(sources []locklab.ConnSource, gos []*goredis.Client, multi bo
 	n := locklab.NewNotifier(sources[0])
 	rl := redislock.New(gos[0])
 	return []cycler{
-		locklabCycler("locklab set-nx-px, Wait", plain, nil),
+		locklabCycler("locklab set-nx-px, Wait (default policy)", plain, nil),
 		locklabCycler("locklab set-nx-px, Notifier", notify, n),
 		{
 			name: "bsm/redislock (1ms linear)",
@@ -270,7 +287,10 @@ func plural(n int) string {
 }
 
 func locklabCycler(name string, l locklab.Locker, n *locklab.Notifier) cycler {
-	p := locklab.RetryPolicy{Initial: time.Millisecond, Max: 8 * time.Millisecond}
+	// Wait runs with its default policy; a Notifier's waiters sleep until
+	// a release (Max: the TTL, its fallback), polling from 1ms only while
+	// it has no subscription.
+	p := locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl}
 	return cycler{
 		name: name,
 		once: func(ctx context.Context, key string) error {
@@ -286,11 +306,9 @@ func locklabCycler(name string, l locklab.Locker, n *locklab.Notifier) cycler {
 				err   error
 			)
 			if n != nil {
-				p := p
-				p.Max = ttl
 				lease, err = n.Wait(ctx, l, key, ttl, p)
 			} else {
-				lease, err = locklab.Wait(ctx, l, key, ttl, p)
+				lease, err = locklab.Wait(ctx, l, key, ttl, locklab.RetryPolicy{})
 			}
 			if err != nil {
 				return nil, err
@@ -304,23 +322,58 @@ func locklabCycler(name string, l locklab.Locker, n *locklab.Notifier) cycler {
 }
 
 type contention struct {
-	perSec        float64
-	p50, p99, max time.Duration
-	cmds          float64
+	perSec              float64
+	p50, p99, p999, max time.Duration
+	cmds                float64
 }
 
-// contended runs clients goroutines that acquire one key, release it at
-// once, and loop, for d.
-func contended(ctx context.Context, c cycler, clients int, d time.Duration) contention {
-	key := "bench:contended:" + strings.ReplaceAll(c.name, " ", "_")
+// contendedRounds runs every contender of cs for d in all, in rounds
+// rounds of d/rounds, one contender after another, starting one further
+// along each round, so that a machine whose load changes weighs on them
+// alike; each contender's rounds are pooled. Each round has a key of its
+// own: a lock a round ends with cannot hold up the next.
+func contendedRounds(ctx context.Context, cs []cycler, clients int, d time.Duration, rounds int) []contention {
+	type pooled struct {
+		waits []time.Duration
+		el    time.Duration
+		cmds  int64
+	}
+	all := make([]pooled, len(cs))
+	for r := range rounds {
+		for k := range cs {
+			i := (k + r) % len(cs)
+			key := fmt.Sprintf("bench:contended:%s:%d", strings.ReplaceAll(cs[i].name, " ", "_"), r)
+			waits, el, cmds := contended(ctx, cs[i], key, clients, d/time.Duration(rounds))
+			all[i].waits = append(all[i].waits, waits...)
+			all[i].el += el
+			all[i].cmds += cmds
+		}
+	}
+	out := make([]contention, len(cs))
+	for i, p := range all {
+		w := p.waits
+		sort.Slice(w, func(a, b int) bool { return w[a] < w[b] })
+		out[i].perSec = float64(len(w)) / p.el.Seconds()
+		if n := len(w); n > 0 {
+			at := func(q int) time.Duration { return w[min(n*q/1000, n-1)].Round(time.Microsecond) }
+			out[i].p50, out[i].p99, out[i].p999, out[i].max = at(500), at(990), at(999), w[n-1].Round(time.Microsecond)
+			out[i].cmds = float64(p.cmds) / float64(n)
+		}
+	}
+	return out
+}
+
+// contended runs clients goroutines that acquire key, release it at once,
+// and loop, for d; it returns every acquire's wait, the time it took and
+// the commands sent.
+func contended(ctx context.Context, c cycler, key string, clients int, d time.Duration) ([]time.Duration, time.Duration, int64) {
 	before := sent.Load()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
-		mu     sync.Mutex
-		waits  []time.Duration
-		cycles int64
-		wg     sync.WaitGroup
+		mu    sync.Mutex
+		waits []time.Duration
+		wg    sync.WaitGroup
 	)
 	start := time.Now()
 	for i := 0; i < clients; i++ {
@@ -339,20 +392,11 @@ func contended(ctx context.Context, c cycler, clients int, d time.Duration) cont
 			}
 			mu.Lock()
 			waits = append(waits, local...)
-			cycles += int64(len(local))
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start)
-	after := sent.Load()
-	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
-	r := contention{perSec: float64(cycles) / el.Seconds()}
-	if n := len(waits); n > 0 {
-		r.p50, r.p99, r.max = waits[n/2].Round(time.Microsecond), waits[n*99/100].Round(time.Microsecond), waits[n-1].Round(time.Microsecond)
-		r.cmds = float64(after-before) / float64(n)
-	}
-	return r
+	return waits, time.Since(start), sent.Load() - before
 }
 
 // sent counts the commands the contended runs send: redigo connections
