@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	redigo "github.com/gomodule/redigo/redis"
@@ -167,13 +168,17 @@ func retryable(err error) bool {
 
 // kept is the few connections of a *redis.Client a Source keeps for the
 // fast path, taken with Conn when needed, up to max at once. A kept
-// connection older than maxAge goes back to the client's pool when it is
-// next used, and a fresh one is taken (most often the same connection
-// again): go-redis (v9.23) peeks at a connection for RESP3 push
-// notifications, a system call and some allocations, before and after
-// each command unless the connection came back to its pool less than 5
-// seconds before. Kept connections idle until the Source is next used;
-// they end with the client.
+// connection goes back to the client's pool, and a fresh one is taken
+// (most often the same connection again), when it is next used after a
+// tick of maxAge, and right after its first command: go-redis (v9.23)
+// peeks at a connection for RESP3 push notifications, a system call and
+// some allocations, before and after each command unless the connection
+// came back to its pool less than 5 seconds before, and a kept connection
+// does not come back until it is given back. The ticks run while the
+// Source is used (a timer, rather than a clock read per command: on a
+// virtual machine without a usable TSC a clock read is a system call).
+// Kept connections idle until the Source is next used; they end with the
+// client.
 type kept struct {
 	client *redis.Client
 	max    int
@@ -181,12 +186,17 @@ type kept struct {
 	mu    sync.Mutex
 	idle  []keptConn // the most recently used last
 	taken int        // connections held, idle or in use
+
+	gen   atomic.Int64 // ticks so far
+	used  atomic.Bool  // a get since the last tick
+	armed atomic.Bool  // the tick timer runs
+	tick  *time.Timer
 }
 
-// keptConn is a kept connection and when it was taken.
+// keptConn is a kept connection and the tick it was taken in.
 type keptConn struct {
-	c    *redis.Conn
-	born time.Time
+	c   *redis.Conn
+	gen int64
 }
 
 // maxAge is how long a kept connection is used before it goes back to
@@ -194,21 +204,42 @@ type keptConn struct {
 const maxAge = time.Second
 
 func newKept(client *redis.Client) *kept {
-	return &kept{client: client, max: max(1, client.Options().PoolSize/4)}
+	k := &kept{client: client, max: max(1, client.Options().PoolSize/4)}
+	k.tick = time.AfterFunc(time.Hour, k.advance)
+	k.tick.Stop()
+	return k
+}
+
+// advance is a tick: every kept connection taken before it is due back.
+// The ticks stop after one without a use, and start again, with a tick,
+// at the next use.
+func (k *kept) advance() {
+	k.gen.Add(1)
+	if k.used.Swap(false) {
+		k.tick.Reset(maxAge)
+	} else {
+		k.armed.Store(false)
+	}
 }
 
 // get returns a kept connection, taking a new one from the client when
 // all are in use and fewer than max are held; ok is false when max are in
 // use.
 func (k *kept) get() (kc keptConn, ok bool) {
+	k.used.Store(true)
+	if !k.armed.Load() && k.armed.CompareAndSwap(false, true) {
+		k.gen.Add(1)
+		k.tick.Reset(maxAge)
+	}
+	gen := k.gen.Load()
 	k.mu.Lock()
 	if n := len(k.idle); n > 0 {
 		kc = k.idle[n-1]
 		k.idle = k.idle[:n-1]
 		k.mu.Unlock()
-		if now := time.Now(); now.Sub(kc.born) > maxAge {
+		if kc.gen != gen {
 			kc.c.Close()
-			kc = keptConn{c: k.client.Conn(), born: now}
+			kc = keptConn{c: k.client.Conn(), gen: gen}
 		}
 		return kc, true
 	}
@@ -218,7 +249,9 @@ func (k *kept) get() (kc keptConn, ok bool) {
 	}
 	k.taken++
 	k.mu.Unlock()
-	return keptConn{c: k.client.Conn(), born: time.Now()}, true
+	// A new connection may be a new one of the client's too, which never
+	// went back to its pool: it goes back after this first command.
+	return keptConn{c: k.client.Conn(), gen: gen - 1}, true
 }
 
 // put gives kc back to the kept ones.
