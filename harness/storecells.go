@@ -31,16 +31,20 @@ func storeNA(st string, sc *Scenario) string {
 
 // The bounds of the other stores' cells in the documented matrix
 // (MatrixOptions.StorePreemptions, StoreSchedules; exploreStoreCell): a
-// statement or a request costs a round trip to a database or a quorum of
-// a cluster (about 1 ms, a Redis command some microseconds), and a
-// schedule that restarts the server waits for it, so a cell runs at most
-// StoreSchedules schedules, StoreRestartSchedules when its scenario
-// restarts the server, or fewer where the store's FaultSchedules says so
-// (an election to wait for, a standby to promote).
+// cell runs at most StoreSchedules schedules, StoreRestartSchedules when
+// its scenario restarts the server, or fewer where the store's Limits say
+// so (an election to wait for, a standby to promote). They are safety
+// nets above the cells' own counts, as MatrixSchedules is for Redis: with
+// the reduction (docs/reduction.md) every cell of the documented matrix
+// is explored to the end of its bound (the largest, pg-for-update on
+// partitioned-holder-versioned, in about 19,000 schedules). A statement
+// or a request costs a round trip to a database or a quorum of a cluster
+// (about 1 ms, a Redis command some microseconds), and a schedule that
+// restarts the server waits for it.
 const (
 	StorePreemptions      = 2
-	StoreSchedules        = 300
-	StoreRestartSchedules = 60
+	StoreSchedules        = 50000
+	StoreRestartSchedules = 2000
 )
 
 // CellSchedules is the most schedules a cell of scenario sc on store runs,

@@ -32,8 +32,10 @@ import (
 )
 
 // RestartSchedules bounds a cell whose scenario restarts or kills the
-// leader: each fault waits for an election.
-const RestartSchedules = 20
+// leader: each fault waits for an election. It is a safety net above the
+// cells' own counts: every cell of the documented matrix is explored to
+// the end of its bound.
+const RestartSchedules = 2000
 
 // serverConfig lets a client's session outlive any run: the store expires
 // sessions on the run's clock (store.go).
