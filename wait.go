@@ -21,7 +21,8 @@ import (
 // *HeldError, as set-nx-px's): never past the holder's remaining TTL, and
 // never growing past HoldFactor times how long the holder has held the
 // lock so far (the TTL Wait asks for minus the holder's remaining TTL,
-// which assumes the holder asked for the same TTL), nor below Initial. A
+// which assumes the holder asked for the same TTL), nor below Initial;
+// each pause grows from the one before, not from the number of refusals. A
 // lock that changes hands every few hundred microseconds keeps its
 // waiters trying every Initial or so, however often they were refused;
 // one held for Max/HoldFactor (16ms by default) or longer lets them back
@@ -217,6 +218,7 @@ func waitLoop(ctx context.Context, l Locker, key string, ttl time.Duration, p Re
 type poller struct {
 	p     RetryPolicy
 	ttl   time.Duration
+	last  time.Duration // the last pause, before jitter
 	timer *time.Timer
 }
 
@@ -225,19 +227,33 @@ func (*poller) start(string) bool { return false }
 func (*poller) done(bool) {}
 
 func (pl *poller) pause(ctx context.Context, n int, err error) (*Lease, bool) {
-	return sleep(ctx, &pl.timer, pl.p.waitDelay(n, pl.ttl, err), nil, nil)
+	var d time.Duration
+	d, pl.last = pl.p.waitDelay(pl.last, pl.ttl, err)
+	return sleep(ctx, &pl.timer, d, nil, nil)
 }
 
-// waitDelay is Wait's pause after the n-th refusal err of an acquire for
-// ttl: the backoff, grown at most to HoldFactor times how long the holder
-// has held the lock (ttl minus its remaining TTL, when err tells it) and
-// never past the holder's remaining TTL.
-func (p RetryPolicy) waitDelay(n int, ttl time.Duration, err error) time.Duration {
+// waitDelay is Wait's pause after a refusal err of an acquire for ttl,
+// last the pause before it (0 after the first refusal): the backoff grows
+// from last (Initial first) by Multiplier, at most to Max and to
+// HoldFactor times how long the holder has held the lock (ttl minus its
+// remaining TTL, when err tells it), never below Initial, and never past
+// the holder's remaining TTL. It returns the pause, jittered, and the
+// pause before jitter, the next call's last. Growing from the last pause
+// rather than from the number of refusals, a waiter that met a lock
+// turning over fast many times does not leap to Max at the first refusal
+// that finds a holder slowed down (on a loaded machine, descheduled).
+func (p RetryPolicy) waitDelay(last, ttl time.Duration, err error) (time.Duration, time.Duration) {
 	p = p.withDefaults()
 	if r := remaining(err); r > 0 && r <= ttl {
 		p.Max = max(p.Initial, min(p.Max, HoldFactor*(ttl-r)))
 	}
-	return untilExpiry(p.Delay(n), err)
+	d := p.Initial
+	if last > 0 {
+		d = time.Duration(min(float64(last)*p.Multiplier, float64(p.Max)))
+	}
+	d = max(p.Initial, min(d, p.Max))
+	j := d - time.Duration(float64(d)*p.Jitter*rand.Float64())
+	return untilExpiry(j, err), d
 }
 
 // untilExpiry caps the pause d at the holder's remaining TTL (plus a

@@ -8,36 +8,53 @@ import (
 )
 
 // Wait's pause follows what a refusal tells of the holder: the backoff
-// grows to at most HoldFactor times how long the holder has held the lock,
-// never below Initial nor past the holder's remaining TTL, and to Max when
-// the refusal says nothing.
+// doubles from the last pause, to at most HoldFactor times how long the
+// holder has held the lock, never below Initial nor past the holder's
+// remaining TTL, and to Max when the refusal says nothing.
 func TestWaitDelayFollowsTheHolder(t *testing.T) {
-	p := RetryPolicy{Jitter: 1e-9} // the defaults, without jitter to speak of
 	const ttl = 10 * time.Second
 	held := func(remaining time.Duration) error { return &HeldError{Key: "k", Remaining: remaining} }
-	near := func(want, got time.Duration) {
-		t.Helper()
-		assert.InDelta(t, float64(want), float64(got), float64(time.Microsecond), "want %v, got %v", want, got)
+	ms := time.Millisecond
+	// pauses returns the pauses after the refusals errs, in turn.
+	pauses := func(p RetryPolicy, ttl time.Duration, errs ...error) []time.Duration {
+		p.Jitter = 1e-9 // without jitter to speak of
+		var out []time.Duration
+		var last time.Duration
+		for _, err := range errs {
+			var d time.Duration
+			d, last = p.waitDelay(last, ttl, err)
+			out = append(out, d.Round(time.Microsecond))
+		}
+		return out
 	}
+	times := func(n int, err error) []error {
+		var errs []error
+		for range n {
+			errs = append(errs, err)
+		}
+		return errs
+	}
+	p := RetryPolicy{}
 
 	// No holder information: the backoff, 3ms doubling to 250ms.
-	near(3*time.Millisecond, p.waitDelay(1, ttl, ErrNotAcquired))
-	near(250*time.Millisecond, p.waitDelay(10, ttl, ErrNotAcquired))
-
+	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 24 * ms, 48 * ms, 96 * ms, 192 * ms, 250 * ms, 250 * ms},
+		pauses(p, ttl, times(9, ErrNotAcquired)...))
 	// A holder that took the lock just now (its PTTL is the whole TTL, to
 	// the millisecond): every pause is the floor, however many refusals.
-	near(3*time.Millisecond, p.waitDelay(10, ttl, held(ttl)))
+	assert.Equal(t, []time.Duration{3 * ms, 3 * ms, 3 * ms, 3 * ms, 3 * ms}, pauses(p, ttl, times(5, held(ttl))...))
 	// Held for 2ms so far: up to 32ms.
-	near(24*time.Millisecond, p.waitDelay(4, ttl, held(ttl-2*time.Millisecond)))
-	near(32*time.Millisecond, p.waitDelay(10, ttl, held(ttl-2*time.Millisecond)))
-	// Held for a second: the policy's Max.
-	near(250*time.Millisecond, p.waitDelay(10, ttl, held(ttl-time.Second)))
+	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 24 * ms, 32 * ms, 32 * ms},
+		pauses(p, ttl, times(6, held(ttl-2*ms))...))
+	// After many refusals by a lock that turns over fast, one that finds
+	// a holder slowed down doubles the pause, no more.
+	got := pauses(p, ttl, append(times(8, held(ttl)), held(ttl-time.Second), held(ttl-time.Second))...)
+	assert.Equal(t, []time.Duration{6 * ms, 12 * ms}, got[8:])
 	// A holder that asked for a longer TTL than this waiter says nothing
-	// of its age: the policy's Max.
-	near(250*time.Millisecond, p.waitDelay(10, ttl, held(2*ttl)))
+	// of its age: the backoff grows to the policy's Max.
+	assert.Equal(t, 250*ms, pauses(p, ttl, times(9, held(2*ttl))...)[8])
 	// Never past the holder's remaining TTL (and a millisecond).
-	near(6*time.Millisecond, p.waitDelay(10, 20*time.Millisecond, held(5*time.Millisecond)))
+	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 6 * ms}, pauses(p, 20*ms, times(3, held(5*ms))...))
 	// A floor above the cap holds.
-	slow := RetryPolicy{Initial: time.Second, Max: time.Second, Jitter: 1e-9}
-	near(time.Second, slow.waitDelay(3, ttl, held(ttl)))
+	slow := RetryPolicy{Initial: time.Second, Max: time.Second}
+	assert.Equal(t, []time.Duration{time.Second, time.Second}, pauses(slow, ttl, times(2, held(ttl))...))
 }
