@@ -25,7 +25,7 @@ import (
 // each pause grows from the one before, not from the number of refusals. A
 // lock that changes hands every few hundred microseconds keeps its
 // waiters trying every Initial or so, however often they were refused;
-// one held for Max/HoldFactor (16ms by default) or longer lets them back
+// one held for Max/HoldFactor (62.5ms by default) or longer lets them back
 // off to Max.
 type RetryPolicy struct {
 	Initial    time.Duration
@@ -58,7 +58,7 @@ func (p RetryPolicy) Validate() error {
 // HoldFactor bounds Wait's backoff after a refusal that tells the holder's
 // remaining TTL: at most HoldFactor times how long the holder has held the
 // lock (see RetryPolicy).
-const HoldFactor = 16
+const HoldFactor = 4
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Initial <= 0 {

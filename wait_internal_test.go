@@ -42,9 +42,9 @@ func TestWaitDelayFollowsTheHolder(t *testing.T) {
 	// A holder that took the lock just now (its PTTL is the whole TTL, to
 	// the millisecond): every pause is the floor, however many refusals.
 	assert.Equal(t, []time.Duration{3 * ms, 3 * ms, 3 * ms, 3 * ms, 3 * ms}, pauses(p, ttl, times(5, held(ttl))...))
-	// Held for 2ms so far: up to 32ms.
-	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 24 * ms, 32 * ms, 32 * ms},
-		pauses(p, ttl, times(6, held(ttl-2*ms))...))
+	// Held for 5ms so far: up to 20ms.
+	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 20 * ms, 20 * ms},
+		pauses(p, ttl, times(5, held(ttl-5*ms))...))
 	// After many refusals by a lock that turns over fast, one that finds
 	// a holder slowed down doubles the pause, no more.
 	got := pauses(p, ttl, append(times(8, held(ttl)), held(ttl-time.Second), held(ttl-time.Second))...)
