@@ -14,7 +14,7 @@ import (
 // RetryPolicy says how Wait spaces its attempts: exponential backoff from
 // Initial, capped at Max, each delay shortened at random by up to Jitter (a
 // fraction in [0, 1]) so that waiters do not retry in lockstep. Attempts, when
-// positive, bounds the number of attempts. The zero value means: 3ms first
+// positive, bounds the number of attempts. The zero value means: 4ms first
 // delay, 250ms cap, factor 2, jitter 0.5, attempts until ctx is done.
 //
 // Wait caps the backoff by what a refusal tells of the holder (a
@@ -62,7 +62,7 @@ const HoldFactor = 4
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Initial <= 0 {
-		p.Initial = 3 * time.Millisecond
+		p.Initial = 4 * time.Millisecond
 	}
 	if p.Max <= 0 {
 		p.Max = 250 * time.Millisecond

@@ -36,24 +36,24 @@ func TestWaitDelayFollowsTheHolder(t *testing.T) {
 	}
 	p := RetryPolicy{}
 
-	// No holder information: the backoff, 3ms doubling to 250ms.
-	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 24 * ms, 48 * ms, 96 * ms, 192 * ms, 250 * ms, 250 * ms},
-		pauses(p, ttl, times(9, ErrNotAcquired)...))
+	// No holder information: the backoff, 4ms doubling to 250ms.
+	assert.Equal(t, []time.Duration{4 * ms, 8 * ms, 16 * ms, 32 * ms, 64 * ms, 128 * ms, 250 * ms, 250 * ms},
+		pauses(p, ttl, times(8, ErrNotAcquired)...))
 	// A holder that took the lock just now (its PTTL is the whole TTL, to
 	// the millisecond): every pause is the floor, however many refusals.
-	assert.Equal(t, []time.Duration{3 * ms, 3 * ms, 3 * ms, 3 * ms, 3 * ms}, pauses(p, ttl, times(5, held(ttl))...))
+	assert.Equal(t, []time.Duration{4 * ms, 4 * ms, 4 * ms, 4 * ms, 4 * ms}, pauses(p, ttl, times(5, held(ttl))...))
 	// Held for 5ms so far: up to 20ms.
-	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 12 * ms, 20 * ms, 20 * ms},
+	assert.Equal(t, []time.Duration{4 * ms, 8 * ms, 16 * ms, 20 * ms, 20 * ms},
 		pauses(p, ttl, times(5, held(ttl-5*ms))...))
 	// After many refusals by a lock that turns over fast, one that finds
 	// a holder slowed down doubles the pause, no more.
 	got := pauses(p, ttl, append(times(8, held(ttl)), held(ttl-time.Second), held(ttl-time.Second))...)
-	assert.Equal(t, []time.Duration{6 * ms, 12 * ms}, got[8:])
+	assert.Equal(t, []time.Duration{8 * ms, 16 * ms}, got[8:])
 	// A holder that asked for a longer TTL than this waiter says nothing
 	// of its age: the backoff grows to the policy's Max.
-	assert.Equal(t, 250*ms, pauses(p, ttl, times(9, held(2*ttl))...)[8])
+	assert.Equal(t, 250*ms, pauses(p, ttl, times(8, held(2*ttl))...)[7])
 	// Never past the holder's remaining TTL (and a millisecond).
-	assert.Equal(t, []time.Duration{3 * ms, 6 * ms, 6 * ms}, pauses(p, 20*ms, times(3, held(5*ms))...))
+	assert.Equal(t, []time.Duration{4 * ms, 6 * ms, 6 * ms}, pauses(p, 20*ms, times(3, held(5*ms))...))
 	// A floor above the cap holds.
 	slow := RetryPolicy{Initial: time.Second, Max: time.Second}
 	assert.Equal(t, []time.Duration{time.Second, time.Second}, pauses(slow, ttl, times(2, held(ttl))...))
