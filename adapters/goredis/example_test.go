@@ -93,3 +93,43 @@ func ExampleNew_redlock() {
 	// valid: true
 	// released: true
 }
+
+// A Notifier on the go-redis client subscribes through go-redis's own
+// pub/sub: a waiter sleeps until the lock is released, and a release with
+// a waiter queued hands the lock over in one command.
+func ExampleNew_notifier() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	src := goredis.New(rdb)
+	lock, err := strategies.New("set-nx-px", locklab.Config{Pool: src, Notify: true})
+	if err != nil {
+		panic(err)
+	}
+	n := locklab.NewNotifier(src)
+	defer n.Close()
+
+	ctx := context.Background()
+	held, err := lock.Acquire(ctx, "invoice:7", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	got := make(chan locklab.Lease)
+	go func() {
+		lease, err := n.Wait(ctx, lock, "invoice:7", 30*time.Second, locklab.RetryPolicy{})
+		if err != nil {
+			panic(err)
+		}
+		got <- lease
+	}()
+	time.Sleep(100 * time.Millisecond) // the waiter is refused and queues
+	if err := n.Release(ctx, lock, held); err != nil {
+		panic(err)
+	}
+	lease := <-got
+	fmt.Println("the waiter holds the next fence:", lease.Fence == held.Fence+1)
+	if err := n.Release(ctx, lock, lease); err != nil {
+		panic(err)
+	}
+	// Output:
+	// the waiter holds the next fence: true
+}
