@@ -41,7 +41,7 @@ type Backend interface {
 
 // ErrPubSub is the error of a SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE sent
 // through an adapter: subscriptions need the client's own pub/sub API.
-var ErrPubSub = errors.New("locklab adapter: pub/sub is not supported on adapted connections; use a redigo pool (locklab.NewPool) for a Notifier")
+var ErrPubSub = errors.New("locklab adapter: pub/sub is not supported on adapted connections; a Notifier subscribes through the client's own pub/sub (the adapter's Source is a locklab.Subscriber)")
 
 // errClosed is the error of a connection used after Close.
 var errClosed = errors.New("locklab adapter: connection closed")

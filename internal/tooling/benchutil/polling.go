@@ -22,7 +22,8 @@ type PollMode struct {
 }
 
 // PollModes are the three ways of waiting the docs compare: Wait's default
-// policy (5ms doubling to 250ms, jittered), a fixed 5ms loop (the PHP
+// policy (4ms doubling to 250ms, jittered, no further than the holder's
+// age tells: locklab.HoldFactor), a fixed 5ms loop (the PHP
 // do/while with usleep(5000) of the survey of Redis locks: Initial = Max =
 // 5ms, no jitter to speak of), and the Notifier.
 var PollModes = []PollMode{
