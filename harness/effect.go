@@ -85,8 +85,14 @@ func (r *run) markLocked(c *client) {
 //     that removes the lock of a client holding it);
 //   - after which the resource took a write writes the resource.
 func (r *run) noteEffectLocked(enabled []Step) {
+	n := min(len(r.hist.Events), len(r.steps))
+	for len(r.effects) < n-1 {
+		// Steps whose end was not seen on its own: they touch
+		// everything.
+		r.effects = append(r.effects, stepEffect{})
+	}
 	i := len(r.effects)
-	if i >= len(r.hist.Events) || i >= len(r.steps) {
+	if i >= n {
 		return
 	}
 	ev, st, m := r.hist.Events[i], r.steps[i], r.marks
