@@ -21,9 +21,13 @@
 //	storecells.go the stores' cells: n/a reasons, bounds
 //	history.go    the record of a run; check.go the checkers on it
 //	explore.go    many schedules of a case, keeping the shortest counterexample
-//	prefix.go     the explorer's depth-first walk, and its reduction
+//	prefix.go     the explorer's depth-first walk, and the MULTI rule
+//	touch.go      what a step reads and writes; redistouch.go Redis's commands'
+//	effect.go     what a step did, the harness's part of its footprint
+//	sleep.go      sleep sets under the preemption bound (docs/reduction.md)
 //	demo.go       one case shown step by step; matrix.go the verdict matrix
 //	place.go      placing the matrix's cells on the nodes, several at once
+//	pool.go       one pool of runs the matrix's Redis cells share
 //	interactive.go  a run whose steps a person picks, checked after each
 //
 // Rendering a history or a matrix (text timeline, Mermaid, Markdown, HTML)
