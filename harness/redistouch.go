@@ -46,18 +46,13 @@ func set(names ...string) map[string]bool {
 
 // redisTouch is what cmd with args reads and writes on node, keys named
 // with redisKeyRes(node, …) (node 0 for a run whose nodes replicate one
-// another, where a key on one node is the key on every node). nil, which
+// another, where a key on one node is the key on every node), in the
+// namespace tagged tag (namespace.Namespace; "" for none): keys are named
+// without the tag, which differs from one worker to the next, so that what
+// one run's step touched compares with another run's. nil, which
 // conflicts with everything, for a command it does not know, a malformed
 // one, and WAIT, which moves what a replica holds.
-func redisTouch(node int, cmd string, args []any) *Touch {
-	return redisTouchIn("", node, cmd, args)
-}
-
-// redisTouchIn is redisTouch of a command in the namespace tagged tag
-// (namespace.Namespace; "" for none): keys are named without the tag,
-// which differs from one worker to the next, so that what one run's step
-// touched compares with another run's.
-func redisTouchIn(tag string, node int, cmd string, args []any) *Touch {
+func redisTouch(tag string, node int, cmd string, args []any) *Touch {
 	c := strings.ToUpper(cmd)
 	keys := func(from, to int) []string {
 		var out []string
@@ -152,7 +147,7 @@ func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *Touch {
 	if k.st != nil {
 		tag = k.st.ns.String()
 	}
-	t := redisTouchIn(tag, node, cmd, args)
+	t := redisTouch(tag, node, cmd, args)
 	switch strings.ToUpper(cmd) {
 	case "MULTI":
 		*inTx = true
