@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestHTMLNamesTheStoresThatRan(t *testing.T) {
 	assert.NotContains(t, page, "<dt>Redis</dt>", "no Redis strategy ran")
 	assert.Contains(t, page, "<dt>PostgreSQL</dt><dd>process 127.0.0.1:5432 (postgres 15)</dd>")
 	assert.Contains(t, page, "<dt>etcd</dt><dd>3 member processes</dd>")
-	assert.Contains(t, page, "on PostgreSQL and etcd at most 2 (default) preemptions and 300 (default) schedules per cell")
+	assert.Contains(t, page, fmt.Sprintf("on PostgreSQL and etcd at most 2 (default) preemptions and %d (default) schedules per cell", harness.StoreSchedules))
 	assert.NotContains(t, page, "200 (default) schedules", "the Redis bound is not the one that applied")
 	assert.Contains(t, page, "limit of 20 schedules for its search was reached")
 	// Each cell tells its own store's story, with its own source.
