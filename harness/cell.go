@@ -122,7 +122,8 @@ func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known 
 // exploreStoreCell runs cs's cell on the nodes of another store: the
 // scenario's own schedule first, then the schedules within 1, 2, ... up
 // to o.MaxPreemptions preemptions in turn, each level stopping at its
-// first violation, all of them together at most o.MaxSchedules schedules
+// first violation in its walk's order (the same on one worker and on
+// o.Workers: ExploreOptions.StopAtFirst), all of them together at most o.MaxSchedules schedules
 // (StoreRestartSchedules for a scenario that restarts the server, whose
 // every schedule waits for the server, EtcdRestartSchedules when it waits
 // for etcd's election too, PGFailoverSchedules when it promotes a
@@ -180,8 +181,10 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		if p == 0 {
 			mp = -1
 		}
+		// Its first worker runs on the cell's lane, more take room in the
+		// matrix's pool; each locks a key of its own (storeKeySuffix).
 		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
-			StopAtFirst: true})
+			StopAtFirst: true, Workers: o.Workers, pool: o.pool, poolFree: true})
 		if err != nil {
 			return c, err
 		}

@@ -191,6 +191,7 @@ func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int,
 	}
 	c.waiting = false
 	r.reqs++
+	t = r.unsuffixed(t)
 	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{}), touch: t}
 	if node != 0 && c.merge >= 0 && !r.spec.multi {
 		// The first command of an operation runs in the step that began

@@ -45,8 +45,9 @@ type ExploreOptions struct {
 	// (0: the default 20000); the result is then not Complete.
 	MaxSchedules int
 	// Workers run schedules in parallel, each on its own database of the
-	// nodes (0: the default 1; at most 16; 1 when the scenario needs node
-	// faults).
+	// nodes, or on a store other than Redis on a key of its own
+	// (storeKeySuffix) (0: the default 1; at most 16; 1 when the scenario
+	// needs node faults).
 	Workers int
 	// DB is the first database the workers use (worker w uses DB+w).
 	DB int
@@ -54,14 +55,20 @@ type ExploreOptions struct {
 	// sets, and runs branch inside transactions too (runPrefix): every
 	// schedule within the bounds runs, as in a plain enumeration.
 	NoReduction bool
-	// StopAtFirst ends the exploration at the first violation.
+	// StopAtFirst ends the exploration at the first violation in the
+	// walk's order: with several workers, as with one, the schedules run
+	// and counted are those up to it, and it is the counterexample
+	// (a random sample stops at the first one any worker finds).
 	StopAtFirst bool
 	// Progress, when set, is called about every 250ms and at the end.
 	Progress func(ExploreProgress)
 	// pool, when set, is the matrix's pool of runs (pool.go): the
 	// exploration starts with one worker and takes more, up to Workers,
-	// while the pool has room.
-	pool *workerPool
+	// while the pool has room. poolFree: the first worker runs outside
+	// the pool (a cell of a store other than Redis: its lane), the others
+	// take room in it.
+	pool     *workerPool
+	poolFree bool
 }
 
 // observeRun, in the reduction's tests, sees every explored run's history
@@ -133,15 +140,31 @@ type explorer struct {
 	// sleepSets: the runs keep sleep sets (sleep.go).
 	sleepSets bool
 	// The workers (worker): their context and nodes, the most that run,
-	// which of their databases are in use, how many run, and the pool
-	// they take room in (nil: all of them run from the start).
+	// which of their databases are in use, which of them hold room in
+	// the pool, how many run, and the pool they take room in (nil: all
+	// of them run from the start).
 	ctx     context.Context
 	nodes   []Node
 	workers int
 	inUse   []bool
+	pooled  []bool
 	running int
 	wg      sync.WaitGroup
 	pool    *workerPool
+	// first is the place in the walk's order (prefix.order) of the first
+	// violation found so far, under StopAtFirst; ran the runs counted
+	// until then, to count those up to it at the end.
+	first []int32
+	ran   []ranRun
+}
+
+// ranRun is what a run of an exploration that stops at its first
+// violation adds to the result, kept until the end says whether it
+// counts (it does when it comes before the first violation).
+type ranRun struct {
+	order             []int32
+	commands, skipped int
+	redundant         bool
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -207,16 +230,16 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if len(sc.Needs) > 0 {
 		workers = 1
 	}
-	if nodeStore(nodes) != "" {
-		workers = 1 // one server, one set of tables: no databases to split it in
-	}
 	e.ctx, e.nodes, e.workers, e.pool = ctx, nodes, workers, opts.pool
-	e.inUse = make([]bool, workers)
+	e.inUse, e.pooled = make([]bool, workers), make([]bool, workers)
 	if e.pool != nil {
 		// One worker to begin with, more as the pool has room (pool.go);
 		// a cell whose nodes keep an append-only file for it runs one.
-		if err := e.pool.acquire(ctx); err != nil {
-			return nil, err
+		if !opts.poolFree {
+			if err := e.pool.acquire(ctx); err != nil {
+				return nil, err
+			}
+			e.pooled[0] = true
 		}
 		if spec.appendFsync != "" {
 			e.workers = 1
@@ -259,6 +282,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
+	e.countToFirst()
 	r := &e.res
 	r.Scenario, r.Strategy = sc.Name, opts.Case.Strategy.Name
 	r.Elapsed = time.Since(e.start)
@@ -369,17 +393,20 @@ func (e *explorer) next(w int) (prefix, bool) {
 		if n := len(e.stack); n > 0 {
 			p := e.stack[n-1]
 			e.stack = e.stack[:n-1]
+			if e.pastFirst(p.order) {
+				continue
+			}
 			e.busy++
 			return p, true
 		}
-		if e.pool != nil && e.busy > 0 {
+		if e.pooled[w] && e.busy > 0 {
 			// Nothing waits: the worker gives its room back to the pool,
 			// and the one still running goes on (a busy worker comes
 			// back here).
 			return prefix{}, false
 		}
 		if e.busy == 0 {
-			e.res.Complete = true
+			e.res.Complete = e.first == nil
 			e.cond.Broadcast()
 			return prefix{}, false
 		}
@@ -437,12 +464,25 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			}
 			e.res.Commands += h.Commands()
 			// Children are pushed in reverse so the first alternative
-			// runs first.
+			// runs first; each comes after its parent in the walk's
+			// order, and before its next sibling.
 			for i := len(children) - 1; i >= 0; i-- {
+				children[i].order = append(slices.Clip(p.order), int32(i))
 				e.stack = append(e.stack, children[i])
 			}
 			e.growLocked()
-			if h.Verdict.Failed() {
+			switch {
+			case e.opts.StopAtFirst && !e.opts.Random:
+				e.ran = append(e.ran, ranRun{order: p.order, commands: h.Commands(), skipped: skipped,
+					redundant: h.redundant})
+				if h.Verdict.Failed() && (e.first == nil || slices.Compare(p.order, e.first) < 0) {
+					// The walk alone would have stopped here, unless a
+					// run before it in its order fails too: the runs
+					// after it stop, those before it go on.
+					e.first = p.order
+					e.res.Counterexample = h
+				}
+			case h.Verdict.Failed():
 				e.res.Violations++
 				if shorter(h, e.res.Counterexample) {
 					e.res.Counterexample = h
@@ -467,17 +507,49 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 	}
 }
 
-// worker runs schedules on database DB+w of the nodes until the
-// exploration is over, or, in a pool, until nothing waits for it.
+// pastFirst reports whether a run at order comes after the first violation
+// found in the walk's order, under StopAtFirst: the walk alone never
+// runs it. The caller holds e.mu.
+func (e *explorer) pastFirst(order []int32) bool {
+	return e.first != nil && slices.Compare(order, e.first) > 0
+}
+
+// countToFirst makes the result of an exploration that stopped at its
+// first violation the walk's alone: the runs up to it in the walk's order,
+// whichever workers ran them and whatever ran after it meanwhile.
+func (e *explorer) countToFirst() {
+	if e.first == nil {
+		return
+	}
+	r := &e.res
+	r.Schedules, r.Skipped, r.Redundant, r.Commands, r.Violations = 0, 0, 0, 0, 1
+	for _, x := range e.ran {
+		if slices.Compare(x.order, e.first) > 0 {
+			continue
+		}
+		r.Schedules++
+		r.Skipped += x.skipped
+		r.Commands += x.commands
+		if x.redundant {
+			r.Redundant++
+		}
+	}
+	r.Complete = false
+}
+
+// worker runs schedules on database DB+w of the nodes (on a store other
+// than Redis, key suffix w: storeKeySuffix) until the exploration is
+// over, or, when it holds room in a pool, until nothing waits for it.
 func (e *explorer) worker(w int) {
 	defer e.wg.Done()
 	defer func() {
 		e.mu.Lock()
-		e.inUse[w] = false
+		pooled := e.pooled[w]
+		e.inUse[w], e.pooled[w] = false, false
 		e.running--
 		e.cond.Broadcast()
 		e.mu.Unlock()
-		if e.pool != nil {
+		if pooled {
 			e.pool.release()
 		}
 	}()

@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"slices"
+	"strconv"
 )
 
 // Node is a Redis server the harness runs schedules on. The harness talks to
@@ -42,6 +43,24 @@ type slot struct {
 	// switches its own on and off).
 	appendFsync string
 	store       Store
+	// keySuffix, on a store other than Redis, keeps the runs of the
+	// exploration's other workers apart from worker 0's on one server:
+	// they lock the key with it appended (storeKeySuffix), where Redis's
+	// workers each have a database.
+	keySuffix string
+}
+
+// storeKeySuffix is what worker w of an exploration on a store other than
+// Redis appends to the key its runs lock: "" for worker 0 (the key the
+// scenario names, which a replay locks), "~w2" for worker 2. A store
+// keeps one key's runs apart from another's (each run empties its key and
+// ends its own sessions), so the workers' runs never meet; their
+// histories show the key without it.
+func storeKeySuffix(w int) string {
+	if w == 0 {
+		return ""
+	}
+	return "~w" + strconv.Itoa(w)
 }
 
 // newSlot makes the slot of database db on nodes. steps are the steps its
@@ -66,7 +85,7 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &slot{nodes: nodes, store: st}, nil
+		return &slot{nodes: nodes, store: st, keySuffix: storeKeySuffix(db)}, nil
 	}
 	return &slot{nodes: nodes, store: newRedisStore(nodes, db, direct)}, nil
 }

@@ -58,7 +58,7 @@ func (e *explorer) growLocked() {
 	for e.inUse[w] {
 		w++
 	}
-	e.inUse[w] = true
+	e.inUse[w], e.pooled[w] = true, true
 	e.running++
 	e.wg.Add(1)
 	go e.worker(w)

@@ -23,6 +23,10 @@ type prefix struct {
 	// before that step: the run keeps those its last step is independent
 	// of (sleep.go).
 	sleep []sleeper
+	// order is the prefix's place in the walk's order: the indexes of the
+	// alternatives that lead to it from the first run (a run comes before
+	// its alternatives, the first of them before the second).
+	order []int32
 }
 
 // preemptive reports whether choosing st after client last, with enabled

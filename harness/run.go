@@ -177,10 +177,14 @@ type run struct {
 }
 
 func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
-	spec.key = sl.store.Key(spec.key)
+	shown := spec.key
+	spec.key = sl.store.Key(spec.key + sl.keySuffix)
+	if sl.keySuffix == "" {
+		shown = spec.key // a Redis namespace's tag shows
+	}
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
 		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes)), tickedAt: -1}
-	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: spec.key, TTL: spec.ttl}
+	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: shown, TTL: spec.ttl}
 	for _, n := range sl.nodes {
 		r.hist.Nodes = append(r.hist.Nodes, n.Name())
 	}

@@ -4,7 +4,10 @@
 
 package harness
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Touch is what a step reads and writes on its store, named as the store
 // names its resources (a ZooKeeper node's data, its list of children, the
@@ -32,4 +35,22 @@ func (t *Touch) Conflicts(u *Touch) bool {
 		}
 	}
 	return false
+}
+
+// unsuffixed is t with the run's key named as the scenario names it where
+// the run locks it with a worker's suffix (storeKeySuffix): a footprint's
+// names are the same whichever worker ran the step, for the steps that a
+// run's alternatives, run by other workers, keep asleep (sleep.go).
+func (r *run) unsuffixed(t *Touch) *Touch {
+	if t == nil || r.slot.keySuffix == "" {
+		return t
+	}
+	name := func(ns []string) []string {
+		out := make([]string, len(ns))
+		for i, n := range ns {
+			out[i] = strings.ReplaceAll(n, r.spec.key, r.hist.Key)
+		}
+		return out
+	}
+	return &Touch{Reads: name(t.Reads), Writes: name(t.Writes)}
 }

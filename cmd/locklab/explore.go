@@ -147,7 +147,7 @@ counterexample found with its timeline.`,
 	f.BoolVar(&o.NoReduction, "no-reduction", false, "run the plain enumeration: no sleep sets, and branch inside transactions too (docs/reduction.md)")
 	intFlag(f, &random, "random", "", 0, atLeast(1), "sample this many schedules at random instead of enumerating")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for --random and for the clients' tokens")
-	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once, each on its own Redis database (1 to 16)")
+	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once, each on its own Redis database (on another store, a key of its own) (1 to 16)")
 	f.BoolVar(&o.StopAtFirst, "first", false, "stop at the first counterexample")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a counterexample is found")

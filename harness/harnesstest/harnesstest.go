@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locklab/locklab/harness"
 )
@@ -28,4 +29,40 @@ func Noted(h *harness.History, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// WorkersAgree explores each scenario on strategy on a store's nodes with
+// one worker and with four (each on a key of its own), stopping at the
+// first violation, and fails the test unless both give the same result:
+// the schedules run and their commands, the outcome, the counterexample's
+// schedule, and whether the search was complete. bound is the preemption
+// bound (ExploreOptions.MaxPreemptions).
+func WorkersAgree(t *testing.T, nodes []harness.Node, strategy string, bound int, scenarios ...string) {
+	t.Helper()
+	for _, sc := range scenarios {
+		cs := Case(t, sc, strategy)
+		explore := func(workers int) *harness.ExploreResult {
+			res, err := harness.Explore(t.Context(), harness.ExploreOptions{Case: cs, Nodes: nodes,
+				MaxPreemptions: bound, Workers: workers, StopAtFirst: true})
+			if err != nil {
+				t.Fatalf("%s on %s, %d workers: %v", strategy, sc, workers, err)
+			}
+			return res
+		}
+		one, four := explore(1), explore(4)
+		schedule := func(r *harness.ExploreResult) string {
+			if r.Counterexample == nil {
+				return ""
+			}
+			return r.Counterexample.Schedule
+		}
+		if one.Schedules != four.Schedules || one.Commands != four.Commands || one.Outcome != four.Outcome ||
+			schedule(one) != schedule(four) || one.Complete != four.Complete {
+			t.Errorf("%s on %s: one worker %s after %d schedules (%d commands, complete %v) %q; four %s after %d (%d, %v) %q",
+				strategy, sc, one.Outcome, one.Schedules, one.Commands, one.Complete, schedule(one),
+				four.Outcome, four.Schedules, four.Commands, four.Complete, schedule(four))
+		}
+		t.Logf("%s on %s: %s after %d schedules; one worker %v, four %v", strategy, sc, one.Outcome, one.Schedules,
+			one.Elapsed.Round(time.Millisecond), four.Elapsed.Round(time.Millisecond))
+	}
 }

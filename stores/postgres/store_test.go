@@ -326,3 +326,17 @@ func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 		t.Error("pause-past-ttl-versioned applies to set-nx-px")
 	}
 }
+
+// TestPostgresWorkersAgree: an exploration on PostgreSQL runs the same
+// schedules to the same verdict and counterexample on one worker as on
+// four, each worker locking a key of its own (its rows, its advisory
+// number) on the one server.
+func TestPostgresWorkersAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules on PostgreSQL")
+	}
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
+	harnesstest.WorkersAgree(t, nodes, "pg-lock-table", 2, "clock-skew", "crash-before-expire")
+	harnesstest.WorkersAgree(t, nodes, "pg-advisory", 2, "partitioned-holder")
+}

@@ -91,6 +91,28 @@ type stmt struct {
 
 var undeclared = stmt{kind: stmtUndeclared}
 
+// nameKey names the advisory lock of lockKey's number by the key itself
+// ("advisory:lock:x"), as the rows of the key are named by it: a worker
+// that locks the key with its suffix (the harness's) then declares the
+// same names as the others, once the harness takes the suffix away.
+func (s *stmt) nameKey(lockKey string) {
+	if lockKey == "" {
+		return
+	}
+	num := "advisory:" + strconv.FormatInt(advisoryID(lockKey), 10)
+	named := "advisory:" + lockKey
+	if s.lock == num {
+		s.lock = named
+	}
+	for _, ns := range [][]string{s.reads, s.writes} {
+		for i, n := range ns {
+			if n == num {
+				ns[i] = named
+			}
+		}
+	}
+}
+
 // The statements the store recognises, on SQL whose whitespace is one
 // space and in upper case (sqlText). A transaction begins at its first
 // statement's snapshot, not at BEGIN, which touches nothing; a

@@ -75,6 +75,7 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 	}
 	st := classify(data.SQL, data.Args)
 	t.s.mu.Lock()
+	st.nameKey(t.s.lockKey)
 	args := pgArgs(data.Args, t.s.lockKey)
 	h := t.sessions[conn]
 	if h == nil {

@@ -218,3 +218,14 @@ func touchesOf(h *harness.History) []harness.Touch {
 	}
 	return out
 }
+
+// TestZooKeeperWorkersAgree: an exploration on ZooKeeper runs the same
+// schedules to the same verdict and counterexample on one worker as on
+// four, each worker locking a key of its own (its paths, its sessions) on
+// the one ensemble.
+func TestZooKeeperWorkersAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules on ZooKeeper")
+	}
+	harnesstest.WorkersAgree(t, ensemble(t), "zk-recipe", 2, "pause-past-ttl", "crash-before-expire")
+}
