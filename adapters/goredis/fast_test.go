@@ -11,6 +11,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/adapters/goredis"
+	"github.com/locklab/locklab/internal/tooling/adaptertest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
@@ -96,7 +97,7 @@ func TestCycleSendsTwoCommands(t *testing.T) {
 	for _, name := range sent {
 		require.Equal(t, "evalsha", name)
 	}
-	calls := commandCalls(t, s)
+	calls := adaptertest.CommandCalls(t, s)
 	assert.Equal(t, 2*n, calls["evalsha"], "%v", calls)
 	assert.Zero(t, calls["eval"], "no NOSCRIPT after the first cycle: %v", calls)
 	for name := range calls {

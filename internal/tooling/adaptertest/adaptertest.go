@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -121,8 +120,6 @@ func doOn(t *testing.T, ctx context.Context, src locklab.ConnSource, cmd []any) 
 	return redis.DoContext(c, ctx, cmd[0].(string), cmd[1:]...)
 }
 
-var callsRE = regexp.MustCompile(`cmdstat_(evalsha|eval):calls=(\d+)`)
-
 // ScriptFallback runs a script through the adapter on a server that does
 // not know it (SCRIPT FLUSH): the first run answers NOSCRIPT to EVALSHA and
 // is sent again with EVAL, which loads it; the second is one EVALSHA.
@@ -148,14 +145,9 @@ func ScriptFallback(t *testing.T, newSource NewSource) {
 		assert.Equal(t, []byte("v"+strconv.Itoa(i)), v)
 		assert.Equal(t, int64(1), exists(), "EVAL after NOSCRIPT loads the script")
 	}
-	info, err := redis.String(s.Do(t, "INFO", "commandstats"), nil)
-	require.NoError(t, err)
-	calls := map[string]int{}
-	for _, m := range callsRE.FindAllStringSubmatch(info, -1) {
-		calls[m[1]], _ = strconv.Atoi(m[2])
-	}
-	assert.Equal(t, map[string]int{"evalsha": 2, "eval": 1}, calls,
-		"one NOSCRIPT answered with EVAL, then EVALSHA alone")
+	calls := CommandCalls(t, s)
+	assert.Equal(t, [2]int{2, 1}, [2]int{calls["evalsha"], calls["eval"]},
+		"one NOSCRIPT answered with EVAL, then EVALSHA alone: %v", calls)
 
 	// And through a strategy that runs scripts, after another flush.
 	s.Do(t, "SCRIPT", "FLUSH")
