@@ -66,3 +66,32 @@ func WorkersAgree(t *testing.T, nodes []harness.Node, strategy string, bound int
 			one.Elapsed.Round(time.Millisecond), four.Elapsed.Round(time.Millisecond))
 	}
 }
+
+// Conflict fails the test unless footprints a and b of the steps named
+// what conflict as want says, either way round; undeclared (nil) fails.
+func Conflict(t *testing.T, what string, a, b *harness.Touch, want bool) {
+	t.Helper()
+	if a == nil || b == nil {
+		t.Errorf("%s: undeclared (%v, %v)", what, a, b)
+		return
+	}
+	if got := a.Conflicts(b); got != want {
+		t.Errorf("%s: Conflicts = %v, want %v (%+v, %+v)", what, got, want, *a, *b)
+	}
+	if got := b.Conflicts(a); got != want {
+		t.Errorf("%s (the other way): Conflicts = %v, want %v", what, got, want)
+	}
+}
+
+// Undeclared fails the test unless u, what the store declared for the
+// step named what, is no footprint, one that conflicts with everything,
+// even a step that touches nothing.
+func Undeclared(t *testing.T, what string, u *harness.Touch) {
+	t.Helper()
+	if u != nil {
+		t.Errorf("%s: declared %+v", what, *u)
+	}
+	if !u.Conflicts(&harness.Touch{}) || !(&harness.Touch{}).Conflicts(u) {
+		t.Errorf("%s: an undeclared step commutes with a step that touches nothing", what)
+	}
+}

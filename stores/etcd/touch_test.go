@@ -173,16 +173,7 @@ func TestEtcdTouchesConflict(t *testing.T) {
 		{"revoke L1 after k1's release, get k1", revokeAfter, get1, false},
 		{"revoke L1 after k1's release, put k2", revokeAfter, put2, false},
 	} {
-		if tc.t == nil || tc.u == nil {
-			t.Errorf("%s: undeclared (%v, %v)", tc.name, tc.t, tc.u)
-			continue
-		}
-		if got := tc.t.Conflicts(tc.u); got != tc.want {
-			t.Errorf("%s: Conflicts = %v, want %v (%+v, %+v)", tc.name, got, tc.want, *tc.t, *tc.u)
-		}
-		if got := tc.u.Conflicts(tc.t); got != tc.want {
-			t.Errorf("%s (the other way): Conflicts = %v, want %v", tc.name, got, tc.want)
-		}
+		harnesstest.Conflict(t, tc.name, tc.t, tc.u, tc.want)
 	}
 }
 
@@ -210,12 +201,7 @@ func TestEtcdUndeclared(t *testing.T) {
 		{"another request", 1, &pb.LeaseLeasesRequest{}},
 	} {
 		u := touches(b, names, tc.client, tc.req)
-		if u != nil {
-			t.Errorf("%s: declared %+v", tc.name, *u)
-		}
-		if !u.Conflicts(&harness.Touch{}) || !(&harness.Touch{}).Conflicts(u) {
-			t.Errorf("%s: an undeclared step commutes with a step that touches nothing", tc.name)
-		}
+		harnesstest.Undeclared(t, tc.name, u)
 	}
 }
 

@@ -181,16 +181,7 @@ func TestPostgresTouchesConflict(t *testing.T) {
 		{"a statement after a refused try, try a", refusedRead, tryA, false},
 		{"a row lock, an advisory lock", forA1, tryA, false},
 	} {
-		if tc.t == nil || tc.u == nil {
-			t.Errorf("%s: undeclared (%v, %v)", tc.name, tc.t, tc.u)
-			continue
-		}
-		if got := tc.t.Conflicts(tc.u); got != tc.want {
-			t.Errorf("%s: Conflicts = %v, want %v (%+v, %+v)", tc.name, got, tc.want, *tc.t, *tc.u)
-		}
-		if got := tc.u.Conflicts(tc.t); got != tc.want {
-			t.Errorf("%s (the other way): Conflicts = %v, want %v", tc.name, got, tc.want)
-		}
+		harnesstest.Conflict(t, tc.name, tc.t, tc.u, tc.want)
 	}
 }
 
@@ -215,12 +206,7 @@ func TestPostgresUndeclared(t *testing.T) {
 	} {
 		h := newSession()
 		u := on(h, false, tc.sql, "", nil, tc.args...)
-		if u != nil {
-			t.Errorf("%q: declared %+v", tc.sql, *u)
-		}
-		if !u.Conflicts(&harness.Touch{}) || !(&harness.Touch{}).Conflicts(u) {
-			t.Errorf("%q: an undeclared step commutes with a step that touches nothing", tc.sql)
-		}
+		harnesstest.Undeclared(t, fmt.Sprintf("%q", tc.sql), u)
 		if later := on(h, false, "BEGIN", "", nil); later != nil {
 			t.Errorf("%q: the session's next statement declared %+v", tc.sql, *later)
 		}

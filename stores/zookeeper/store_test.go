@@ -200,12 +200,10 @@ func TestZooKeeperTouches(t *testing.T) {
 		{"ls, get", ls, get, false},
 		{"delete, get", del, get, true},
 		{"delete, ls", del, ls, true},
-		{"unknown", touches(request{op: opSync, path: "/l"}), get, true},
 	} {
-		if got := tc.t.Conflicts(tc.u); got != tc.want {
-			t.Errorf("%s: Conflicts = %v, want %v", tc.name, got, tc.want)
-		}
+		harnesstest.Conflict(t, tc.name, tc.t, tc.u, tc.want)
 	}
+	harnesstest.Undeclared(t, "a sync", touches(request{op: opSync, path: "/l"}))
 }
 
 // touchesOf lists what each step of h declares.
