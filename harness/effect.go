@@ -5,6 +5,8 @@
 
 package harness
 
+import "slices"
+
 // The names the harness adds to a step's Touch: the critical section
 // (which clients hold the lock, the order in which they took it) and the
 // protected resource.
@@ -103,18 +105,20 @@ func (r *run) noteEffectLocked(enabled []Step) {
 			eff.enabledAfter = eff.enabledAfter || x.Client == ev.Client
 		}
 		if ev.Touch != nil && r.crashes == m.crashes {
-			t := &Touch{Reads: ev.Touch.Reads, Writes: ev.Touch.Writes}
+			// The declared names are the store's: the harness's are
+			// added to copies.
+			t := &Touch{Reads: slices.Clip(ev.Touch.Reads), Writes: slices.Clip(ev.Touch.Writes)}
 			if r.clockReads != m.clockReads {
-				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchClock)
+				t.Writes = append(t.Writes, touchClock)
 			}
 			if r.holderChanges != m.holderChanges {
-				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchHolders)
+				t.Writes = append(t.Writes, touchHolders)
 			}
 			if m.inRelease {
-				t.Reads = append(t.Reads[:len(t.Reads):len(t.Reads)], touchHolders)
+				t.Reads = append(t.Reads, touchHolders)
 			}
 			if len(r.hist.Writes) != m.writes {
-				t.Writes = append(t.Writes[:len(t.Writes):len(t.Writes)], touchResource)
+				t.Writes = append(t.Writes, touchResource)
 			}
 			eff.touch = t
 		}

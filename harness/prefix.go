@@ -155,11 +155,12 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			if ok && alt == def {
 				continue
 			}
-			np := preem + cost(alt)
+			c := cost(alt)
+			np := preem + c
 			if np > e.opts.MaxPreemptions {
 				continue
 			}
-			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: cost(alt), taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
+			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: c, taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
 			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used), sleep: slices.Clone(asleep)})
 		}
 		if faults < e.opts.MaxFaults {
