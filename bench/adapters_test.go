@@ -51,10 +51,7 @@ func cycleOnce(b *testing.B, l locklab.Locker) func() {
 func BenchmarkGoRedisAdapterVsRedislock(b *testing.B) {
 	g := goredis.NewClient(&goredis.Options{Addr: startServer(b), PoolSize: 8})
 	defer g.Close()
-	l, err := strategies.New("set-nx-px", locklab.Config{Pool: adgoredis.New(g)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := setNXPX(b, adgoredis.New(g))
 	pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
 }
 
@@ -64,10 +61,7 @@ func BenchmarkRueidisAdapterVsRedsync(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rc.Close()
-	l, err := strategies.New("set-nx-px", locklab.Config{Pool: adrueidis.New(rc)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := setNXPX(b, adrueidis.New(rc))
 	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(rc)))
 	ctx := context.Background()
 	pair(b, "locklab", cycleOnce(b, l), "redsync", func() {
@@ -89,10 +83,7 @@ func BenchmarkRedigoVsRedislock(b *testing.B) {
 	defer pool.Close()
 	g := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 8})
 	defer g.Close()
-	l, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := setNXPX(b, pool)
 	pair(b, "locklab", cycleOnce(b, l), "redislock", redislockCycle(b, redislock.New(g)), "peer/locklab")
 }
 
@@ -105,14 +96,7 @@ func BenchmarkGoRedisAdapterVsRedigo(b *testing.B) {
 	defer pool.Close()
 	g := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 8})
 	defer g.Close()
-	onRedigo, err := strategies.New("set-nx-px", locklab.Config{Pool: pool})
-	if err != nil {
-		b.Fatal(err)
-	}
-	viaGoRedis, err := strategies.New("set-nx-px", locklab.Config{Pool: adgoredis.New(g)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	onRedigo, viaGoRedis := setNXPX(b, pool), setNXPX(b, adgoredis.New(g))
 	pair(b, "redigo", cycleOnce(b, onRedigo), "goredis", cycleOnce(b, viaGoRedis), "goredis/redigo")
 }
 
@@ -130,23 +114,16 @@ func BenchmarkCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rc.Close()
-	strategy := func(src locklab.ConnSource) locklab.Locker {
-		l, err := strategies.New("set-nx-px", locklab.Config{Pool: src})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return l
-	}
 	rs := redsync.New(rsrueidis.NewPool(rueidiscompat.NewAdapter(rc)))
 	ctx := context.Background()
 	for _, c := range []struct {
 		name  string
 		cycle func()
 	}{
-		{"locklab-redigo", cycleOnce(b, strategy(pool))},
-		{"locklab-goredis", cycleOnce(b, strategy(adgoredis.New(g)))},
+		{"locklab-redigo", cycleOnce(b, setNXPX(b, pool))},
+		{"locklab-goredis", cycleOnce(b, setNXPX(b, adgoredis.New(g)))},
 		{"redislock-goredis", redislockCycle(b, redislock.New(g))},
-		{"locklab-rueidis", cycleOnce(b, strategy(adrueidis.New(rc)))},
+		{"locklab-rueidis", cycleOnce(b, setNXPX(b, adrueidis.New(rc)))},
 		{"redsync-rueidis", func() {
 			m := rs.NewMutex("bench:adapter:peer", redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
 			if err := m.LockContext(ctx); err != nil {
@@ -199,4 +176,13 @@ func redislockCycle(b *testing.B, rl *redislock.Client) func() {
 			b.Fatal(err)
 		}
 	}
+}
+
+// setNXPX is the set-nx-px strategy on src.
+func setNXPX(b *testing.B, src locklab.ConnSource) locklab.Locker {
+	l, err := strategies.New("set-nx-px", locklab.Config{Pool: src})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
 }
