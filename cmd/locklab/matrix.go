@@ -32,16 +32,23 @@ func newMatrixCmd(g *globals) *cobra.Command {
 bounds, and prints SAFE (within the bound explored), VIOLATED (with the
 shortest counterexample), DEADLOCK, STARVATION, or n/a.
 
-Without --strategy it runs the Redis strategies, and the PostgreSQL and
-etcd strategies too where their servers are installed (PostgreSQL's
-binaries, etcd on PATH; make servers installs them): it starts a throwaway
-PostgreSQL server and a three-member etcd cluster on the Redis nodes'
+Without --strategy it runs the Redis strategies, and those of PostgreSQL,
+etcd and ZooKeeper too where their servers are installed (make servers
+installs them): it starts a throwaway PostgreSQL server, a three-member
+etcd cluster and a three-server ZooKeeper ensemble on the Redis nodes'
 backend (containers of images built from those binaries on docker, local
-processes on process), and one more for each strategy on which its cells
-that restart the server run, while the Redis nodes start; their cells run
-beside the Redis cells, bounded by --store-preemptions and
---store-max-schedules (every statement or request is a round trip to a
-database or a quorum). The addrs backend (--addr) gives Redis only.`,
+processes on process), and one more for each of their strategies, on
+which its cells that restart or fail over the server run, while the Redis
+nodes start. Their cells run beside
+the Redis cells, three at a time on each store, bounded by
+--store-preemptions and --store-max-schedules (every statement or request
+is a round trip to a database or a quorum).
+
+All the cells share one pool of runs (--pool): a cell starts with one
+worker and takes more, up to --workers, each on a database of its own (on
+another store, a key of its own), while the pool has room. A cell runs the
+same schedules to the same verdict whatever the parallelism. The addrs
+backend (--addr) gives Redis only.`,
 		Example: `  locklab matrix
   locklab matrix --strategy set-nx-px,setnx-del --json`,
 		Args: usageArgs(0, 0, ""),
