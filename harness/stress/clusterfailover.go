@@ -97,30 +97,14 @@ func flushCluster(ctx context.Context, g *node.RedisCluster) error {
 //
 // The clients' cluster pools read the slot map again when the master stops
 // answering, and so move to the new master once it is elected.
-func (r *recorder) clusterFailover(ctx context.Context) {
+//
+// s is the strike the run records it as (recorder.strike): its stages,
+// its node, its error.
+func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 	g := r.o.RedisCluster
 	bg := context.WithoutCancel(ctx)
-	f := NodeFault{Kind: node.ClusterFailover, At: r.now()}
-	step := func(format string, args ...any) {
-		e := Event{At: r.now(), Client: NodeFaultClient, What: fmt.Sprintf(format, args...)}
-		f.Steps = append(f.Steps, e)
-		r.mu.Lock()
-		r.event(NodeFaultClient, e.What)
-		r.mu.Unlock()
-	}
-	r.faulting.Store(true)
-	defer func() {
-		r.faultEnded.Store(int64(r.now()))
-		r.faulting.Store(false)
-		f.For = r.now() - f.At
-		r.mu.Lock()
-		r.nfaults = append(r.nfaults, f)
-		r.mu.Unlock()
-	}()
-	fail := func(err error) {
-		f.Err = err.Error()
-		step("cluster failover: %v", err)
-	}
+	step := func(format string, args ...any) { s.Step(fmt.Sprintf(format, args...)) }
+	fail := func(err error) { s.Fail("cluster failover", err) }
 
 	wctx, cancel := context.WithTimeout(ctx, rejoinWithin)
 	err := g.WaitReady(wctx)
@@ -142,7 +126,7 @@ func (r *recorder) clusterFailover(ctx context.Context) {
 		return
 	}
 	slot, _ := g.KeySlot(bg, r.o.Key)
-	f.Node = old.Name()
+	s.Node(old.Name())
 	if err := isolate(bg, old); err != nil {
 		reconnect(bg, old)
 		fail(err)

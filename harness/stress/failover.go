@@ -129,30 +129,14 @@ func reconnect(ctx context.Context, n *node.Node) error {
 // the clients that have not yet asked the Sentinels again (each
 // SentinelPool does every locklab.DefaultSentinelRefresh), the new one to
 // the others.
-func (r *recorder) failover(ctx context.Context) {
+//
+// s is the strike the run records it as (recorder.strike): its stages,
+// its node, its error.
+func (r *recorder) failover(ctx context.Context, s *Strike) {
 	g := r.o.Sentinels
 	bg := context.WithoutCancel(ctx)
-	f := NodeFault{Kind: node.Failover, At: r.now()}
-	step := func(format string, args ...any) {
-		e := Event{At: r.now(), Client: NodeFaultClient, What: fmt.Sprintf(format, args...)}
-		f.Steps = append(f.Steps, e)
-		r.mu.Lock()
-		r.event(NodeFaultClient, e.What)
-		r.mu.Unlock()
-	}
-	r.faulting.Store(true)
-	defer func() {
-		r.faultEnded.Store(int64(r.now()))
-		r.faulting.Store(false)
-		f.For = r.now() - f.At
-		r.mu.Lock()
-		r.nfaults = append(r.nfaults, f)
-		r.mu.Unlock()
-	}()
-	fail := func(err error) {
-		f.Err = err.Error()
-		step("failover: %v", err)
-	}
+	step := func(format string, args ...any) { s.Step(fmt.Sprintf(format, args...)) }
+	fail := func(err error) { s.Fail("failover", err) }
 
 	old, err := settledMaster(ctx, g)
 	if err != nil {
@@ -161,7 +145,7 @@ func (r *recorder) failover(ctx context.Context) {
 		}
 		return
 	}
-	f.Node = old.Name()
+	s.Node(old.Name())
 	cut := time.Now()
 	err = isolate(bg, old)
 	// Reconnect whatever happens: a half-done isolation too.

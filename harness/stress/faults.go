@@ -126,9 +126,9 @@ func (r *recorder) faults(ctx context.Context) {
 		case r.store != nil:
 			r.strike(kind, func(s *Strike) error { return r.store.Fault(ctx, s) })
 		case kind == node.Failover:
-			r.failover(ctx)
+			r.strike(kind, func(s *Strike) error { r.failover(ctx, s); return nil })
 		case kind == node.ClusterFailover:
-			r.clusterFailover(ctx)
+			r.strike(kind, func(s *Strike) error { r.clusterFailover(ctx, s); return nil })
 		default:
 			r.nodeFault(ctx, kind, r.o.FaultNodes[rng.IntN(len(r.o.FaultNodes))])
 		}

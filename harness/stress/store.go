@@ -172,6 +172,14 @@ func (s *Strike) Step(what string) {
 	s.r.event(NodeFaultClient, what)
 }
 
+// Fail says the fault failed with err: the report gives err as the
+// fault's error (the last one, when it fails more than once) and lists
+// "what: err" among its stages.
+func (s *Strike) Fail(what string, err error) {
+	s.nf.Err = err.Error()
+	s.Step(what + ": " + err.Error())
+}
+
 // Hold begins the fault, holds it for For (or until ctx ends) and ends
 // it: end runs once begin went through, whatever ctx. It returns the
 // first error.
