@@ -457,12 +457,8 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			}
 			e.stopped = true
 		} else {
-			e.res.Schedules++
-			e.res.Skipped += skipped
-			if h.redundant {
-				e.res.Redundant++
-			}
-			e.res.Commands += h.Commands()
+			x := ranRun{order: p.order, commands: h.Commands(), skipped: skipped, redundant: h.redundant}
+			e.res.add(x)
 			// Children are pushed in reverse so the first alternative
 			// runs first; each comes after its parent in the walk's
 			// order, and before its next sibling.
@@ -473,8 +469,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			e.growLocked()
 			switch {
 			case e.opts.StopAtFirst && !e.opts.Random:
-				e.ran = append(e.ran, ranRun{order: p.order, commands: h.Commands(), skipped: skipped,
-					redundant: h.redundant})
+				e.ran = append(e.ran, x)
 				if h.Verdict.Failed() && (e.first == nil || slices.Compare(p.order, e.first) < 0) {
 					// The walk alone would have stopped here, unless a
 					// run before it in its order fails too: the runs
@@ -524,17 +519,21 @@ func (e *explorer) countToFirst() {
 	r := &e.res
 	r.Schedules, r.Skipped, r.Redundant, r.Commands, r.Violations = 0, 0, 0, 0, 1
 	for _, x := range e.ran {
-		if slices.Compare(x.order, e.first) > 0 {
-			continue
-		}
-		r.Schedules++
-		r.Skipped += x.skipped
-		r.Commands += x.commands
-		if x.redundant {
-			r.Redundant++
+		if slices.Compare(x.order, e.first) <= 0 {
+			r.add(x)
 		}
 	}
 	r.Complete = false
+}
+
+// add counts run x in the result.
+func (r *ExploreResult) add(x ranRun) {
+	r.Schedules++
+	r.Skipped += x.skipped
+	r.Commands += x.commands
+	if x.redundant {
+		r.Redundant++
+	}
 }
 
 // worker runs schedules on database DB+w of the nodes (on a store other
