@@ -46,6 +46,10 @@ func (s *Server) run(ctx context.Context, bin string, args ...string) error {
 	cmd := s.command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// A process the program forked may hold its output open after it is
+	// gone (pg_basebackup streams the WAL from a child): Wait does not
+	// wait for that output longer than this.
+	cmd.WaitDelay = 2 * time.Second
 	s.mu.Lock()
 	if s.closed { // a signal's Close ran: nothing more is written here
 		s.mu.Unlock()
@@ -75,7 +79,7 @@ func (s *Server) run(ctx context.Context, bin string, args ...string) error {
 		}
 		return nil
 	case <-ctx.Done():
-		cmd.Process.Kill()
+		killGroup(cmd.Process)
 		<-done
 		return fmt.Errorf("%s: %w\n%s", bin, ctx.Err(), strings.TrimSpace(out.String()))
 	}
@@ -255,7 +259,7 @@ func (s *Server) Close() error {
 		return s.closeBox()
 	}
 	for p, done := range s.tools { // initdb, pg_basebackup: they write the directory
-		p.Kill()
+		killGroup(p)
 		<-done
 	}
 	if s.cmd != nil {
@@ -299,4 +303,10 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// killGroup kills a short-lived program and every process it forked: it
+// leads a process group of its own (command).
+func killGroup(p *os.Process) {
+	syscall.Kill(-p.Pid, syscall.SIGKILL)
 }
