@@ -55,7 +55,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db
 		return c, err
 	}
 	c.Schedules += ex.Schedules
-	c.Complete = ex.Complete
+	c.Complete, c.traces = ex.Complete, ex.Traces
 	naive := ex.Naive
 	if naive == 0 && ex.Complete && o.Naive {
 		eo.MaxSchedules, eo.NoReduction = 1<<30, true

@@ -109,6 +109,12 @@ type ExploreResult struct {
 	// sleep sets of docs/reduction.md). explore's text says it; its JSON
 	// keeps its schema.
 	Redundant int `json:"-"`
+	// Traces is how many Mazurkiewicz traces the schedules run that did
+	// not end early fall into (traces.go): the fewest schedules a
+	// reduction by independence could run to cover them. explore's text
+	// says it; its JSON keeps its schema.
+	Traces int `json:"-"`
+	traces map[uint64]bool
 	// Commands is the number of Redis commands the clients sent in all.
 	Commands int `json:"commands"`
 	// Complete: every schedule within the bounds ran.
@@ -165,6 +171,7 @@ type ranRun struct {
 	order             []int32
 	commands, skipped int
 	redundant         bool
+	trace             uint64
 }
 
 // Explore runs many schedules of a scenario on a strategy: all of them
@@ -457,7 +464,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			}
 			e.stopped = true
 		} else {
-			x := ranRun{order: p.order, commands: h.Commands(), skipped: skipped, redundant: h.redundant}
+			x := ranRun{order: p.order, commands: h.Commands(), skipped: skipped, redundant: h.redundant, trace: h.trace}
 			e.res.add(x)
 			// Children are pushed in reverse so the first alternative
 			// runs first; each comes after its parent in the walk's
@@ -518,6 +525,7 @@ func (e *explorer) countToFirst() {
 	}
 	r := &e.res
 	r.Schedules, r.Skipped, r.Redundant, r.Commands, r.Violations = 0, 0, 0, 0, 1
+	r.Traces, r.traces = 0, nil
 	for _, x := range e.ran {
 		if slices.Compare(x.order, e.first) <= 0 {
 			r.add(x)
@@ -533,6 +541,14 @@ func (r *ExploreResult) add(x ranRun) {
 	r.Commands += x.commands
 	if x.redundant {
 		r.Redundant++
+		return
+	}
+	if r.traces == nil {
+		r.traces = map[uint64]bool{}
+	}
+	if !r.traces[x.trace] {
+		r.traces[x.trace] = true
+		r.Traces++
 	}
 }
 

@@ -121,6 +121,8 @@ type History struct {
 	// redundant: the explorer ended the run early, every step it could
 	// take being one whose schedules run elsewhere (prefix.go).
 	redundant bool
+	// trace names the trace of the steps the explorer chose (traceKey).
+	trace uint64
 	// Skipped lists steps of an explicit schedule that named a client with
 	// nothing left to do; they were left out.
 	Skipped []string `json:"skipped,omitempty"`

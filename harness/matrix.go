@@ -113,6 +113,9 @@ type Cell struct {
 	// nodes of its store when that is not Redis.
 	cs         *Case
 	storeNodes []Node
+	// traces is how many traces the explored schedules fall into
+	// (ExploreResult.Traces).
+	traces int
 }
 
 // check refuses options that make no sense before any cell runs, as

@@ -103,10 +103,12 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	var asleep []sleeper
 	var lastAlts []pendingAlt
 	var lastTaken Step
+	chosen := 0 // the steps this choose took, the prefix's included
 	choose := func(r *run, enabled []Step) (Step, bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		i := len(r.steps)
+		chosen = i
 		if e.sleepSets && i > 0 && i > len(p.steps)-1 {
 			eff := r.effects[i-1]
 			if i == len(p.steps) {
@@ -123,10 +125,15 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		}
 		lastAlts = nil
 		if i < len(p.steps) {
+			chosen = i + 1
 			return p.steps[i], true
 		}
 		if len(enabled) == 0 {
-			return r.defaultStepLocked(enabled)
+			st, ok := r.defaultStepLocked(enabled)
+			if ok {
+				chosen = i + 1
+			}
+			return st, ok
 		}
 		cost := func(st Step) int {
 			if st.IsClient() && preemptive(st, r.last, enabled) {
@@ -190,6 +197,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		}
 		preem += cost(def)
 		lastTaken = def
+		chosen = i + 1
 		return def, true
 	}
 	r := newRun(ctx, spec, sl)
@@ -197,6 +205,9 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
+	r.mu.Lock()
+	h.trace = traceKey(r.steps, r.effects, chosen)
+	r.mu.Unlock()
 	return h, children, skipped, nil
 }
 

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,12 +119,7 @@ counterexample found with its timeline.`,
 				default:
 					bound = fmt.Sprintf("not every schedule within the bound: --max-schedules %d reached", o.MaxSchedules)
 				}
-				if res.Skipped > 0 {
-					bound += fmt.Sprintf(" (%d branches inside transactions skipped as equivalent)", res.Skipped)
-				}
-				if res.Redundant > 0 {
-					bound += fmt.Sprintf(" (%d runs ended early where every next step was one whose schedules run elsewhere: docs/reduction.md)", res.Redundant)
-				}
+				bound += reductionNote(res, o.Random)
 				fmt.Fprintf(w, "%s on %s: %s after %d schedules in %v (%.0f/s), %s\n",
 					scenario, strategy, res.Headline(), res.Schedules, res.Elapsed.Round(time.Millisecond), res.PerSecond, bound)
 				if ce := res.Counterexample; ce != nil {
@@ -177,3 +173,24 @@ func progressLine(st *status) func(harness.ExploreProgress) {
 // pause-past-ttl on etcd-lease 5; at 100000 not one schedule ran in two
 // minutes.
 const maxExploreClients = 16
+
+// reductionNote is what explore's text says of the reduction
+// (docs/reduction.md): the branches it skipped inside transactions, the
+// runs it ended early, and, of an enumeration, the traces the schedules
+// run fall into: the fewest a reduction by independence could run.
+func reductionNote(res *harness.ExploreResult, random bool) string {
+	var notes []string
+	if res.Skipped > 0 {
+		notes = append(notes, fmt.Sprintf("%d branches inside transactions skipped as equivalent", res.Skipped))
+	}
+	if res.Redundant > 0 {
+		notes = append(notes, fmt.Sprintf("%d runs ended early where every next step was one whose schedules run elsewhere", res.Redundant))
+	}
+	if !random && res.Traces > 0 {
+		notes = append(notes, fmt.Sprintf("%d distinct traces", res.Traces))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, "; ") + ": docs/reduction.md)"
+}
