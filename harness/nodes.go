@@ -6,6 +6,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 )
@@ -90,8 +91,23 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 	return &slot{nodes: nodes, store: newRedisStore(nodes, db, direct)}, nil
 }
 
-// close closes the slot's store, within closeEmptyTimeout.
+// close closes the slot's store, within closeEmptyTimeout, once the
+// members a failover killed in its last run have started again, within
+// recoverTimeout: a member takes seconds to start and rejoin on a loaded
+// machine (a ZooKeeper server is a JVM), more than emptying a key does,
+// and the cell that runs on the cluster next wants it whole. On a cluster
+// closed already (Ctrl-C) no member starts, and that is said at once.
 func (s *slot) close() error {
+	for _, n := range s.nodes {
+		if r, ok := n.(interface{ Recover(context.Context) error }); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+			err := r.Recover(ctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("restarting the member a failover killed on %s: %w", n.Name(), err)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeEmptyTimeout)
 	defer cancel()
 	return s.store.Close(ctx)

@@ -464,3 +464,7 @@ const expireAll = ttlclock.All
 // slot closes: after Ctrl-C the servers may be gone already, and a client
 // would retry for ever.
 const closeEmptyTimeout = 5 * time.Second
+
+// recoverTimeout bounds the start of the members a failover killed when
+// a run's slot closes (slot.close).
+const recoverTimeout = 2 * time.Minute
