@@ -87,7 +87,10 @@ func TestPGStress(t *testing.T) {
 // holder's session
 // and its lock, the next client takes the lock, and the paused one, woken,
 // works on as if it held it. The lock is safe only while its session
-// lives.
+// lives. After a restart the clients take long to serve again (hundreds
+// of errors a run), on a loaded machine longer than a pause lasts: there
+// the next client often has not taken the lock before the paused one
+// wakes, so a restart's overlaps are logged, not required.
 func TestPGStressSessionEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts and partitions a PostgreSQL server for several seconds")
@@ -108,7 +111,7 @@ func TestPGStressSessionEnds(t *testing.T) {
 		for _, f := range rep.NodeFaults {
 			assert.Empty(t, f.Err, "%v on %s", f.Kind, f.Node)
 		}
-		if rep.Pauses > 0 {
+		if rep.Pauses > 0 && fault != node.RestartKeep {
 			assert.Positive(t, rep.Overlaps, "%v ends a paused holder's session, and the next client takes its lock", fault)
 		}
 	}
