@@ -104,11 +104,11 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	var lastAlts []pendingAlt
 	var lastTaken Step
 	chosen := 0 // the steps this choose took, the prefix's included
-	choose := func(r *run, enabled []Step) (Step, bool) {
+	choose := func(r *run, enabled []Step) (st Step, ok bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		i := len(r.steps)
-		chosen = i
+		defer func() { chosen = i + b2i(ok) }()
 		if e.sleepSets && i > 0 && i > len(p.steps)-1 {
 			eff := r.effects[i-1]
 			if i == len(p.steps) {
@@ -125,15 +125,10 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		}
 		lastAlts = nil
 		if i < len(p.steps) {
-			chosen = i + 1
 			return p.steps[i], true
 		}
 		if len(enabled) == 0 {
-			st, ok := r.defaultStepLocked(enabled)
-			if ok {
-				chosen = i + 1
-			}
-			return st, ok
+			return r.defaultStepLocked(enabled)
 		}
 		cost := func(st Step) int {
 			if st.IsClient() && preemptive(st, r.last, enabled) {
@@ -197,7 +192,6 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 		}
 		preem += cost(def)
 		lastTaken = def
-		chosen = i + 1
 		return def, true
 	}
 	r := newRun(ctx, spec, sl)
