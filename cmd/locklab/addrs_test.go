@@ -135,8 +135,8 @@ func TestAddrsLeavesOtherDataIntact(t *testing.T) {
 			{"explore", "-x", "release-after-expiry", "-s", "set-nx-px", "--max-schedules", "100"},
 			{"matrix", "-s", "setnx-del,set-nx-px,setnx-expire", "-x", "stale-recovery,crash-before-expire,ttl-pushed-by-waiters"},
 			{"report", "-s", "setnx-getset", "-x", "stale-recovery", "-o", filepath.Join(t.TempDir(), "r.html")},
-			{"stress", "-s", "set-nx-px", "--duration", "2s"},
-			{"stress", "-s", "setnx-del", "--duration", "1s", "--processes", "--clients", "2"},
+			{"stress", "-s", "set-nx-px", "--cycles", "50", "--duration", "2m"},
+			{"stress", "-s", "setnx-del", "--cycles", "10", "--duration", "2m", "--processes", "--clients", "2"},
 			{"bench", "-s", "set-nx-px,setnx-getset,incr-expire-multi", "--rounds", "1", "--cycles", "20"},
 		} {
 			full := append(args, "--addr", url)
@@ -188,7 +188,7 @@ func TestAddrsTLS(t *testing.T) {
 		{"race-demo"},
 		{"demo", "stale-recovery", "-s", "setnx-del"},
 		{"explore", "-x", "release-after-expiry", "-s", "set-nx-px-del", "--first"},
-		{"stress", "-s", "set-nx-px-del", "--duration", "1s", "--processes", "--clients", "2", "--json"},
+		{"stress", "-s", "set-nx-px-del", "--cycles", "4", "--duration", "2m", "--processes", "--clients", "2", "--json"},
 	} {
 		cmd := exec.Command(os.Args[0], append(args, "--addr", url)...)
 		cmd.Env = append(os.Environ(), cliChildEnv+"=1", "SSL_CERT_FILE="+s.CAFile)

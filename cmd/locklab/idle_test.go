@@ -38,11 +38,16 @@ func TestIdleRunIsNoPass(t *testing.T) {
 	})
 	t.Run("redis acquires refused", func(t *testing.T) {
 		// A user that may not run the scripts the lock takes: every
-		// acquire fails, and the text says how many and why.
+		// acquire fails, and the text says how many and why. No cycle
+		// can complete, so the run ends at --duration; what it needs
+		// inside it is one acquire tried, which the clients (goroutines
+		// of the run) send as they start. The duration stays inside the
+		// starvation window (20 TTLs, 2s), past which the run would
+		// rightly report starvation instead.
 		s := redistest.StartOne(t)
 		s.Do(t, "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "&*", "+@all", "-set")
 		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--addr", "redis://noscript:pw@"+s.Addr,
-			"--duration", "300ms", "--clients", "2", "--crash-prob", "0")
+			"--duration", "1s", "--clients", "2", "--crash-prob", "0")
 		assert.Equal(t, 2, code, stderr)
 		assert.Regexp(t, `\nerrors             \d+ acquires failed, the first: server unreachable or failed: ERR The user executing the script can't run this command`, out)
 		assert.Regexp(t, `\nnothing to judge: no critical section completed; \d+ acquires failed, the first: server unreachable`, out)
@@ -75,7 +80,7 @@ func TestStressPG(t *testing.T) {
 	if err := stores.Installed(postgres.Name); err != nil {
 		t.Skip(err)
 	}
-	code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--duration", "2s", "--clients", "2")
+	code, out, stderr := runStatus(t, "stress", "-s", "pg-advisory", "--backend", "process", "--cycles", "10", "--duration", "2m", "--clients", "2")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "PostgreSQL: process 127.0.0.1:")
 	assert.NotContains(t, stderr, "Redis")

@@ -93,9 +93,9 @@ func jsonRuns(checkAddr string) map[string][][]string {
 		},
 		"matrix": {{"matrix", "--backend", "process", "--nodes", "1", "-s", "setnx-del,set-nx-px", "-x", "stale-recovery,release-after-expiry", "--json"}},
 		"stress": {
-			{"stress", "--backend", "process", "-s", "setnx-del", "--first", "--duration", "2s", "--json"},
+			{"stress", "--backend", "process", "-s", "setnx-del", "--first", "--cycles", "100", "--duration", "2m", "--json"},
 			{"stress", "--backend", "process", "-s", "set-nx-px", "--cycles", "200", "--json"},
-			{"stress", "--backend", "process", "-s", "set-nx-px-del", "--node-faults", "pause", "--fault-every", "300ms", "--duration", "1500ms", "--json"},
+			{"stress", "--backend", "process", "-s", "set-nx-px-del", "--node-faults", "pause", "--fault-every", "100ms", "--cycles", "2000", "--duration", "2m", "--json"},
 		},
 		"check": {{"check", "--addr", checkAddr, "--json"}},
 		"bench": {{"bench", "--backend", "process", "--stores", "redis", "--cycles", "5", "--rounds", "1", "--contenders", "2", "--contend-time", "100ms", "--json"}},

@@ -144,7 +144,7 @@ func TestAddrURL(t *testing.T) {
 		}
 	}()
 	out, _, err := run(t, "stress", "--backend", "addrs", "--addr", url, "-s", "set-nx-px",
-		"--processes", "--clients", "2", "--duration", "2s", "--json")
+		"--processes", "--clients", "2", "--cycles", "4", "--duration", "2m", "--json")
 	close(done)
 	require.NoError(t, err)
 	assert.Contains(t, out, `"violations"`)
@@ -160,7 +160,7 @@ func TestAddrURL(t *testing.T) {
 }
 
 func TestStressFlags(t *testing.T) {
-	out, _, err := run(t, "stress", "--backend", "process", "-s", "set-nx-px-del", "--duration", "5s", "--first", "--json")
+	out, _, err := run(t, "stress", "--backend", "process", "-s", "set-nx-px-del", "--cycles", "100", "--duration", "2m", "--first", "--json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"violations"`)
 

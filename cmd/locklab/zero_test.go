@@ -18,7 +18,7 @@ import (
 // not the default: no pause, no crash, no preemption, no fault.
 func TestZeroMeansZero(t *testing.T) {
 	t.Parallel()
-	out, _, err := run(t, "stress", "--backend", "process", "-s", "set-nx-px", "--duration", "1s",
+	out, _, err := run(t, "stress", "--backend", "process", "-s", "set-nx-px", "--cycles", "20", "--duration", "2m",
 		"--pause-prob", "0", "--crash-prob", "0", "--json")
 	require.NoError(t, err)
 	var rep struct {
