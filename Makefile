@@ -85,15 +85,15 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
 	@for d in . $(ADAPTERS) bench/; do (cd $$d && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod or go.sum of $$d is not tidy: run go mod tidy there"; exit 1; }; done
 
-# The docs test replays the whole verdict matrix in the full run (CI, make
-# test-long): that run goes without the race detector (the harness's own
-# tests run the same engine with it), after the other packages. Every cell
-# runs to the end of its bound, the other stores' leader faults and
-# restarts waiting for elections: on 2 cores that is 30 to 45 minutes of
-# both cores, which beside the other packages made their tests of timing
-# (servers in containers starting, a cluster's failover) late; so it runs
-# alone, last, and its timeout is the run's longest. With
-# -short it checks every region but the matrix, with the other packages.
+# The docs test replays the verdict matrix of the Redis strategies in the
+# full run (CI, make test-long), every cell to the end of its bound: that
+# run goes without the race detector (the harness's own tests run the same
+# engine with it), alone, after the other packages, so that its matrix
+# does not make the others' tests of timing late. With -short it checks
+# every region but the matrix, with the other packages. The whole matrix,
+# the other stores' rows included, is make test-matrix: their cells that
+# fault a server wait for elections, one cell at a time on each store's
+# servers, 25 to 50 minutes on 2 cores.
 DOCGEN := ./internal/tooling/docgen
 # One go test covers locklab and the adapter modules through test.work, a
 # workspace of the three: a single build shares every package the modules
@@ -134,9 +134,27 @@ test: servers fmt ## gofmt, then go test on every package (real servers, no mock
 		docs=$$(echo "$$pkgs" | grep '/internal/tooling/docgen$$'); \
 		pkgs=$$(echo "$$pkgs" | grep -v '/internal/tooling/docgen$$'); \
 	fi; \
-	$(WORK) $(GO) test $(TESTBUILD) $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_TESTS) $$pkgs; rc=$$?; \
-	if [ -n "$$docs" ]; then $(GO) test $(TESTBUILD) $(SHORT) -count=1 -timeout 75m $$docs || rc=1; fi; \
+	log=$$(mktemp); start=$$(date +%s); rc=0; \
+	if [ -n "$$pkgs" ]; then \
+		{ $(WORK) $(GO) test $(TESTBUILD) $(RACE) $(TAGS) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_TESTS) $$pkgs 2>&1; echo $$? >$$log.rc; } | tee $$log; \
+		rc=$$(cat $$log.rc); \
+	fi; \
+	if [ -n "$$docs" ]; then \
+		{ $(DOCS_ENV) $(GO) test $(TESTBUILD) $(SHORT) -count=1 -timeout $(DOCS_TIMEOUT) $$docs 2>&1; echo $$? >$$log.rc; } | tee -a $$log; \
+		[ "$$(cat $$log.rc)" = 0 ] || rc=1; \
+	fi; \
+	./scripts/test-times.sh $$log $$start; rm -f $$log $$log.rc; \
 	exit $$rc
+
+# The docs test's environment and timeout in the full run: the Redis rows
+# of the matrix take seconds to a few minutes; the whole matrix (make
+# test-matrix) up to 50 minutes.
+DOCS_ENV     ?=
+DOCS_TIMEOUT ?= 20m
+
+.PHONY: test-matrix
+test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (25 to 50 minutes on 2 cores)
+	@$(MAKE) --no-print-directory test SHORT= PKGS=$(DOCGEN) DOCS_ENV=LOCKLAB_DOCS_MATRIX=all DOCS_TIMEOUT=75m
 
 .PHONY: test-adapters
 test-adapters: servers ## go test on the go-redis and rueidis adapter modules alone (quick unless CI is set)

@@ -40,6 +40,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,11 @@ type Generator struct {
 	// Keep, when set, names directives whose regions stay as they are:
 	// Rewrite neither runs nor changes them.
 	Keep func(Directive) bool
+	// RedisMatrix runs the matrix on the Redis strategies alone, though
+	// Stores are given for the pages' runs: the other stores' matrix
+	// directives ("matrix stores", "matrix summary stores") must then be
+	// kept, and rendering one is an error.
+	RedisMatrix bool
 
 	// Runs lists, in the order rendered, every run a page shows (run,
 	// timeline and mermaid directives) with its verdict, so that a test can
@@ -188,6 +194,9 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		m, err := g.Matrix(ctx)
 		if err != nil {
 			return "", err
+		}
+		if g.RedisMatrix && slices.Contains(d.Args, "stores") {
+			return "", fmt.Errorf("%s: the generator runs the matrix of Redis alone", d.Text)
 		}
 		redis := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) == "" })
 		others := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) != "" })
@@ -274,6 +283,10 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 	if par <= 0 {
 		par = 4
 	}
+	stores := g.Stores
+	if g.RedisMatrix {
+		stores = nil
+	}
 	m, err := harness.Matrix(ctx, harness.MatrixOptions{
 		Nodes:            g.Nodes,
 		MaxPreemptions:   MatrixPreemptions,
@@ -281,7 +294,7 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 		Workers:          w,
 		Parallel:         par,
 		Naive:            true,
-		Stores:           g.Stores,
+		Stores:           stores,
 		StorePreemptions: StorePreemptions,
 		StoreSchedules:   StoreSchedules,
 	})
