@@ -121,7 +121,7 @@ func (u userData) check(t *testing.T, s *redistest.Server, after string) {
 // each: the runs write only keys of their own namespace and delete only
 // those.
 func TestAddrsLeavesOtherDataIntact(t *testing.T) {
-	t.Setenv(cliChildEnv, "1") // stress's worker processes are this test binary
+	t.Parallel()
 	s := redistest.StartOne(t)
 	s.Do(t, "ACL", append([]any{"SETUSER", "runner", "reset", "on", ">s3cret"}, minimalACL...)...)
 	s.ACLUser(t, "admin", "adm1n") // every permission: nothing but locklab's own care stands between it and the data

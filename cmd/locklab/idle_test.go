@@ -19,6 +19,7 @@ import (
 // says why where "no violation" would be. A --duration of 1ns ends the
 // run before any client tries.
 func TestIdleRunIsNoPass(t *testing.T) {
+	t.Parallel()
 	t.Run("redis", func(t *testing.T) {
 		code, out, stderr := runStatus(t, "stress", "-s", "set-nx-px", "--backend", "process", "--duration", "1ns")
 		assert.Equal(t, 2, code, stderr)
@@ -77,6 +78,7 @@ func TestIdleRunIsNoPass(t *testing.T) {
 // of its own (this command line once ran a Redis server and reported a
 // pass with no cycle): the advisory lock holds while its sessions live.
 func TestStressPG(t *testing.T) {
+	t.Parallel()
 	if err := stores.Installed(postgres.Name); err != nil {
 		t.Skip(err)
 	}

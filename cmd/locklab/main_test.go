@@ -121,7 +121,7 @@ func TestBench(t *testing.T) {
 // TestAddrURL: --addr takes a redis:// URL with an ACL user and a database;
 // stress's worker processes reach the server through it too.
 func TestAddrURL(t *testing.T) {
-	t.Setenv(cliChildEnv, "1") // the worker processes are this test binary
+	t.Parallel()
 	s := redistest.StartOne(t)
 	s.ACLUser(t, "alice", "s3cret")
 	url := "redis://alice:s3cret@" + s.Addr + "/7"

@@ -104,6 +104,7 @@ func TestParseURLHidesPassword(t *testing.T) {
 // reaches stdout or stderr, whether the command fails or runs (the right
 // password of an ACL user).
 func TestAddrNeverShowsPassword(t *testing.T) {
+	t.Parallel()
 	s := redistest.StartOne(t)
 	s.ACLUser(t, "alice", "Qv7/Zx#K?w@9:Lm")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

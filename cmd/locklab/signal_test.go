@@ -30,6 +30,11 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// Every process the tests start from this binary is the CLI: stress's
+	// worker processes, which the runs start without knowing of tests,
+	// too. Set once here, it lets the tests that run them be parallel
+	// (t.Setenv would not).
+	os.Setenv(cliChildEnv, "1")
 	os.Exit(m.Run())
 }
 
