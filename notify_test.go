@@ -246,7 +246,9 @@ func TestNotifierResubscribes(t *testing.T) {
 	afterRestart := wakeLatency(t, l, n, "notify:resub")
 	t.Logf("wake-up after CLIENT KILL: %v, after a restart: %v", afterKill, afterRestart)
 	// The fallback would take 10s (slow); a notification takes about a
-	// millisecond, plus whatever the machine's load adds.
-	assert.Less(t, afterKill, 2*time.Second, "woken by a notification after CLIENT KILL")
-	assert.Less(t, afterRestart, 2*time.Second, "woken by a notification after a restart")
+	// millisecond, plus whatever the machine's load adds: the bound leaves
+	// a loaded machine room, and still tells a notification from the
+	// fallback.
+	assert.Less(t, afterKill, 5*time.Second, "woken by a notification after CLIENT KILL")
+	assert.Less(t, afterRestart, 5*time.Second, "woken by a notification after a restart")
 }

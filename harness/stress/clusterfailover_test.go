@@ -36,7 +36,8 @@ func redisCluster(t *testing.T, be string) *node.RedisCluster {
 // counter behind the fences already handed out, and the register refuses
 // the accesses of the next holders. That is certain: the fault cuts the
 // replication link for FaultFor (1s) before the kill, while the clients
-// take the lock thousands of times. Overlaps need a holder still inside
+// take the lock thousands of times, and the run goes on until two
+// failovers are over and the clients have taken the lock after them. Overlaps need a holder still inside
 // when the new master grants the lock, which the short holds of this run
 // make rare: they are logged, not asserted. Client pauses and crashes are
 // off, so what the run reports is the failover's.
@@ -54,9 +55,9 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 				}
 				rep, f := runFailover(t, stress.Options{
 					Strategy: "set-nx-px", RedisCluster: g, Faults: []node.Fault{node.ClusterFailover},
-					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 12 * time.Second,
+					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 3 * time.Minute,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
-				}, processes)
+				}, processes, 2)
 				for _, nf := range rep.NodeFaults {
 					// The second failover runs on the master the first
 					// one restarted, with the clients' user made again.

@@ -42,9 +42,9 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 // the old one can shut the clients still there out until they too have
 // moved, so that no two hold at once in that run, and none is refused a
 // fence either. So a variant whose run shows no overlap runs once more,
-// and fails if that run shows none either, or no fence refusal. The run
-// leaves room for an election the Sentinels fail and retry (6s later) on
-// a loaded machine.
+// and fails if that run shows none either, or no fence refusal. A run
+// goes on until its first failover is over, an election the Sentinels
+// fail and retry (6s later) on a loaded machine included.
 func TestFailoverBreaksSetNXPX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Sentinel group and waits for a failover")
@@ -74,18 +74,18 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 	}
 }
 
-// failoverRun runs set-nx-px on g for 20s, failing its master over, and
-// checks what every such run shows: the failover's steps. It returns the report and the first
-// failover once the old master is a replica again, ready for the next
-// run's failover.
+// failoverRun runs set-nx-px on g, failing its master over, and checks
+// what every such run shows: the failover's steps. It returns the report
+// and the first failover once the old master is a replica again, ready for
+// the next run's failover.
 func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
 		Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
-		FaultEvery: 500 * time.Millisecond, Duration: 20 * time.Second, TTL: time.Second,
+		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
 		PauseProb: -1, CrashProb: -1, Seed: 5,
 	}
-	rep, f := runFailover(t, o, processes)
+	rep, f := runFailover(t, o, processes, 1)
 	assert.Empty(t, f.Err)
 	require.GreaterOrEqual(t, len(f.Steps), 3, "cut, promotion, reconnection: %+v", f.Steps)
 	assert.Contains(t, f.Steps[1].What, "the master")
@@ -107,15 +107,17 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 	return rep, f
 }
 
-// runFailover runs o, with worker processes when processes is set, and
-// returns its report and its first failover.
-func runFailover(t *testing.T, o stress.Options, processes bool) (*stress.Report, stress.NodeFault) {
+// runFailover runs o, with worker processes when processes is set, until
+// its first failovers are over, every stage of them, and the clients have
+// taken the lock after them; o.Duration is a deadline, which leaves room
+// for the stages' bounds on a loaded machine. It returns the report and
+// the first failover.
+func runFailover(t *testing.T, o stress.Options, processes bool, failovers int) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	if processes {
 		o.Processes, o.WorkerCommand = true, stresstest.WorkerCommand(t)
 	}
-	rep, err := stress.Run(context.Background(), o)
-	require.NoError(t, err)
+	rep := stresstest.Until(t, o, stresstest.AfterFaults(failovers, 20))
 	require.NotEmpty(t, rep.NodeFaults)
 	return rep, rep.NodeFaults[0]
 }

@@ -10,19 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/harness/stress/stresstest"
 )
 
 // The checker catches what a broken lock does: set-nx-px-del, whose
 // release deletes whoever's key is there, under pauses past the TTL and
 // crashes, without the fence check, gives a history that no order of its
-// critical sections explains.
+// critical sections explains. Each pause loses its successor's update:
+// 300 cycles hold some 15 pauses (none at all: a chance of 2e-7). The
+// check has a minute, for a loaded machine.
 func TestLinearizabilityCatchesBrokenLock(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px-del", Nodes: nodes(t), Duration: 2 * time.Second,
-		NoFence: true, PauseProb: 0.05, Seed: 5,
+		Strategy: "set-nx-px-del", Nodes: nodes(t), Cycles: 300, Duration: 2 * time.Minute,
+		NoFence: true, PauseProb: 0.05, Seed: 5, CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
+	stresstest.Cycles(t, rep, 300)
 	require.NotNil(t, rep.Linearizability)
 	lin := rep.Linearizability
 	t.Logf("%d cycles, %d overlaps, %d lost updates; %+v", rep.Cycles, rep.Overlaps, rep.LostUpdates, *lin)
@@ -37,14 +41,17 @@ func TestLinearizabilityCatchesBrokenLock(t *testing.T) {
 }
 
 // A correct run is found linearizable: set-nx-px with the fence checked,
-// crashes but no pause past the TTL.
+// crashes but no pause past the TTL. A crashed holder keeps everybody out
+// for the TTL: the Duration is a deadline for the crashes of 1000 cycles
+// on a loaded machine, and the check has a minute.
 func TestLinearizabilityCorrectLock(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 1000, Duration: 20 * time.Second,
-		PauseProb: -1, TTL: 750 * time.Millisecond, Seed: 6,
+		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 1000, Duration: 2 * time.Minute,
+		PauseProb: -1, TTL: 750 * time.Millisecond, Seed: 6, CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
+	stresstest.Cycles(t, rep, 1000)
 	require.NotNil(t, rep.Linearizability)
 	t.Logf("%d cycles, %d crashes; %+v", rep.Cycles, rep.Crashes, *rep.Linearizability)
 	assert.Zero(t, rep.LostUpdates)
@@ -54,12 +61,17 @@ func TestLinearizabilityCorrectLock(t *testing.T) {
 
 // With the fence checked, a lock that overlaps under pauses still gives a
 // linearizable history: the fence refuses the stale holder's accesses.
+// Each pause outlasts the TTL, so its holder is refused: 200 cycles hold
+// some 20 pauses (as TestSetNXPXWithFencingPaused). The check has a
+// minute, for a loaded machine.
 func TestLinearizabilityFencedPauses(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Duration: 2 * time.Second, PauseProb: 0.1, CrashProb: -1, Seed: 3,
+		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 200, Duration: 2 * time.Minute, PauseProb: 0.1, CrashProb: -1, Seed: 3,
+		CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
+	stresstest.Cycles(t, rep, 200)
 	t.Logf("%d cycles, %d overlaps, %d fence refusals; %+v", rep.Cycles, rep.Overlaps, rep.FenceRefusals, *rep.Linearizability)
 	require.Positive(t, rep.FenceRefusals)
 	assert.Equal(t, stress.Linearizable, rep.Linearizability.Result)

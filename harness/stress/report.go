@@ -14,11 +14,14 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// Progress is a snapshot during a run.
+// Progress is a snapshot during a run. NodeFaults counts the node faults
+// over and healed, not the one in progress.
 type Progress struct {
-	Elapsed    time.Duration
-	Cycles     int64
-	Violations int64
+	Elapsed       time.Duration
+	Cycles        int64
+	Violations    int64
+	FenceRefusals int64
+	NodeFaults    int
 }
 
 // Event is one line of the timeline around a violation.
@@ -120,7 +123,7 @@ func (r *recorder) progress() Progress {
 	for _, n := range r.counts {
 		v += n
 	}
-	return Progress{Elapsed: r.now(), Cycles: r.cycles.Load(), Violations: v}
+	return Progress{Elapsed: r.now(), Cycles: r.cycles.Load(), Violations: v, FenceRefusals: r.fenceRef, NodeFaults: len(r.nfaults)}
 }
 
 func (r *recorder) report() *Report {

@@ -51,7 +51,9 @@ func TestEtcdOptions(t *testing.T) {
 // leader killed, paused and cut off from the clients: the paused holders
 // overlap their successors (Jepsen's etcd 3.4.3 finding: a lock is a
 // lease), the fence refuses their stale accesses, and no update is lost;
-// on both backends.
+// on both backends. The run goes on until three faults are over and the
+// clients have taken the lock after them, and until the fence has refused
+// a holder; the Duration is a deadline.
 func TestEtcdLeaseStress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an etcd cluster for several seconds")
@@ -66,12 +68,12 @@ func TestEtcdLeaseStress(t *testing.T) {
 			}
 			t.Parallel()
 			c := etcdtest.Start(t, etcdproc.Options{Backend: backend})
-			rep, err := stress.Run(context.Background(), stress.Options{
-				Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 4, Duration: 12 * time.Second, TTL: time.Second,
+			after := stresstest.AfterFaults(3, 10)
+			rep := stresstest.Until(t, stress.Options{
+				Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 4, Duration: 3 * time.Minute, TTL: time.Second,
 				PauseProb: 0.1, PauseFor: 2500 * time.Millisecond, CrashProb: -1, Seed: 4,
 				Faults: etcd.StressFaults, FaultEvery: 2 * time.Second, FaultFor: time.Second,
-			})
-			require.NoError(t, err)
+			}, func(p stress.Progress) bool { return after(p) && p.FenceRefusals > 0 })
 			t.Logf("%d cycles, %d pauses, %d overlaps, %d fence refusals, %d lost updates, node faults %+v",
 				rep.Cycles, rep.Pauses, rep.Overlaps, rep.FenceRefusals, rep.LostUpdates, rep.NodeFaults)
 			assert.Positive(t, rep.Cycles)
@@ -79,10 +81,9 @@ func TestEtcdLeaseStress(t *testing.T) {
 			for _, f := range rep.NodeFaults {
 				assert.Empty(t, f.Err, "%v on %s", f.Kind, f.Node)
 			}
-			if rep.Pauses > 0 {
-				assert.Positive(t, rep.Overlaps, "a holder paused past its lease overlaps the next holder")
-				assert.Positive(t, rep.FenceRefusals, "the fence refuses the paused holder")
-			}
+			assert.Positive(t, rep.Pauses)
+			assert.Positive(t, rep.Overlaps, "a holder paused past its lease overlaps the next holder")
+			assert.Positive(t, rep.FenceRefusals, "the fence refuses the paused holder")
 			assert.Zero(t, rep.LostUpdates, "the fence keeps every update")
 			assert.Empty(t, rep.Liveness)
 		})
@@ -91,7 +92,8 @@ func TestEtcdLeaseStress(t *testing.T) {
 
 // etcd-lease with each client a process of its own, with an etcd client
 // of its own: a pause is SIGSTOP, past the lease, whose holder the fence
-// then refuses; a crash is SIGKILL, whose lease expires.
+// then refuses; a crash is SIGKILL, whose lease expires. The run goes on
+// for 50 cycles; the Duration is a deadline.
 func TestEtcdLeaseStressProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes on an etcd cluster for several seconds")
@@ -99,14 +101,14 @@ func TestEtcdLeaseStressProcesses(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, etcdproc.Options{})
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 3, Duration: 4 * time.Second,
+		Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 3, Cycles: 50, Duration: 2 * time.Minute,
 		PauseProb: 0.05, CrashProb: 0.02, Seed: 5, Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
 	})
 	require.NoError(t, err)
 	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d fence refusals, %d errors (%s)",
 		rep.Cycles, rep.Pauses, rep.Crashes, rep.Overlaps, rep.FenceRefusals, rep.Errors, rep.FirstError)
 	assert.Equal(t, time.Second, rep.TTL, "the TTL defaults to etcd's lease granularity")
-	assert.Positive(t, rep.Cycles)
+	stresstest.Cycles(t, rep, 50)
 	assert.Zero(t, rep.LostUpdates, "the fence keeps every update")
 	assert.Empty(t, rep.Liveness)
 	stresstest.NoWorkersLeft(t)

@@ -98,19 +98,21 @@ func nothingLeft(t *testing.T, e *zkproc.Ensemble, ttl time.Duration) {
 // zk-recipe with its fence checked, clients crashing (their sessions
 // expire a TTL later) and the leader killed, paused and cut off from the
 // clients: every node fault heals, the history is linearizable, no update
-// is lost, and no lock node outlives the run.
+// is lost, and no lock node outlives the run. The run goes on until three
+// faults are over and the clients have taken the lock after them; the
+// Duration is a deadline, and the check has a minute, for a loaded
+// machine.
 func TestRecipeStress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a ZooKeeper ensemble for several seconds")
 	}
 	n := startStressEnsemble(t)
 	ttl := 800 * time.Millisecond
-	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: zklock.RecipeName, Store: n, Clients: 4, Duration: 8 * time.Second, TTL: ttl,
-		PauseProb: -1, CrashProb: 0.02, Seed: 4,
+	rep := stresstest.Until(t, stress.Options{
+		Strategy: zklock.RecipeName, Store: n, Clients: 4, Duration: 3 * time.Minute, TTL: ttl,
+		PauseProb: -1, CrashProb: 0.02, Seed: 4, CheckTimeout: time.Minute,
 		Faults: StressFaults, FaultEvery: 1500 * time.Millisecond, FaultFor: time.Second,
-	})
-	require.NoError(t, err)
+	}, stresstest.AfterFaults(3, 10))
 	t.Logf("%d cycles, %d crashes, %d overlaps, %d fence refusals, %d errors (%s), node faults %+v",
 		rep.Cycles, rep.Crashes, rep.Overlaps, rep.FenceRefusals, rep.Errors, rep.FirstError, rep.NodeFaults)
 	assert.Positive(t, rep.Cycles)
@@ -129,25 +131,25 @@ func TestRecipeStress(t *testing.T) {
 // own: a pause is SIGSTOP, heartbeats included, past the session timeout,
 // so the paused holder's node goes with its session and the next client
 // takes the lock while it works on; the fence refuses it. A crash is
-// SIGKILL, whose session expires.
+// SIGKILL, whose session expires. The run goes on for 50 cycles, and
+// until the fence has refused a stopped holder once it woke; the Duration
+// is a deadline, and the check has a minute, for a loaded machine.
 func TestRecipeStressProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes on a ZooKeeper ensemble for several seconds")
 	}
 	n := startStressEnsemble(t)
 	ttl := 800 * time.Millisecond
-	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: zklock.RecipeName, Store: n, Clients: 3, Duration: 8 * time.Second, TTL: ttl,
+	rep := stresstest.Until(t, stress.Options{
+		Strategy: zklock.RecipeName, Store: n, Clients: 3, Duration: 3 * time.Minute, TTL: ttl,
 		PauseProb: 0.2, CrashProb: 0.01, Seed: 5, Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
-	})
-	require.NoError(t, err)
+		CheckTimeout: time.Minute,
+	}, func(p stress.Progress) bool { return p.Cycles >= 50 && p.FenceRefusals > 0 })
 	t.Logf("%d cycles, %d pauses, %d crashes, %d overlaps, %d fence refusals, %d errors (%s)",
 		rep.Cycles, rep.Pauses, rep.Crashes, rep.Overlaps, rep.FenceRefusals, rep.Errors, rep.FirstError)
-	assert.Positive(t, rep.Cycles)
-	if rep.Pauses > 0 {
-		assert.Positive(t, rep.Overlaps, "a holder stopped past its session timeout overlaps the next holder")
-		assert.Positive(t, rep.FenceRefusals, "the fence refuses the stopped holder")
-	}
+	assert.Positive(t, rep.Pauses)
+	assert.Positive(t, rep.Overlaps, "a holder stopped past its session timeout overlaps the next holder")
+	assert.Positive(t, rep.FenceRefusals, "the fence refuses the stopped holder")
 	assert.Zero(t, rep.LostUpdates, "the fence keeps every update")
 	assert.Empty(t, rep.Liveness)
 	require.NotNil(t, rep.Linearizability)
