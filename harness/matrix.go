@@ -82,6 +82,9 @@ type MatrixOptions struct {
 	// Their cells are explored by exploreStoreCell.
 	StorePreemptions int
 	StoreSchedules   int
+	// Shard, when set, runs the cells of one shard of the matrix alone
+	// (shard.go); MergeShards puts the shards' results together.
+	Shard *Shard
 }
 
 // Cell is one strategy on one scenario.
@@ -124,7 +127,7 @@ type Cell struct {
 // negative value is refused (lockkit.ErrInvalid), as are more than
 // MaxWorkers workers.
 func (o MatrixOptions) check() error {
-	return checkBounds("matrix",
+	if err := checkBounds("matrix",
 		bound{"MaxPreemptions", o.MaxPreemptions, -1, 0, "-1 (none), 0 (the default) or more"},
 		bound{"MaxSchedules", o.MaxSchedules, 0, 0, "0 (the default) or more"},
 		bound{"StorePreemptions", o.StorePreemptions, -1, 0, "-1 (none), 0 (the default) or more"},
@@ -132,7 +135,10 @@ func (o MatrixOptions) check() error {
 		bound{"Workers", o.Workers, 0, MaxWorkers, fmt.Sprintf("0 (the default) to %d", MaxWorkers)},
 		bound{"Parallel", o.Parallel, 0, 0, "0 (the default) or more"},
 		bound{"Pool", o.Pool, 0, 0, "0 (the default) or more"},
-	)
+	); err != nil {
+		return err
+	}
+	return o.Shard.check()
 }
 
 // MatrixResult is every strategy against every scenario.
@@ -144,6 +150,9 @@ type MatrixResult struct {
 	About   []ScenarioAbout `json:"about,omitempty"`
 	Cells   []Cell          `json:"cells"`
 	Elapsed time.Duration   `json:"elapsed_ns"`
+	// Shard is the shard the result holds the cells of, nil for a whole
+	// matrix (MatrixOptions.Shard).
+	Shard *Shard `json:"shard,omitempty"`
 }
 
 // ScenarioAbout is what a matrix shows of a scenario: its catalog entry's
@@ -196,7 +205,7 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		return nil, err
 	}
 	start := time.Now()
-	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios}
+	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios, Shard: o.Shard}
 	if len(m.Strategies) == 0 {
 		// Every Redis strategy, and those of the other stores given.
 		for _, d := range strategies.All() {
@@ -226,6 +235,9 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			i := len(m.Cells)
 			c, ok := applicable(o, cs)
 			m.Cells = append(m.Cells, c)
+			if !o.Shard.holds(i) {
+				continue
+			}
 			if !ok {
 				if o.Progress != nil {
 					o.Progress(c)
@@ -436,6 +448,15 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		return nil, firstErr
 	}
 	m.Elapsed = time.Since(start)
+	if o.Shard != nil {
+		mine := m.Cells[:0]
+		for i, c := range m.Cells {
+			if o.Shard.holds(i) {
+				mine = append(mine, c)
+			}
+		}
+		m.Cells = mine
+	}
 	return m, nil
 }
 

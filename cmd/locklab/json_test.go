@@ -91,7 +91,10 @@ func jsonRuns(checkAddr string) map[string][][]string {
 			{"explore", "--backend", "process", "-s", "setnx-del", "-x", "stale-recovery", "--first", "--json"},
 			{"explore", "--backend", "process", "-s", "set-nx-px", "-x", "stale-recovery", "--max-schedules", "5", "--json"},
 		},
-		"matrix": {{"matrix", "--backend", "process", "--nodes", "1", "-s", "setnx-del,set-nx-px", "-x", "stale-recovery,release-after-expiry", "--json"}},
+		"matrix": {
+			{"matrix", "--backend", "process", "--nodes", "1", "-s", "setnx-del,set-nx-px", "-x", "stale-recovery,release-after-expiry", "--json"},
+			{"matrix", "--backend", "process", "--nodes", "1", "-s", "setnx-del,set-nx-px", "-x", "stale-recovery,release-after-expiry", "--shard", "2/3", "--json"},
+		},
 		"stress": {
 			{"stress", "--backend", "process", "-s", "setnx-del", "--first", "--cycles", "100", "--duration", "2m", "--json"},
 			{"stress", "--backend", "process", "-s", "set-nx-px", "--cycles", "200", "--json"},

@@ -4,8 +4,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -48,9 +51,16 @@ All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
 another store, a key of its own), while the pool has room. A cell runs the
 same schedules to the same verdict whatever the parallelism. The addrs
-backend (--addr) gives Redis only.`,
+backend (--addr) gives Redis only.
+
+--shard i/n runs the i-th of n deterministic shares of the cells, so that
+n machines (a CI job matrix, a Kubernetes Indexed Job) run the matrix
+between them; "locklab matrix merge" puts their --json outputs together
+into the matrix one whole run gives (docs/matrix.md, "Running it in
+shards").`,
 		Example: `  locklab matrix
-  locklab matrix --strategy set-nx-px,setnx-del --json`,
+  locklab matrix --strategy set-nx-px,setnx-del --json
+  locklab matrix --shard 2/3 --json > shard-2.json`,
 		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.checkMatrix(cmd, &o); err != nil {
@@ -61,27 +71,81 @@ backend (--addr) gives Redis only.`,
 				return err
 			}
 			defer closeAndTell(cmd.ErrOrStderr(), mr)
-			m := mr.result
-			w := cmd.OutOrStdout()
-			if asJSON {
-				err = render.JSON(w, m)
-			} else {
-				err = render.MatrixText(w, m)
-			}
-			if err != nil {
-				return err
-			}
-			if fail && m.Violations() > 0 {
-				return errViolation
-			}
-			return noCellRan(m)
+			return printMatrix(cmd, mr.result, asJSON, fail)
 		},
 	}
 	f := cmd.Flags()
 	matrixFlags(f, &o, &nodes)
+	f.Var(&shardValue{p: &o.Shard}, "shard", "run the i-th of n shares of the cells, written i/n (matrix merge puts the shares' --json together)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when any cell is not SAFE or n/a")
+	cmd.AddCommand(newMatrixMergeCmd())
 	return serverCmd(cmd)
+}
+
+// shardValue is the --shard flag: i/n, 1 <= i <= n.
+type shardValue struct{ p **harness.Shard }
+
+func (v *shardValue) Set(s string) error {
+	sh, err := harness.ParseShard(strings.TrimSpace(s))
+	if err != nil {
+		return errors.New("must be i/n with 1 <= i <= n, such as 2/3")
+	}
+	*v.p = sh
+	return nil
+}
+
+func (v *shardValue) String() string {
+	if *v.p == nil {
+		return ""
+	}
+	return (*v.p).String()
+}
+
+func (v *shardValue) Type() string { return "i/n" }
+
+// newMatrixMergeCmd is locklab matrix merge: the shards' --json outputs
+// put together.
+func newMatrixMergeCmd() *cobra.Command {
+	var asJSON, fail bool
+	cmd := &cobra.Command{
+		Use:   "merge SHARD.json...",
+		Short: "Put the --json outputs of every shard of a matrix together",
+		Long: `merge reads the --json outputs of "locklab matrix --shard i/n", one for
+each i from 1 to n in any order, and prints the matrix one whole run with
+the same options gives: the same cells, verdicts, counterexamples and
+schedule counts, in the same order, as text or, with --json, the JSON of
+"locklab matrix --json" (its elapsed_ns is the longest shard's). It
+refuses a shard given twice or missing, shards of different splits, and
+shards that ran other strategies or scenarios (run every shard with the
+same --strategy and --scenario, on machines with the same stores
+installed). The exit status is that of "locklab matrix" on the merged
+matrix.`,
+		Example: `  locklab matrix merge shard-1.json shard-2.json shard-3.json --json > matrix.json`,
+		Args:    usageArgs(1, math.MaxInt, "matrix merge needs the --json output of every shard, such as shard-1.json shard-2.json"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var parts []*harness.MatrixResult
+			for _, name := range args {
+				b, err := os.ReadFile(name)
+				if err != nil {
+					return err
+				}
+				var m harness.MatrixResult
+				if err := json.Unmarshal(b, &m); err != nil {
+					return fmt.Errorf("%s: not the --json of locklab matrix: %w", name, err)
+				}
+				parts = append(parts, &m)
+			}
+			m, err := harness.MergeShards(parts)
+			if err != nil {
+				return err
+			}
+			return printMatrix(cmd, m, asJSON, fail)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, as matrix --json does")
+	cmd.Flags().BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when any cell is not SAFE or n/a")
+	return cmd
 }
 
 // matrixFlags are the flags that bound a verdict matrix (matrix, report).
@@ -119,6 +183,26 @@ func (g *globals) checkMatrix(cmd *cobra.Command, o *harness.MatrixOptions) erro
 		o.StorePreemptions = -1
 	}
 	return nil
+}
+
+// printMatrix writes m as text or JSON, and returns the exit status's
+// error: errViolation where fail is set and a cell failed, noCellRan's
+// where every cell is n/a.
+func printMatrix(cmd *cobra.Command, m *harness.MatrixResult, asJSON, fail bool) error {
+	w := cmd.OutOrStdout()
+	var err error
+	if asJSON {
+		err = render.JSON(w, m)
+	} else {
+		err = render.MatrixText(w, m)
+	}
+	if err != nil {
+		return err
+	}
+	if fail && m.Violations() > 0 {
+		return errViolation
+	}
+	return noCellRan(m)
 }
 
 // noCellRan is the error of a matrix whose every cell is n/a: it ran no

@@ -125,6 +125,9 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 		fmt.Fprintf(&b, "  total %d run; %d counted plain\n", run, naive)
 	}
 	fmt.Fprintf(&b, "\n%d cells in %v\n", len(m.Cells), m.Elapsed.Round(1e6))
+	if m.Shard != nil {
+		fmt.Fprintf(&b, "shard %v: the cells of the other shards show as ?; locklab matrix merge puts every shard's --json together\n", *m.Shard)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
