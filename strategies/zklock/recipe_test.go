@@ -168,9 +168,14 @@ func TestRecipeSessionLoss(t *testing.T) {
 			again, err := a.Acquire(main, k, time.Hour)
 			require.NoError(t, err, "as Curator: a re-entry asks nothing of the server")
 			assert.Equal(t, held.Token, again.Token)
+			// Once the connection has its new session and looks healthy
+			// (a cut-off holder's reconnects after the heal, on a loaded
+			// machine later than the acquire above: an Extend before it
+			// would fail to reach any server), Extend and Release say the
+			// lock was lost.
+			waitFor(t, "a new session", func() bool { return connA.State() == zk.StateHasSession && connA.SessionID() != sid })
 			_, err = a.Extend(ctx, held, time.Hour)
 			require.ErrorIs(t, err, locklab.ErrNotHeld, "the lost lock, said by Extend")
-			waitFor(t, "a new session", func() bool { return connA.State() == zk.StateHasSession && connA.SessionID() != sid })
 			require.ErrorIs(t, a.Release(ctx, again), locklab.ErrNotHeld, "and by Release")
 			require.ErrorIs(t, a.Release(ctx, held), locklab.ErrNotHeld)
 			_, err = a.Acquire(main, k, time.Minute)
