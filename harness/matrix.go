@@ -7,8 +7,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -199,13 +197,50 @@ func (m *MatrixResult) Cell(strategy, scenario string) (Cell, bool) {
 // scenario's own schedule first, then a bounded exhaustive exploration. A
 // cell is SAFE within the bound, VIOLATED (with the shortest
 // counterexample found), DEADLOCK, STARVATION, or n/a. Parallel cells
-// explore at once (place.go).
+// explore at once: the Redis cells placed on the nodes' databases
+// (place.go), each other store's cells on its servers (storesched.go).
 func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	m := &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios, Shard: o.Shard}
+	m, jobs, storeJobs, err := layCells(o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := newPlacer(len(o.Nodes), o.Workers, o.Parallel)
+	o.pool = newWorkerPool(o.Pool)
+	r := &cellResults{m: m, p: p, cancel: cancel, progress: o.Progress}
+	var wg sync.WaitGroup
+	runStoreCells(ctx, &wg, o, storeJobs, r)
+	runRedisCells(ctx, &wg, o, jobs, r)
+	wg.Wait()
+	if r.err != nil {
+		return nil, r.err
+	}
+	m.Elapsed = time.Since(start)
+	if o.Shard != nil {
+		mine := m.Cells[:0]
+		for i, c := range m.Cells {
+			if o.Shard.holds(i) {
+				mine = append(mine, c)
+			}
+		}
+		m.Cells = mine
+	}
+	return m, nil
+}
+
+// layCells lays out the matrix: its strategies and scenarios (o's, or
+// every Redis strategy and those of the stores given, and every
+// scenario), a cell for each pair in the matrix's order, n/a where the
+// scenario does not apply (said to Progress at once), and the cells left
+// to explore of o's shard: the Redis cells' jobs in the order they are
+// taken, and the other stores'.
+func layCells(o MatrixOptions) (m *MatrixResult, jobs, storeJobs []cellJob, err error) {
+	m = &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios, Shard: o.Shard}
 	if len(m.Strategies) == 0 {
 		// Every Redis strategy, and those of the other stores given.
 		for _, d := range strategies.All() {
@@ -219,18 +254,17 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			m.Scenarios = append(m.Scenarios, s.Name)
 		}
 	}
-	var jobs, storeJobs []cellJob
 	for _, name := range m.Scenarios {
 		sc, err := Lookup(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		m.About = append(m.About, ScenarioAbout{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source, Property: sc.Property,
 			Stores: sc.Stores})
 		for _, st := range m.Strategies {
 			cs, err := sc.Resolve(st)
 			if err != nil {
-				return nil, fmt.Errorf("%s on %s: %w", st, name, err)
+				return nil, nil, nil, fmt.Errorf("%s on %s: %w", st, name, err)
 			}
 			i := len(m.Cells)
 			c, ok := applicable(o, cs)
@@ -252,173 +286,59 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		}
 	}
 	order(jobs)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p := newPlacer(len(o.Nodes), o.Workers, o.Parallel)
-	o.pool = newWorkerPool(o.Pool)
-	var (
-		wg       sync.WaitGroup
-		firstErr error
-	)
-	// The cells of each other store run one at a time on its servers,
-	// beside the Redis cells.
-	byStore := map[string][]cellJob{}
-	for _, j := range storeJobs {
-		st := storeOf(j.cs.Strategy.Family)
-		byStore[st] = append(byStore[st], j)
-	}
-	so := o
-	if o.StorePreemptions != 0 {
-		so.MaxPreemptions = o.StorePreemptions
-	}
-	if o.StoreSchedules > 0 {
-		so.MaxSchedules = o.StoreSchedules
-	}
-	for st, js := range byStore {
-		run := func(j cellJob, nodes []Node) bool {
-			began := time.Now()
-			c, err := exploreStoreCell(ctx, so, j.cs, nodes)
-			c.Elapsed = time.Since(began)
-			c.storeNodes = nodes
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%s on %s: %w", j.cs.Strategy.Name, j.cs.Scenario.Name, err)
-					cancel()
-				}
-				p.cond.Broadcast()
-				return false
-			}
-			m.Cells[j.index] = c
-			if o.Progress != nil {
-				o.Progress(c)
-			}
-			return true
+	return m, jobs, storeJobs, nil
+}
+
+// cellResults collects the explored cells into m, one at a time under the
+// placer's lock (Progress is called there too), and the first error,
+// which cancels the cells still running.
+type cellResults struct {
+	m        *MatrixResult
+	p        *placer
+	cancel   context.CancelFunc
+	progress func(Cell)
+	err      error // the first error; guarded by p.mu
+}
+
+// put records the cell j explored, or its error, and says whether the
+// matrix goes on: an error ends it. The caller does not hold p.mu.
+func (r *cellResults) put(j cellJob, c Cell, err error) bool {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if err != nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("%s on %s: %w", j.cs.Strategy.Name, j.cs.Scenario.Name, err)
+			r.cancel()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The cells that fault no server lock keys of their own (each
-			// run empties its key only, and reads its own sessions), so
-			// StoreLanes of them run at once; those that restart the
-			// server run beside them on the store's other servers, one
-			// at a time on each (FaultStores), or alone after them.
-			// Two cells of one scenario lock the same key (and emptying it
-			// empties it in every table): they never run at once on one
-			// server. A lane takes the first cell left that some server
-			// can run: one where no cell of its scenario runs, among the
-			// store's servers and the other servers once they have run
-			// their cells that restart them. The cells are taken strategy
-			// by strategy, so that those running together are mostly of
-			// different scenarios.
-			var alone, shared []cellJob
-			for _, j := range js {
-				if len(j.cs.Scenario.Needs) > 0 {
-					alone = append(alone, j)
-				} else {
-					shared = append(shared, j)
-				}
-			}
-			sort.SliceStable(shared, func(a, b int) bool { return shared[a].cs.Strategy.Name < shared[b].cs.Strategy.Name })
-			var (
-				mu sync.Mutex
-				// servers are the nodes the cells may run on; faulting
-				// marks those running their cells that restart them;
-				// locked the scenarios whose cells run on each.
-				servers  = [][]Node{o.Stores[st]}
-				faulting = []bool{false}
-				locked   = []map[string]bool{{}}
-			)
-			free := sync.NewCond(&mu)
-			fs := o.FaultStores[st]
-			for _, n := range fs {
-				servers = append(servers, []Node{n})
-				faulting = append(faulting, true)
-				locked = append(locked, map[string]bool{})
-			}
-			// Each other server takes the next cell that restarts the
-			// server, then lends itself to the others.
-			next := make(chan cellJob, len(alone))
-			if len(fs) > 0 {
-				for _, j := range alone {
-					next <- j
-				}
-			}
-			close(next)
-			for i := 1; i < len(servers); i++ {
-				nodes := servers[i]
-				wg.Go(func() {
-					defer func() {
-						mu.Lock()
-						faulting[i] = false
-						free.Broadcast()
-						mu.Unlock()
-					}()
-					for j := range next {
-						if ctx.Err() != nil || !run(j, nodes) {
-							return
-						}
-					}
-				})
-			}
-			take := func() (cellJob, int, bool) {
-				mu.Lock()
-				defer mu.Unlock()
-				for len(shared) > 0 && ctx.Err() == nil {
-					for i, j := range shared {
-						for k := range servers {
-							if !faulting[k] && !locked[k][j.cs.Scenario.Name] {
-								locked[k][j.cs.Scenario.Name] = true
-								shared = slices.Delete(shared, i, i+1)
-								return j, k, true
-							}
-						}
-					}
-					free.Wait()
-				}
-				return cellJob{}, 0, false
-			}
-			var lw sync.WaitGroup
-			for range StoreLanes {
-				lw.Go(func() {
-					for {
-						j, k, ok := take()
-						if !ok {
-							return
-						}
-						run(j, servers[k])
-						mu.Lock()
-						delete(locked[k], j.cs.Scenario.Name)
-						free.Broadcast()
-						mu.Unlock()
-					}
-				})
-			}
-			lw.Wait()
-			if len(fs) == 0 {
-				for _, j := range alone {
-					if ctx.Err() != nil || !run(j, o.Stores[st]) {
-						return
-					}
-				}
-			}
-		}()
+		r.p.cond.Broadcast()
+		return false
 	}
+	r.m.Cells[j.index] = c
+	if r.progress != nil {
+		r.progress(c)
+	}
+	return true
+}
+
+// runRedisCells explores the Redis cells' jobs, Parallel at once, each
+// where the placer puts it (place.go), until every one has run or a cell
+// failed; wg counts the cells running.
+func runRedisCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, jobs []cellJob, r *cellResults) {
+	p := r.p
 	p.mu.Lock()
-	for len(jobs) > 0 && firstErr == nil {
+	defer p.mu.Unlock()
+	for len(jobs) > 0 && r.err == nil {
 		j, pl, ok := p.take(&jobs)
 		if !ok && p.running == 0 {
-			firstErr = fmt.Errorf("%s on %s: no nodes to run it on", jobs[0].cs.Strategy.Name, jobs[0].cs.Scenario.Name)
-			break
+			r.err = fmt.Errorf("%s on %s: no nodes to run it on", jobs[0].cs.Strategy.Name, jobs[0].cs.Scenario.Name)
+			r.cancel()
+			return
 		}
 		if !ok {
 			p.cond.Wait()
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			began := time.Now()
 			nodes := make([]Node, len(pl.nodes))
 			for i, n := range pl.nodes {
@@ -427,37 +347,9 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 			c, err := exploreCell(ctx, o, j.cs, nodes, pl.db)
 			c.Elapsed = time.Since(began)
 			p.release(j, pl)
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%s on %s: %w", j.cs.Strategy.Name, j.cs.Scenario.Name, err)
-					cancel()
-				}
-				return
-			}
-			m.Cells[j.index] = c
-			if o.Progress != nil {
-				o.Progress(c)
-			}
-		}()
+			r.put(j, c, err)
+		})
 	}
-	p.mu.Unlock()
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	m.Elapsed = time.Since(start)
-	if o.Shard != nil {
-		mine := m.Cells[:0]
-		for i, c := range m.Cells {
-			if o.Shard.holds(i) {
-				mine = append(mine, c)
-			}
-		}
-		m.Cells = mine
-	}
-	return m, nil
 }
 
 // applicable returns cs's cell with ok=false when the scenario does not
