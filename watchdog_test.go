@@ -119,9 +119,10 @@ func TestWatchdogReportsLossOnTimeWhileServerPaused(t *testing.T) {
 			late := lostAt.Sub(until)
 			t.Logf("Lost fired %v after the lease's expiry", late)
 			assert.GreaterOrEqual(t, late, time.Duration(0), "not before the lease ran out")
-			// One interval, and as much again for a loaded machine's
-			// scheduling: far below the pool's 2s read timeout.
-			assert.LessOrEqual(t, late, 2*every, "Lost fires by the expiry plus one interval")
+			// One interval, and up to a second more for a loaded
+			// machine's scheduling: below the pool's 2s read timeout,
+			// which a watchdog that waited on its extend would wait out.
+			assert.LessOrEqual(t, late, every+time.Second, "Lost fires by the expiry plus one interval")
 			require.ErrorIs(t, w.Err(), locklab.ErrNotHeld)
 		})
 	}
