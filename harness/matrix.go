@@ -55,6 +55,12 @@ type MatrixOptions struct {
 	// Progress, when set, is called after every cell, from one cell at a
 	// time.
 	Progress func(Cell)
+	// Planned, when set, is called once, before any cell runs, with how
+	// many cells Progress will be called for (those of Shard, n/a ones
+	// included); Started when a cell's exploration begins, with its
+	// strategy and scenario, from one cell at a time, as Progress.
+	Planned func(cells int)
+	Started func(strategy, scenario string)
 	// pool is the pool of runs the Redis cells share (Pool).
 	pool *workerPool
 	// Stores are the nodes of the stores other than Redis, by store
@@ -204,15 +210,23 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 		return nil, err
 	}
 	start := time.Now()
-	m, jobs, storeJobs, err := layCells(o)
+	m, na, jobs, storeJobs, err := layCells(o)
 	if err != nil {
 		return nil, err
+	}
+	if o.Planned != nil {
+		o.Planned(o.Shard.share(len(m.Cells)))
+	}
+	if o.Progress != nil {
+		for _, c := range na {
+			o.Progress(c)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := newPlacer(len(o.Nodes), o.Workers, o.Parallel)
 	o.pool = newWorkerPool(o.Pool)
-	r := &cellResults{m: m, p: p, cancel: cancel, progress: o.Progress}
+	r := &cellResults{m: m, p: p, cancel: cancel, progress: o.Progress, started: o.Started}
 	var wg sync.WaitGroup
 	runStoreCells(ctx, &wg, o, storeJobs, r)
 	runRedisCells(ctx, &wg, o, jobs, r)
@@ -236,10 +250,10 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 // layCells lays out the matrix: its strategies and scenarios (o's, or
 // every Redis strategy and those of the stores given, and every
 // scenario), a cell for each pair in the matrix's order, n/a where the
-// scenario does not apply (said to Progress at once), and the cells left
-// to explore of o's shard: the Redis cells' jobs in the order they are
-// taken, and the other stores'.
-func layCells(o MatrixOptions) (m *MatrixResult, jobs, storeJobs []cellJob, err error) {
+// scenario does not apply, and of o's shard the n/a cells and the cells
+// left to explore: the Redis cells' jobs in the order they are taken, and
+// the other stores'.
+func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []cellJob, err error) {
 	m = &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios, Shard: o.Shard}
 	if len(m.Strategies) == 0 {
 		// Every Redis strategy, and those of the other stores given.
@@ -257,14 +271,14 @@ func layCells(o MatrixOptions) (m *MatrixResult, jobs, storeJobs []cellJob, err 
 	for _, name := range m.Scenarios {
 		sc, err := Lookup(name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		m.About = append(m.About, ScenarioAbout{Name: sc.Name, Title: sc.Title, Story: sc.Story, Source: sc.Source, Property: sc.Property,
 			Stores: sc.Stores})
 		for _, st := range m.Strategies {
 			cs, err := sc.Resolve(st)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%s on %s: %w", st, name, err)
+				return nil, nil, nil, nil, fmt.Errorf("%s on %s: %w", st, name, err)
 			}
 			i := len(m.Cells)
 			c, ok := applicable(o, cs)
@@ -273,9 +287,7 @@ func layCells(o MatrixOptions) (m *MatrixResult, jobs, storeJobs []cellJob, err 
 				continue
 			}
 			if !ok {
-				if o.Progress != nil {
-					o.Progress(c)
-				}
+				na = append(na, c)
 				continue
 			}
 			if storeOf(cs.Strategy.Family) != "" {
@@ -286,7 +298,7 @@ func layCells(o MatrixOptions) (m *MatrixResult, jobs, storeJobs []cellJob, err 
 		}
 	}
 	order(jobs)
-	return m, jobs, storeJobs, nil
+	return m, na, jobs, storeJobs, nil
 }
 
 // cellResults collects the explored cells into m, one at a time under the
@@ -297,7 +309,21 @@ type cellResults struct {
 	p        *placer
 	cancel   context.CancelFunc
 	progress func(Cell)
+	started  func(strategy, scenario string)
 	err      error // the first error; guarded by p.mu
+}
+
+// start says that the cell j begins, where Started is set. The caller
+// holds p.mu when locked is set.
+func (r *cellResults) start(j cellJob, locked bool) {
+	if r.started == nil {
+		return
+	}
+	if !locked {
+		r.p.mu.Lock()
+		defer r.p.mu.Unlock()
+	}
+	r.started(j.cs.Strategy.Name, j.cs.Scenario.Name)
 }
 
 // put records the cell j explored, or its error, and says whether the
@@ -338,6 +364,7 @@ func runRedisCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, job
 			p.cond.Wait()
 			continue
 		}
+		r.start(j, true)
 		wg.Go(func() {
 			began := time.Now()
 			nodes := make([]Node, len(pl.nodes))

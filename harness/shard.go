@@ -57,6 +57,15 @@ func (s *Shard) check() error {
 	return nil
 }
 
+// share is how many of a matrix's n cells the shard holds; all of them
+// for the whole matrix (nil).
+func (s *Shard) share(n int) int {
+	if s == nil {
+		return n
+	}
+	return (n - s.Index + s.Of) / s.Of
+}
+
 // holds says whether the i-th cell of the whole matrix (from 0) is the
 // shard's; every cell is the whole matrix's (nil).
 func (s *Shard) holds(i int) bool { return s == nil || i%s.Of == s.Index-1 }

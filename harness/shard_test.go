@@ -39,6 +39,7 @@ func TestShardsMergeToTheWholeMatrix(t *testing.T) {
 			assert.Equal(t, whole.Strategies, p.Strategies)
 			assert.Equal(t, whole.Scenarios, p.Scenarios)
 			cells += len(p.Cells)
+			assert.Equal(t, p.Shard.share(len(whole.Cells)), len(p.Cells), "shard %v's share", *p.Shard)
 			parts = append(parts, p)
 		}
 		assert.Equal(t, len(whole.Cells), cells, "%d shards hold every cell once", of)

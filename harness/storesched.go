@@ -36,6 +36,7 @@ func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, sto
 // runStore explores one store's cells js on its servers.
 func runStore(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, st string, js []cellJob, r *cellResults) {
 	run := func(j cellJob, nodes []Node) bool {
+		r.start(j, false)
 		began := time.Now()
 		c, err := exploreStoreCell(ctx, o, j.cs, nodes)
 		c.Elapsed = time.Since(began)

@@ -53,6 +53,12 @@ another store, a key of its own), while the pool has room. A cell runs the
 same schedules to the same verdict whatever the parallelism. The addrs
 backend (--addr) gives Redis only.
 
+While it runs, a terminal shows one status line on stderr: the cells done
+of the total, schedules a second, the cells running and the time left at
+the pace so far (cells differ in cost: a guess). Elsewhere (a pipe, a CI
+log) each cell that ran is a line of its own on stderr, with its verdict,
+schedules and time. Neither touches stdout, where --json goes.
+
 --shard i/n runs the i-th of n deterministic shares of the cells, so that
 n machines (a CI job matrix, a Kubernetes Indexed Job) run the matrix
 between them; "locklab matrix merge" puts their --json outputs together
@@ -296,9 +302,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	o.FaultStores = others.FaultNodes
 	began := time.Now()
 	st := newStatus(errw)
-	o.Progress = func(cell harness.Cell) {
-		st.set("%v %s × %s: %s", time.Since(began).Round(time.Second), cell.Strategy, cell.Scenario, cell.Outcome)
-	}
+	newMatrixProgress(st, began).hook(o)
 	m, err := harness.Matrix(ctx, *o)
 	st.clear()
 	if err != nil {
