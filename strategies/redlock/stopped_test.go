@@ -60,7 +60,9 @@ func TestStoppedNodes(t *testing.T) {
 }
 
 func TestCancelledMidAttempt(t *testing.T) {
-	srv, l := cluster(t, 5, locklab.Config{})
+	// The nodes' timeout is far past the context's deadline, so that the
+	// deadline, not a node's timeout, ends the attempt.
+	srv, l := cluster(t, 5, locklab.Config{NodeTimeout: time.Minute})
 	for _, i := range []int{0, 2, 4} {
 		if err := srv[i].Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
@@ -85,7 +87,7 @@ func TestCancelledMidAttempt(t *testing.T) {
 		if n := len(nodeErrors(err)); n != 3 {
 			t.Fatalf("%d node errors, want 3: %v", n, err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("acquire hangs on paused nodes")
 	}
 	for _, i := range []int{1, 3} {
