@@ -67,9 +67,17 @@ func expire(t testing.TB, addrs []string, conn *zk.Conn) {
 	w := wireOf(t, conn)
 	sid, passwd, _ := w.session()
 	require.NotZero(t, sid)
+	old := conn.SessionID()
 	w.Cut()
-	defer w.Heal()
-	closeSession(t, addrs[0], sid, passwd)
+	func() {
+		defer w.Heal()
+		closeSession(t, addrs[0], sid, passwd)
+	}()
+	// The connection reconnects by itself, finds its session gone and
+	// opens a new one: a request before that finds no server (on a
+	// loaded machine, well after the heal), where the tests ask what the
+	// lock says of a session that ended.
+	waitFor(t, "a new session", func() bool { return conn.State() == zk.StateHasSession && conn.SessionID() != old })
 }
 
 // partition cuts conn off the ensemble until the servers have expired its
