@@ -67,8 +67,16 @@ func TestWaitStopsWithContext(t *testing.T) {
 		refusals[i] = locklab.ErrNotAcquired
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	_, err := locklab.Wait(ctx, &scripted{errs: refusals}, "k", time.Second, locklab.RetryPolicy{})
+	l := &scripted{errs: refusals}
+	// Cancelled once an attempt was refused, whenever that is on a loaded
+	// machine: the error carries the context's end and the last refusal.
+	go func() {
+		for l.calls.Load() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := locklab.Wait(ctx, l, "k", time.Second, locklab.RetryPolicy{})
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, locklab.ErrNotAcquired)
 }
