@@ -169,7 +169,7 @@ store whose servers are not installed are skipped, saying why.`,
 				// nodes answered too late, a replica that missed WAIT's
 				// timeout on a loaded machine) is tried again and counted.
 				retried := new(int)
-				f := func() error { return cycleRetry(ctx, l, &key, retried) }
+				f := func() error { return cycleRetry(ctx, l, key, retried) }
 				defer func() {
 					if *retried > 0 {
 						fmt.Fprintf(cmd.OutOrStdout(), "%s: %d acquires failed unavailable (too slow an answer) and were tried again\n", name, *retried)
@@ -195,7 +195,7 @@ store whose servers are not installed are skipped, saying why.`,
 					counted[i] = srcs[i]
 				}
 				cl, _ := strategies.New(name, config(d, counted))
-				if err := cycleRetry(ctx, cl, &key, retried); err != nil { // loads scripts
+				if err := cycleRetry(ctx, cl, key, retried); err != nil { // loads scripts
 					return fmt.Errorf("%s: %w", name, err)
 				}
 				// The commands of one cycle that needed no second try.
@@ -316,17 +316,19 @@ func benchPolling(ctx context.Context, w io.Writer, describe string, src locklab
 // measurement. A failed attempt may leave its key held, until its TTL,
 // on the nodes whose answers and releases came too late (Redlock's
 // release of a failed round is bounded too), where it would refuse the
-// next acquire: the try again, and the cycles after it, lock a key of
-// their own, *key with the count of tries again.
-func cycleRetry(ctx context.Context, l locklab.Locker, key *string, n *int) error {
-	base, _, _ := strings.Cut(*key, "#")
+// next acquire: once tried again, the cycles lock key with the count of
+// tries again, a key of their own.
+func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error {
 	for try := 0; ; try++ {
-		err := cycle(ctx, l, *key)
+		k := key
+		if *n > 0 {
+			k = fmt.Sprintf("%s#%d", key, *n)
+		}
+		err := cycle(ctx, l, k)
 		if !errors.Is(err, locklab.ErrUnavailable) || try == 3 {
 			return err
 		}
 		*n++
-		*key = fmt.Sprintf("%s#%d", base, *n)
 	}
 }
 
