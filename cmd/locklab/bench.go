@@ -309,23 +309,26 @@ func benchPolling(ctx context.Context, w io.Writer, describe string, src locklab
 	return tw.Flush()
 }
 
-// cycleRetry is cycle, tried again up to three times when the acquire
-// fails unavailable, as it must when its servers answer too slowly (a
-// Redlock round past its node timeout, a replica missing WAIT's timeout on
-// a loaded machine); n counts the tries again rather than failing the
-// measurement. A failed attempt may leave its key held, until its TTL,
-// on the nodes whose answers and releases came too late (Redlock's
-// release of a failed round is bounded too), where it would refuse the
-// next acquire: once tried again, the cycles lock key with the count of
-// tries again, a key of their own.
+// retriedCycles is how many times a cycle is tried in all.
+const retriedCycles = 5
+
+// cycleRetry is cycle, tried again up to retriedCycles times in all when
+// the acquire fails unavailable, as it must when its servers answer too
+// slowly (a Redlock round past its node timeout, a replica missing WAIT's
+// timeout on a loaded machine); n counts the tries again rather than
+// failing the measurement. A failed attempt may leave its key held, until
+// its TTL, on the nodes whose answers and releases came too late
+// (Redlock's release of a failed round is bounded too), where it would
+// refuse the next acquire: once tried again, the cycles lock key with the
+// count of tries again, a key of their own.
 func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error {
-	for try := 0; ; try++ {
+	for try := 1; ; try++ {
 		k := key
 		if *n > 0 {
 			k = fmt.Sprintf("%s#%d", key, *n)
 		}
 		err := cycle(ctx, l, k)
-		if !errors.Is(err, locklab.ErrUnavailable) || try == 3 {
+		if !errors.Is(err, locklab.ErrUnavailable) || try == retriedCycles {
 			return err
 		}
 		*n++
@@ -334,7 +337,7 @@ func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error
 
 // cycle is one uncontended acquire and release.
 func cycle(ctx context.Context, l locklab.Locker, key string) error {
-	lease, err := l.Acquire(ctx, key, time.Minute)
+	lease, err := l.Acquire(ctx, key, benchTTL)
 	if err != nil {
 		return err
 	}

@@ -234,27 +234,11 @@ func (r *measuredRow) closeOpened() {
 	r.opened = nil
 }
 
-// retriedCycles is how many times an uncontended cycle tries an acquire
-// that failed without being refused.
-const retriedCycles = 5
-
-// cycleOnce is one uncontended acquire and release on the row's key, the
-// acquire tried again, up to retriedCycles times, after a failure the
-// strategy marks worth another try (locklab.IsRetryable): on a loaded
-// machine a Redlock round may find its nodes too slow. Its time counts:
-// a caller would wait for it too.
+// cycleOnce is one uncontended acquire and release on the row's key, tried
+// again as cycleRetry does: on a loaded machine a Redlock round may find
+// its nodes too slow. Its time counts: a caller would wait for it too.
 func (r *measuredRow) cycleOnce(ctx context.Context, l locklab.Locker) error {
-	for try := 1; ; try++ {
-		lease, err := l.Acquire(ctx, r.key, benchTTL)
-		if err != nil && try < retriedCycles && !errors.Is(err, locklab.ErrNotAcquired) && locklab.IsRetryable(err) {
-			r.retried++
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		return l.Release(ctx, lease)
-	}
+	return cycleRetry(ctx, l, r.key, &r.retried)
 }
 
 // benchStoresRun starts the servers of the stores asked for (those
