@@ -16,10 +16,13 @@ import (
 	"github.com/locklab/locklab"
 )
 
-// sessionTimeout is the session timeout the tests' clients ask for: the
-// most the servers grant with their tickTime of 200ms (20 ticks), so that
-// a loaded machine does not expire a session by accident.
-const sessionTimeout = 4 * time.Second
+// sessionTimeout is the session timeout the tests' clients ask for, long
+// (the shared ensemble grants up to a minute, zktest.SharedConfig) so that
+// a loaded machine neither expires a session nor drops a connection by
+// accident: go-zookeeper gives up on a server silent for two thirds of
+// it. A test that waits for an expiry dials with a short timeout of its
+// own (dialTimeout).
+const sessionTimeout = 30 * time.Second
 
 // quiet is a zk.Logger that drops go-zookeeper's lines.
 type quiet struct{}

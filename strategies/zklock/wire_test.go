@@ -172,6 +172,9 @@ type wireConn struct {
 	// answer came in (reads).
 	wrote, read bool
 	acc         []byte // server bytes not parsed yet
+	// lose are the requests, by xid, whose answers the connection loses.
+	mu   sync.Mutex
+	lose map[int32]*loss
 }
 
 func (c *wireConn) drop() {
@@ -181,30 +184,30 @@ func (c *wireConn) drop() {
 
 // Write passes one frame of the client's on (go-zookeeper writes each
 // frame whole), counting requests; a request whose answer is to be lost
-// reaches the server, then the connection drops.
+// reaches the server, and the connection drops when its answer arrives,
+// before the client reads it.
 func (c *wireConn) Write(b []byte) (int, error) {
 	if c.dead.Load() {
 		return 0, net.ErrClosed
 	}
-	var l *loss
 	if !c.wrote {
 		c.wrote = true // the connect request
 	} else if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[4:8])) != -2 { // xid -2: a ping
-		l = c.w.sent(int32(binary.BigEndian.Uint32(b[8:12])))
+		xid := int32(binary.BigEndian.Uint32(b[4:8]))
+		if l := c.w.sent(int32(binary.BigEndian.Uint32(b[8:12]))); l != nil {
+			c.mu.Lock()
+			if c.lose == nil {
+				c.lose = map[int32]*loss{}
+			}
+			c.lose[xid] = l
+			c.mu.Unlock()
+		}
 	}
-	if l != nil {
-		c.dead.Store(true) // its answer must not be read
-	}
-	n, err := c.Conn.Write(b)
-	if l != nil {
-		time.Sleep(50 * time.Millisecond) // the request reaches the server before its connection drops
-		c.drop()
-		close(l.done)
-	}
-	return n, err
+	return c.Conn.Write(b)
 }
 
-// Read passes the server's bytes on, reading their frames.
+// Read passes the server's bytes on, reading their frames; the bytes that
+// bring a lost answer are not passed on: the connection drops instead.
 func (c *wireConn) Read(p []byte) (int, error) {
 	if c.dead.Load() {
 		return 0, io.ErrUnexpectedEOF
@@ -213,18 +216,23 @@ func (c *wireConn) Read(p []byte) (int, error) {
 	if c.dead.Load() {
 		return 0, io.ErrUnexpectedEOF
 	}
-	c.feed(p[:n])
+	if l := c.feed(p[:n]); l != nil {
+		c.drop()
+		close(l.done)
+		return 0, io.ErrUnexpectedEOF
+	}
 	return n, err
 }
 
 // feed parses the server's frames: the connect answer first, then answers
-// and notifications (xid -1).
-func (c *wireConn) feed(b []byte) {
+// and notifications (xid -1). It returns the loss of an answer among
+// them, if any.
+func (c *wireConn) feed(b []byte) *loss {
 	c.acc = append(c.acc, b...)
 	for len(c.acc) >= 4 {
 		size := int(binary.BigEndian.Uint32(c.acc[:4]))
 		if len(c.acc) < 4+size {
-			return
+			return nil
 		}
 		frame := c.acc[4 : 4+size]
 		c.acc = c.acc[4+size:]
@@ -243,9 +251,18 @@ func (c *wireConn) feed(b []byte) {
 			}
 		case len(frame) >= 4 && int32(binary.BigEndian.Uint32(frame[:4])) == -1:
 			c.w.events++
+		case len(frame) >= 4:
+			c.mu.Lock()
+			l := c.lose[int32(binary.BigEndian.Uint32(frame[:4]))]
+			c.mu.Unlock()
+			if l != nil {
+				c.w.mu.Unlock()
+				return l
+			}
 		}
 		c.w.mu.Unlock()
 	}
+	return nil
 }
 
 // closeSession ends the session sid from a connection of its own to addr,

@@ -41,6 +41,14 @@ func Start(tb testing.TB, opts zkproc.Options) *zkproc.Ensemble {
 	return e
 }
 
+// SharedConfig are the shared ensemble's lines of zoo.cfg beyond zkproc's:
+// its servers grant a session up to a minute (zkproc's tickTime holds it
+// to 4s otherwise), so that a client on a loaded machine, where a server
+// may not answer a ping for seconds, can ask for a session that outlives
+// the stall. A test that waits for a session to expire asks for a short
+// one.
+var SharedConfig = []string{"maxSessionTimeout=60000"}
+
 // shared is the test binary's shared ensemble.
 var shared struct {
 	once   sync.Once
@@ -60,7 +68,7 @@ func begin() {
 		shared.done, shared.cancel = make(chan struct{}), cancel
 		go func() {
 			defer close(shared.done)
-			shared.e, shared.err = zkproc.Start(ctx, zkproc.Options{})
+			shared.e, shared.err = zkproc.Start(ctx, zkproc.Options{Config: SharedConfig})
 		}()
 	})
 }
