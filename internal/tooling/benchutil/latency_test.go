@@ -78,7 +78,12 @@ func TestContend(t *testing.T) {
 	assert.Positive(t, r.Locks)
 	assert.Len(t, r.Waits, int(r.Locks))
 	assert.Positive(t, r.PerSecond())
-	assert.Equal(t, time.Second, r.Elapsed)
+	// d, or on a machine loaded enough that no lock came within it, the
+	// time to the first lock, then the only one counted.
+	if r.Elapsed != time.Second {
+		assert.Greater(t, r.Elapsed, time.Second)
+		assert.EqualValues(t, 1, r.Locks, "a late first lock is counted alone")
+	}
 
 	lease, err = l.Acquire(context.Background(), "contend", time.Minute)
 	require.NoError(t, err, "the last holder released")
