@@ -133,20 +133,36 @@ func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known 
 // fault lies deep in the depth-first order of the full bound. (The level
 // of no preemption is left out: the level of one runs its schedules too,
 // and first.)
-func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node) (_ Cell, err error) {
+func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
-	if slices.Contains(sc.Needs, node.Failover) {
+	failover := slices.Contains(sc.Needs, node.Failover)
+	if failover {
 		// The cells that follow run on a lone primary, as before.
 		defer func() {
-			for _, n := range nodes {
-				if d, ok := n.(interface{ DropStandby() error }); ok {
-					if derr := d.DropStandby(); derr != nil && err == nil {
-						err = fmt.Errorf("removing the standby of %s: %w", n.Name(), derr)
-					}
-				}
+			if derr := dropStandbys(nodes); derr != nil && err == nil {
+				err = derr
 			}
 		}()
+	}
+	// A cell that faults its server runs its other workers, if the pool
+	// has room for them, each on a server of its own from the store's
+	// fault servers.
+	var moreNodes func(context.Context) ([]Node, func() error, bool, error)
+	if more != nil && len(sc.Needs) > 0 {
+		moreNodes = func(ctx context.Context) ([]Node, func() error, bool, error) {
+			n, ok, err := more.take(ctx, false)
+			if !ok {
+				return nil, nil, false, err
+			}
+			return []Node{n}, func() error {
+				defer more.put(n)
+				if failover {
+					return dropStandbys([]Node{n})
+				}
+				return nil
+			}, true, nil
+		}
 	}
 	record := func(h *History) {
 		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
@@ -184,7 +200,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		// Its first worker runs on the cell's lane, more take room in the
 		// matrix's pool; each locks a key of its own (storeKeySuffix).
 		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
-			StopAtFirst: true, Workers: o.Workers, pool: o.pool, poolFree: true})
+			StopAtFirst: true, Workers: o.Workers, pool: o.pool, poolFree: true, moreNodes: moreNodes})
 		if err != nil {
 			return c, err
 		}

@@ -117,7 +117,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	e.sleepSets = e.atomic
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), MaxWorkers)
-	if len(sc.Needs) > 0 {
+	if len(sc.Needs) > 0 && opts.moreNodes == nil {
 		workers = 1
 	}
 	e.ctx, e.nodes, e.workers, e.pool = ctx, nodes, workers, opts.pool
@@ -371,7 +371,26 @@ func (e *explorer) worker(w int) {
 			e.pool.release()
 		}
 	}()
-	sl, err := newSlot(e.nodes, e.opts.DB+w, e.alphabet)
+	nodes := e.nodes
+	if w > 0 && e.opts.moreNodes != nil && len(e.opts.Case.Scenario.Needs) > 0 {
+		// A fault strikes every run on its server: this worker's runs
+		// have servers of their own, or it does not start.
+		more, give, ok, err := e.opts.moreNodes(e.ctx)
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		if !ok {
+			return // none free now: a later grow asks again
+		}
+		defer func() {
+			if err := give(); err != nil {
+				e.fail(err)
+			}
+		}()
+		nodes = e.opts.Case.nodesFor(more)
+	}
+	sl, err := newSlot(nodes, e.opts.DB+w, e.alphabet)
 	if err != nil {
 		e.fail(err)
 		return

@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -42,7 +43,8 @@ type ExploreOptions struct {
 	// Workers run schedules in parallel, each on its own database of the
 	// nodes, or on a store other than Redis on a key of its own
 	// (storeKeySuffix) (0: the default 1; at most 16; 1 when the scenario
-	// needs node faults).
+	// needs node faults, unless the matrix lends each worker servers of
+	// its own).
 	Workers int
 	// DB is the first database the workers use (worker w uses DB+w).
 	DB int
@@ -64,6 +66,11 @@ type ExploreOptions struct {
 	// take room in it.
 	pool     *workerPool
 	poolFree bool
+	// moreNodes, when set, lends a worker other than the first nodes of
+	// its own, for a scenario that faults them (the first runs on Nodes):
+	// none when ok is false, and the worker does not start. give gives
+	// them back once the worker's runs are over.
+	moreNodes func(ctx context.Context) (nodes []Node, give func() error, ok bool, err error)
 }
 
 // ExploreProgress is what the progress callback sees.

@@ -70,15 +70,25 @@ type MatrixOptions struct {
 	// whose store has no nodes here is n/a.
 	Stores map[string][]Node
 	// FaultStores are more servers of each store other than Redis, a node
-	// each ("postgres": stores/postgres Nodes), on which the cells that fault the
-	// server (restart-loses-lock) run, one at a time on each, while the
-	// store's other cells run on Stores' nodes; once a server has no more
-	// of them it takes the others too, a cell of a scenario whose key is
-	// locked on Stores' nodes. A store without them runs the cells that
-	// fault the server on Stores' nodes, alone, once its other cells are
-	// done: a restart would end the sessions and leases of every cell
-	// beside it.
+	// each ("postgres": stores/postgres Nodes), started by the caller, on
+	// which the cells that fault the server (restart-loses-lock) run,
+	// each cell (or worker of one) on one server at a time, while the
+	// store's other cells run on Stores' nodes. A store with neither
+	// these nor StartFaultServer runs the cells that fault the server on
+	// Stores' nodes, alone, once its other cells are done: a restart
+	// would end the sessions and leases of every cell beside it.
 	FaultStores map[string][]Node
+	// StartFaultServer, when set, starts one more server of store (a
+	// Node, as its Driver's Start gives) for the cells that fault it: the
+	// matrix starts one when such a cell, or another worker of one, finds
+	// none free, up to FaultServers of the store, and stops those it
+	// started once the store's cells that fault a server are done. Each
+	// runs one cell, or one worker of one, at a time.
+	StartFaultServer func(ctx context.Context, store string) (Node, error)
+	// FaultServers bounds the servers of each store that the cells that
+	// fault a server run on at once, FaultStores' included (0:
+	// DefaultFaultServers).
+	FaultServers int
 	// StorePreemptions and StoreSchedules bound the cells of the stores
 	// other than Redis instead of MaxPreemptions and MaxSchedules when
 	// set: a statement or a request costs a round trip to a real database
@@ -139,10 +149,19 @@ func (o MatrixOptions) check() error {
 		bound{"Workers", o.Workers, 0, MaxWorkers, fmt.Sprintf("0 (the default) to %d", MaxWorkers)},
 		bound{"Parallel", o.Parallel, 0, 0, "0 (the default) or more"},
 		bound{"Pool", o.Pool, 0, 0, "0 (the default) or more"},
+		bound{"FaultServers", o.FaultServers, 0, 0, "0 (the default) or more"},
 	); err != nil {
 		return err
 	}
 	return o.Shard.check()
+}
+
+// faultServers is FaultServers or its default.
+func (o MatrixOptions) faultServers() int {
+	if o.FaultServers > 0 {
+		return o.FaultServers
+	}
+	return DefaultFaultServers
 }
 
 // MatrixResult is every strategy against every scenario.

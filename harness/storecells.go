@@ -91,7 +91,7 @@ func StoreTitles(stores ...string) []string {
 
 // StoreLanes is how many cells of one other store that fault no server
 // explore at once (beside them, the cells that restart a server run on
-// servers of their own: MatrixOptions.FaultStores): each runs its
+// servers of their own: MatrixOptions.StartFaultServer): each runs its
 // schedules one at a time, on a key of its own on its server, so that the
 // cells' results do not depend on how many run beside them.
 const StoreLanes = 3

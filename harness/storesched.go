@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
@@ -33,29 +34,23 @@ func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, sto
 	}
 }
 
-// runStore explores one store's cells js on its servers.
+// runStore explores one store's cells js: those that fault no server on
+// the store's own (o.Stores), StoreLanes at a time, and beside them those
+// that kill, restart or fail over the server, each on a fault server of
+// its own (faultpool.go), as many at once as the store has fault servers.
+// Without fault servers, those run on the store's own server, alone,
+// once the others are done: a fault ends the sessions and leases of
+// every cell beside it.
 func runStore(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, st string, js []cellJob, r *cellResults) {
-	run := func(j cellJob, nodes []Node) bool {
+	fp := newFaultPool(st, o.FaultStores[st], o.StartFaultServer, o.faultServers())
+	run := func(j cellJob, nodes []Node, more *faultPool) bool {
 		r.start(j, false)
 		began := time.Now()
-		c, err := exploreStoreCell(ctx, o, j.cs, nodes)
+		c, err := exploreStoreCell(ctx, o, j.cs, nodes, more)
 		c.Elapsed = time.Since(began)
 		c.storeNodes = nodes
 		return r.put(j, c, err)
 	}
-	// The cells that fault no server lock keys of their own (each
-	// run empties its key only, and reads its own sessions), so
-	// StoreLanes of them run at once; those that restart the
-	// server run beside them on the store's other servers, one
-	// at a time on each (FaultStores), or alone after them.
-	// Two cells of one scenario lock the same key (and emptying it
-	// empties it in every table): they never run at once on one
-	// server. A lane takes the first cell left that some server
-	// can run: one where no cell of its scenario runs, among the
-	// store's servers and the other servers once they have run
-	// their cells that restart them. The cells are taken strategy
-	// by strategy, so that those running together are mostly of
-	// different scenarios.
 	var alone, shared []cellJob
 	for _, j := range js {
 		if len(j.cs.Scenario.Needs) > 0 {
@@ -64,87 +59,96 @@ func runStore(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, st strin
 			shared = append(shared, j)
 		}
 	}
+	if !fp.empty() && len(alone) > 0 {
+		wg.Go(func() { runFaultCells(ctx, fp, alone, run, r) })
+	}
+	// The cells that fault no server lock keys of their own (each run
+	// empties its key only, and reads its own sessions), so StoreLanes
+	// of them run at once. Two cells of one scenario lock the same key
+	// (and emptying it empties it in every table): they never run at
+	// once. A lane takes the first cell left whose scenario no other
+	// lane runs; the cells are taken strategy by strategy, so that those
+	// running together are mostly of different scenarios.
 	sort.SliceStable(shared, func(a, b int) bool { return shared[a].cs.Strategy.Name < shared[b].cs.Strategy.Name })
-	var (
-		mu sync.Mutex
-		// servers are the nodes the cells may run on; faulting
-		// marks those running their cells that restart them;
-		// locked the scenarios whose cells run on each.
-		servers  = [][]Node{o.Stores[st]}
-		faulting = []bool{false}
-		locked   = []map[string]bool{{}}
-	)
+	var mu sync.Mutex
 	free := sync.NewCond(&mu)
-	fs := o.FaultStores[st]
-	for _, n := range fs {
-		servers = append(servers, []Node{n})
-		faulting = append(faulting, true)
-		locked = append(locked, map[string]bool{})
-	}
-	// Each other server takes the next cell that restarts the
-	// server, then lends itself to the others.
-	next := make(chan cellJob, len(alone))
-	if len(fs) > 0 {
-		for _, j := range alone {
-			next <- j
-		}
-	}
-	close(next)
-	for i := 1; i < len(servers); i++ {
-		nodes := servers[i]
-		wg.Go(func() {
-			defer func() {
-				mu.Lock()
-				faulting[i] = false
-				free.Broadcast()
-				mu.Unlock()
-			}()
-			for j := range next {
-				if ctx.Err() != nil || !run(j, nodes) {
-					return
-				}
-			}
-		})
-	}
-	take := func() (cellJob, int, bool) {
+	locked := map[string]bool{}
+	take := func() (cellJob, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for len(shared) > 0 && ctx.Err() == nil {
 			for i, j := range shared {
-				for k := range servers {
-					if !faulting[k] && !locked[k][j.cs.Scenario.Name] {
-						locked[k][j.cs.Scenario.Name] = true
-						shared = slices.Delete(shared, i, i+1)
-						return j, k, true
-					}
+				if !locked[j.cs.Scenario.Name] {
+					locked[j.cs.Scenario.Name] = true
+					shared = slices.Delete(shared, i, i+1)
+					return j, true
 				}
 			}
 			free.Wait()
 		}
-		return cellJob{}, 0, false
+		return cellJob{}, false
 	}
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		free.Broadcast()
+		mu.Unlock()
+	})
+	defer stop()
 	var lw sync.WaitGroup
 	for range StoreLanes {
 		lw.Go(func() {
 			for {
-				j, k, ok := take()
+				j, ok := take()
 				if !ok {
 					return
 				}
-				run(j, servers[k])
+				run(j, o.Stores[st], nil)
 				mu.Lock()
-				delete(locked[k], j.cs.Scenario.Name)
+				delete(locked, j.cs.Scenario.Name)
 				free.Broadcast()
 				mu.Unlock()
 			}
 		})
 	}
 	lw.Wait()
-	if len(fs) == 0 {
+	if fp.empty() {
 		for _, j := range alone {
-			if ctx.Err() != nil || !run(j, o.Stores[st]) {
+			if ctx.Err() != nil || !run(j, o.Stores[st], nil) {
 				return
 			}
 		}
+	}
+}
+
+// runFaultCells explores the cells that fault the server, each on a
+// server fp lends it, as many at once as fp has servers; a cell's other
+// workers take more of them while fp has room (exploreStoreCell). The
+// servers fp started are stopped once the last cell is done.
+func runFaultCells(ctx context.Context, fp *faultPool, js []cellJob, run func(cellJob, []Node, *faultPool) bool, r *cellResults) {
+	next := make(chan cellJob, len(js))
+	for _, j := range js {
+		next <- j
+	}
+	close(next)
+	var lw sync.WaitGroup
+	for range min(len(js), fp.max) {
+		lw.Go(func() {
+			for j := range next {
+				n, ok, err := fp.take(ctx, true)
+				if !ok {
+					r.put(j, Cell{}, cmp.Or(err, ctx.Err()))
+					return
+				}
+				ok = ctx.Err() == nil && run(j, []Node{n}, fp)
+				fp.put(n)
+				if !ok {
+					return
+				}
+			}
+		})
+	}
+	lw.Wait()
+	if err := fp.close(); err != nil {
+		r.put(js[0], Cell{}, err)
 	}
 }

@@ -3,9 +3,11 @@ package stores
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
@@ -95,5 +97,81 @@ func TestFaultStores(t *testing.T) {
 	}
 	if restarted != 1 {
 		t.Errorf("%d spare servers restarted, want the one restart-loses-lock ran on", restarted)
+	}
+}
+
+// TestStartFaultServer: the cells that fault the server run on etcd
+// clusters the matrix starts as they need them (StartFaultServer), no
+// more than FaultServers, a cell's other workers on clusters of their
+// own; every one is stopped when the matrix returns, and the cells have
+// the verdicts and schedule counts of a run on one cluster, one worker at
+// a time.
+func TestStartFaultServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores schedules that restart and fail over etcd members")
+	}
+	if err := Installed(etcd.Name); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	start := FaultServer(node.BackendProcess)
+	var mu sync.Mutex
+	var clusters []*etcd.Node
+	counted := func(ctx context.Context, store string) (harness.Node, error) {
+		n, err := start(ctx, store)
+		if err == nil {
+			mu.Lock()
+			clusters = append(clusters, n.(*etcd.Node))
+			mu.Unlock()
+		}
+		return n, err
+	}
+	first, err := start(ctx, etcd.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.(*etcd.Node).Close()
+	opts := harness.MatrixOptions{
+		Strategies:       []string{"etcd-lease"},
+		Scenarios:        []string{"restart-loses-lock", "failover-loses-lock", "pause-past-ttl"},
+		Stores:           map[string][]harness.Node{etcd.Name: {first}},
+		StartFaultServer: counted,
+		FaultServers:     3,
+		Workers:          3,
+		StorePreemptions: 1,
+		StoreSchedules:   8,
+	}
+	m, err := harness.Matrix(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters) == 0 || len(clusters) > 3 {
+		t.Errorf("%d fault clusters started; want 1 to 3", len(clusters))
+	}
+	for i, c := range clusters {
+		for _, mb := range c.Cluster.Members() {
+			if mb.Pid() != 0 {
+				t.Errorf("fault cluster %d's member %s outlived the matrix", i, mb.Name)
+			}
+		}
+	}
+
+	one := opts
+	one.Workers, one.FaultServers = 1, 1
+	one.StartFaultServer = start
+	alone, err := harness.Matrix(ctx, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range opts.Scenarios {
+		got, _ := m.Cell("etcd-lease", sc)
+		want, _ := alone.Cell("etcd-lease", sc)
+		if got.Outcome != want.Outcome || got.Schedules != want.Schedules || got.Schedule != want.Schedule {
+			t.Errorf("etcd-lease × %s: %s in %d schedules (%q) on several clusters, %s in %d (%q) on one",
+				sc, got.Outcome, got.Schedules, got.Schedule, want.Outcome, want.Schedules, want.Schedule)
+		}
+		if got.Outcome == harness.NA {
+			t.Errorf("etcd-lease × %s: n/a", sc)
+		}
 	}
 }

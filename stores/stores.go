@@ -28,11 +28,9 @@ import (
 )
 
 // Servers are the servers started, as nodes by store, for
-// harness.MatrixOptions.Stores; FaultNodes those of the other servers
-// StartWithFaultServers starts, for harness.MatrixOptions.FaultStores.
+// harness.MatrixOptions.Stores.
 type Servers struct {
-	Nodes      map[string][]harness.Node
-	FaultNodes map[string][]harness.Node
+	Nodes map[string][]harness.Node
 }
 
 // First returns the node every cell of store runs on, nil when none was
@@ -95,31 +93,10 @@ func Backend(ctx context.Context, redis string) (string, error) {
 // none when no strategy of another store is named. say, when set, is told
 // each store's servers started, in a line. The caller closes them.
 func Start(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
-	return start(ctx, backend, names, say, false)
-}
-
-// StartWithFaultServers is Start with more servers of each store
-// (FaultNodes), one for each strategy named that locks there, on which
-// the matrix's cells that restart the server run beside the store's other
-// cells, each strategy's on a server of its own
-// (harness.MatrixOptions.FaultStores).
-func StartWithFaultServers(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
-	return start(ctx, backend, names, say, true)
-}
-
-func start(ctx context.Context, backend string, names []string, say func(string), fault bool) (*Servers, error) {
-	s := &Servers{Nodes: map[string][]harness.Node{}, FaultNodes: map[string][]harness.Node{}}
+	s := &Servers{Nodes: map[string][]harness.Node{}}
 	want := map[string]string{} // store: the first strategy named that locks there
-	count := map[string]int{}   // store: the strategies named that lock there
-	seen := map[string]bool{}
 	for _, name := range names {
-		st := Of(name)
-		if st == "" || seen[name] {
-			continue
-		}
-		seen[name] = true
-		count[st]++
-		if want[st] == "" {
+		if st := Of(name); st != "" && want[st] == "" {
 			want[st] = name
 		}
 	}
@@ -135,25 +112,17 @@ func start(ctx context.Context, backend string, names []string, say func(string)
 		if name == "" {
 			continue
 		}
-		n := 1
-		if fault {
-			n += count[d.Name]
-		}
 		wg.Go(func() {
 			var err error
-			if started[i], err = d.Start(ctx, backend, n); err != nil {
+			if started[i], err = d.Start(ctx, backend, 1); err != nil {
 				errs[i] = fmt.Errorf("starting %s for %s: %w", d.Title, name, err)
 			}
 		})
 	}
 	wg.Wait()
 	for i, d := range ds {
-		for j, n := range started[i] {
-			if j == 0 {
-				s.Nodes[d.Name] = []harness.Node{n}
-			} else {
-				s.FaultNodes[d.Name] = append(s.FaultNodes[d.Name], n)
-			}
+		for _, n := range started[i] {
+			s.Nodes[d.Name] = append(s.Nodes[d.Name], n)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -170,6 +139,24 @@ func start(ctx context.Context, backend string, names []string, say func(string)
 	return s, nil
 }
 
+// FaultServer starts one more server of a store on backend, for
+// harness.MatrixOptions.StartFaultServer: the matrix's cells that kill,
+// restart or fail over the server run on such servers, started as they
+// need them.
+func FaultServer(backend string) func(ctx context.Context, store string) (harness.Node, error) {
+	return func(ctx context.Context, store string) (harness.Node, error) {
+		d, err := harness.LookupStore(store)
+		if err != nil {
+			return nil, err
+		}
+		ns, err := d.Start(ctx, backend, 1)
+		if err != nil {
+			return nil, err
+		}
+		return ns[0], nil
+	}
+}
+
 // Close stops the servers, side by side: each is a process or a container
 // of its own, and removing a container costs the engine a while.
 func (s *Servers) Close() error {
@@ -177,11 +164,9 @@ func (s *Servers) Close() error {
 		return nil
 	}
 	var closers []func() error
-	for _, byStore := range []map[string][]harness.Node{s.Nodes, s.FaultNodes} {
-		for _, ns := range byStore {
-			for _, n := range ns {
-				closers = append(closers, n.(harness.StoreNode).Close)
-			}
+	for _, ns := range s.Nodes {
+		for _, n := range ns {
+			closers = append(closers, n.(harness.StoreNode).Close)
 		}
 	}
 	errs := make([]error, len(closers))

@@ -40,12 +40,14 @@ etcd and ZooKeeper too where their servers are installed (make servers
 installs them): it starts a throwaway PostgreSQL server, a three-member
 etcd cluster and a three-server ZooKeeper ensemble on the Redis nodes'
 backend (containers of images built from those binaries on docker, local
-processes on process), and one more for each of their strategies, on
-which its cells that restart or fail over the server run, while the Redis
-nodes start. Their cells run beside
+processes on process) while the Redis nodes start. Their cells run beside
 the Redis cells, three at a time on each store, bounded by
 --store-preemptions and --store-max-schedules (every statement or request
-is a round trip to a database or a quorum).
+is a round trip to a database or a quorum). The cells that kill, restart
+or fail over a server run on servers of their own, started when a cell
+first needs one and stopped once the store's last such cell is done: up
+to --fault-servers of each store at once, each cell, or worker of one, on
+one of them.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
@@ -171,6 +173,8 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 		"most preemptions per schedule in the PostgreSQL, etcd and ZooKeeper cells")
 	intFlag(f, &o.StoreSchedules, "store-max-schedules", "", harness.StoreSchedules, atLeast(1),
 		"most schedules per PostgreSQL, etcd or ZooKeeper cell (a cell that reaches it is marked safe*)")
+	intFlag(f, &o.FaultServers, "fault-servers", "", harness.DefaultFaultServers, atLeast(1),
+		"most servers (a cluster each) of each store, beyond the first, for the cells that kill, restart or fail over a server; started as those cells need them")
 }
 
 // checkMatrix checks the names a matrix is restricted to, and turns a
@@ -277,7 +281,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	started := make(chan struct{})
 	go func() {
 		defer close(started)
-		others, serr = stores.StartWithFaultServers(ctx, backend, names, func(line string) { said = append(said, line) })
+		others, serr = stores.Start(ctx, backend, names, func(line string) { said = append(said, line) })
 	}()
 	c, ns, err := g.cluster(ctx, errw, nodes)
 	if err == nil {
@@ -299,7 +303,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 		fmt.Fprintln(errw, line)
 	}
 	o.Stores = others.Nodes
-	o.FaultStores = others.FaultNodes
+	o.StartFaultServer = stores.FaultServer(backend)
 	began := time.Now()
 	st := newStatus(errw)
 	newMatrixProgress(st, began).hook(o)

@@ -295,6 +295,7 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 		Parallel:         par,
 		Naive:            true,
 		Stores:           stores,
+		StartFaultServer: faultServer,
 		StorePreemptions: StorePreemptions,
 		StoreSchedules:   StoreSchedules,
 	})

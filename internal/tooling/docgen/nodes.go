@@ -50,3 +50,7 @@ func StartStores(ctx context.Context) (nodes map[string][]harness.Node, stop fun
 	}
 	return s.Nodes, s.Close, nil
 }
+
+// faultServer starts one more server of a store for the matrix's cells
+// that fault it (harness.MatrixOptions.StartFaultServer).
+var faultServer = stores.FaultServer(node.BackendProcess)
