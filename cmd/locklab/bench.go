@@ -309,29 +309,39 @@ func benchPolling(ctx context.Context, w io.Writer, describe string, src locklab
 	return tw.Flush()
 }
 
-// retriedCycles is how many times a cycle is tried in all.
-const retriedCycles = 5
+// retryCyclesFor is how long a cycle whose acquire fails unavailable is
+// tried again: a loaded machine may stall every node past Redlock's node
+// timeout for a while, which passes.
+const retryCyclesFor = time.Minute
 
-// cycleRetry is cycle, tried again up to retriedCycles times in all when
-// the acquire fails unavailable, as it must when its servers answer too
-// slowly (a Redlock round past its node timeout, a replica missing WAIT's
-// timeout on a loaded machine); n counts the tries again rather than
-// failing the measurement. A failed attempt may leave its key held, until
-// its TTL, on the nodes whose answers and releases came too late
-// (Redlock's release of a failed round is bounded too), where it would
-// refuse the next acquire: once tried again, the cycles lock key with the
-// count of tries again, a key of their own.
+// cycleRetry is cycle, tried again, with a growing pause, for up to
+// retryCyclesFor while the acquire fails unavailable, as it must when its
+// servers answer too slowly (a Redlock round past its node timeout, a
+// replica missing WAIT's timeout on a loaded machine); n counts the tries
+// again rather than failing the measurement. A failed attempt may leave
+// its key held, until its TTL, on the nodes whose answers and releases
+// came too late (Redlock's release of a failed round is bounded too),
+// where it would refuse the next acquire: once tried again, the cycles
+// lock key with the count of tries again, a key of their own.
 func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error {
-	for try := 1; ; try++ {
+	end := time.Now().Add(retryCyclesFor)
+	pause := 10 * time.Millisecond
+	for {
 		k := key
 		if *n > 0 {
 			k = fmt.Sprintf("%s#%d", key, *n)
 		}
 		err := cycle(ctx, l, k)
-		if !errors.Is(err, locklab.ErrUnavailable) || try == retriedCycles {
+		if !errors.Is(err, locklab.ErrUnavailable) || time.Now().Add(pause).After(end) {
 			return err
 		}
 		*n++
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 

@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -174,7 +175,7 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 					mine = append(mine, time.Since(t0))
 				}
 				if err == nil {
-					err = l.Release(context.WithoutCancel(ctx), lease)
+					err = release(context.WithoutCancel(ctx), l, lease)
 				}
 				if err != nil {
 					mu.Lock()
@@ -197,4 +198,26 @@ func Contend(ctx context.Context, newLocker func() (locklab.Locker, error), key 
 		elapsed = l
 	}
 	return ContendResult{Contenders: contenders, Locks: int64(len(waits)), Elapsed: elapsed, Waits: waits}, firstErr
+}
+
+// release releases lease, tried again with a growing pause for up to a
+// minute while it fails unavailable: on a loaded machine a Redlock
+// release may find most nodes too slow, and a lock left held would keep
+// the other contenders out for its TTL. A try again that finds the lock
+// gone (ErrNotHeld) is a release: the nodes that failed to answer the
+// try before had deleted it.
+func release(ctx context.Context, l locklab.Locker, lease locklab.Lease) error {
+	end := time.Now().Add(time.Minute)
+	pause := 10 * time.Millisecond
+	for tried := false; ; tried = true {
+		err := l.Release(ctx, lease)
+		if tried && errors.Is(err, locklab.ErrNotHeld) {
+			return nil // gone: the try before deleted it where it failed to say so
+		}
+		if !errors.Is(err, locklab.ErrUnavailable) || time.Now().Add(pause).After(end) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
+	}
 }
