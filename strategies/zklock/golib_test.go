@@ -154,7 +154,9 @@ func TestGolibLostChildrenDeadlock(t *testing.T) {
 
 	w.loseAnswer(opGetChildren2, 0)
 	sid := connA.SessionID()
-	_, err := a.Acquire(ctx, k, time.Minute)
+	// A patience of a minute: on a loaded machine the dropped
+	// connection may reach zk.Lock after 300ms.
+	_, err := newGolib(t, connA, time.Minute).Acquire(ctx, k, time.Minute)
 	require.ErrorIs(t, err, locklab.ErrUnavailable)
 	waitFor(t, "the reconnect", func() bool { return connA.State() == zk.StateHasSession })
 	require.Equal(t, sid, connA.SessionID(), "the same session, alive")
