@@ -60,8 +60,9 @@ func startDocker(ctx context.Context, bin string, opts Options) (_ *Cluster, err
 	}
 	for i := range opts.Members {
 		name := "m" + strconv.Itoa(i)
-		c.members = append(c.members, &Member{Name: name, Index: i, c: c,
-			DataDir: filepath.Join("/data", name+".etcd")})
+		m := &Member{Name: name, Index: i, c: c, DataDir: filepath.Join("/data", name+".etcd")}
+		m.What, m.Timeout = "etcdproc: member "+name, opts.StartTimeout
+		c.members = append(c.members, m)
 	}
 	// The containers come up side by side: each costs the engine a few
 	// tenths of a second.
@@ -77,9 +78,7 @@ func startDocker(ctx context.Context, bin string, opts Options) (_ *Cluster, err
 				errs[i] = err
 				return
 			}
-			m.mu.Lock()
-			m.box = box
-			m.mu.Unlock()
+			m.SetBox(box)
 			if c.closed.Load() { // Close ran meanwhile: it may not have seen box
 				box.Remove()
 				errs[i] = errors.New("etcdproc: cluster closed")
@@ -115,65 +114,12 @@ func startDocker(ctx context.Context, bin string, opts Options) (_ *Cluster, err
 	return c, nil
 }
 
-// launchBox starts m's etcd in its container; m.mu is held.
-func (m *Member) launchBox(cluster string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.StartTimeout)
-	defer cancel()
-	pid, err := m.box.Start(ctx, append([]string{"etcd"}, m.args(cluster)...)...)
-	if err != nil {
-		return fmt.Errorf("etcd member %s: %w", m.Name, err)
-	}
-	m.pid, m.stopped = pid, false
-	return nil
-}
-
-// boxAlive reports whether m's etcd runs in its container (a stopped one
-// does); an unanswered question is taken for yes.
-func (m *Member) boxAlive(ctx context.Context) bool {
-	m.mu.Lock()
-	box := m.box
-	m.mu.Unlock()
-	if box == nil || box.Sup == nil {
-		return false
-	}
-	alive, err := box.Alive(ctx)
-	return alive || err != nil
-}
-
-// killBox SIGKILLs m's etcd and waits for its exit; m.mu is held.
-func (m *Member) killBox() {
-	if m.pid == 0 || m.box.Sup == nil {
-		m.pid, m.stopped = 0, false
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.StartTimeout)
-	defer cancel()
-	m.box.Do(ctx, "kill", nil) // a container that fails to answer is removed by Close
-	m.pid, m.stopped = 0, false
-}
-
-// signalBox sends sig to m's etcd; m.mu is held.
-func (m *Member) signalBox(sig string, stopped bool) error {
-	if m.pid == 0 {
-		return fmt.Errorf("etcdproc: member %s not running", m.Name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.StartTimeout)
-	defer cancel()
-	if err := m.box.Do(ctx, "signal "+sig+" "+strconv.Itoa(m.pid), nil); err != nil {
-		return err
-	}
-	m.stopped = stopped
-	return nil
-}
-
 // closeDocker removes the containers and the network.
 func (c *Cluster) closeDocker() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.members))
 	for i, m := range c.members {
-		m.mu.Lock()
-		box := m.box
-		m.mu.Unlock()
+		box := m.Box()
 		if box == nil {
 			continue
 		}

@@ -37,6 +37,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // InstallHint tells how to get etcd where it is missing.
@@ -156,14 +157,9 @@ type Member struct {
 	c      *Cluster
 	client *clientv3.Client // on ClientURL alone
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	stopped bool
-	// box is the member's container on the docker backend, and pid its
-	// etcd's pid there (0: not running); cmd and done stay nil.
-	box *dockerbox.Container
-	pid int
+	// Proc is the member's etcd process, here or in its container, and
+	// the faults done to it (Kill, Stop, Cont).
+	serverproc.Proc
 }
 
 // Start launches the members and returns once every one of them serves a

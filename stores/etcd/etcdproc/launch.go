@@ -10,19 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // errPortTaken marks a start that failed because a port was in use.
@@ -52,6 +50,7 @@ func start(ctx context.Context, bin string, opts Options) (*Cluster, error) {
 			LogPath:   filepath.Join(dir, name+".log"),
 			c:         c,
 		}
+		m.What, m.Timeout = "etcdproc: member "+name, opts.StartTimeout
 		c.members = append(c.members, m)
 	}
 	fail := func(err error) (*Cluster, error) {
@@ -84,7 +83,7 @@ func start(ctx context.Context, bin string, opts Options) (*Cluster, error) {
 func (m *Member) args(cluster string) []string {
 	o := m.c.opts
 	listen := m.ClientURL
-	if m.box != nil {
+	if m.Box() != nil {
 		listen = "http://0.0.0.0:2379"
 	}
 	args := []string{
@@ -117,39 +116,19 @@ func (c *Cluster) initialCluster() string {
 // launch starts m's process (and returns at once: a member alone cannot
 // answer until a quorum is up).
 func (m *Member) launch(cluster string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.c.closed.Load() { // Close kills what started before this
-		return errors.New("etcdproc: cluster closed")
-	}
-	if m.cmd != nil || m.pid != 0 {
-		return fmt.Errorf("etcdproc: member %s is running", m.Name)
-	}
-	if m.box != nil {
-		return m.launchBox(cluster)
-	}
-	log, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	cmd := exec.Command(m.c.Bin, m.args(cluster)...)
-	cmd.Dir = m.c.Dir
-	cmd.Stdout, cmd.Stderr = log, log
-	// etcd reads ETCD_* variables as flags: none of this process's.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("etcd member %s: %w", m.Name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	m.cmd, m.done, m.stopped = cmd, done, false
-	return nil
+	args := m.args(cluster)
+	return m.Launch(serverproc.Spec{
+		Check: func() error {
+			if m.c.closed.Load() { // Close kills what started before this
+				return errors.New("etcdproc: cluster closed")
+			}
+			return nil
+		},
+		Local: append([]string{m.c.Bin}, args...), InBox: append([]string{"etcd"}, args...),
+		Dir: m.c.Dir, LogPath: m.LogPath,
+		// etcd reads ETCD_* variables as flags: none of this process's.
+		DropEnv: func(kv string) bool { return strings.HasPrefix(kv, "ETCD_") },
+	})
 }
 
 // waitHealthy polls each of ms until it serves a linearizable read, ctx
@@ -167,7 +146,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, ms []*Member) error {
 				return m.exitError()
 			default:
 			}
-			if m.box != nil && !m.boxAlive(ctx) {
+			if m.Box() != nil && !m.BoxAlive(ctx) {
 				return m.exitError()
 			}
 			if err := m.healthy(ctx, exited); err != nil {

@@ -4,12 +4,8 @@
 package etcdproc
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,68 +21,6 @@ func (m *Member) Status(ctx context.Context) (*clientv3.StatusResponse, error) {
 // Client is the cluster's client on m's endpoint alone; it belongs to the
 // cluster, which closes it: do not close it.
 func (m *Member) Client() *clientv3.Client { return m.client }
-
-// Pid is the process id, or 0 when it is not running.
-func (m *Member) Pid() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.box != nil {
-		return m.pid
-	}
-	if m.cmd == nil {
-		return 0
-	}
-	return m.cmd.Process.Pid
-}
-
-// Exited is closed when the current process has exited (nil when none was
-// started).
-func (m *Member) Exited() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.done
-}
-
-// Running reports whether m's process runs and is not paused.
-func (m *Member) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.box != nil {
-		return m.pid != 0 && !m.stopped
-	}
-	if m.cmd == nil || m.stopped {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Kill kills the process with SIGKILL, as a crash would, and waits for it
-// to exit. The data directory stays for Restart. Killing a member that
-// is not running does nothing.
-func (m *Member) Kill() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.killLocked()
-}
-
-func (m *Member) killLocked() {
-	if m.box != nil {
-		m.killBox()
-		return
-	}
-	if m.cmd == nil {
-		return
-	}
-	m.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
-	m.cmd.Process.Kill()
-	<-m.done
-	m.cmd, m.stopped = nil, false
-}
 
 // Restart kills the process if it runs and starts it again with the same
 // flags on the same data directory, so that it comes back with its raft
@@ -118,56 +52,8 @@ func (m *Member) Restart(ctx context.Context) error {
 	}
 }
 
-// Stop pauses the process with SIGSTOP, as a frozen host would: its
-// connections stay open and it answers nothing, to clients or peers.
-func (m *Member) Stop() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.box != nil {
-		return m.signalBox("STOP", true)
-	}
-	if m.cmd == nil {
-		return fmt.Errorf("etcdproc: member %s not running", m.Name)
-	}
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	m.stopped = true
-	return nil
-}
-
-// Cont resumes a process paused by Stop.
-func (m *Member) Cont() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.box != nil {
-		return m.signalBox("CONT", false)
-	}
-	if m.cmd == nil {
-		return fmt.Errorf("etcdproc: member %s not running", m.Name)
-	}
-	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	m.stopped = false
-	return nil
-}
-
 // LogTail returns the last n lines of the member's log.
-func (m *Member) LogTail(n int) string {
-	if m.box != nil {
-		return m.box.LogTail(n)
-	}
-	b, err := os.ReadFile(m.LogPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
+func (m *Member) LogTail(n int) string { return m.Proc.LogTail(m.LogPath, n) }
 
 // String returns the member's name.
 func (m *Member) String() string { return m.Name }

@@ -138,9 +138,10 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 	}
 	e := &Ensemble{Java: launcher, Jar: inst.jar, classpath: inst.classpath, opts: opts, net: nw}
 	for i := range opts.Servers {
-		e.servers = append(e.servers, &Server{Index: i, ID: i + 1, e: e,
-			DataDir: "/data", ConfigPath: "/tmp/zoo.cfg",
-			clientPort: dockerClientPort, peerPort: dockerPeerPort, electionPort: dockerElectionPort})
+		s := &Server{Index: i, ID: i + 1, e: e, DataDir: "/data", ConfigPath: "/tmp/zoo.cfg",
+			clientPort: dockerClientPort, peerPort: dockerPeerPort, electionPort: dockerElectionPort}
+		s.What, s.Timeout = "zkproc: server "+s.Name(), opts.StartTimeout
+		e.servers = append(e.servers, s)
 	}
 	// Tracked once its servers are set: a signal's Close reads no field
 	// the start still writes.
@@ -175,9 +176,8 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 				errs[i] = err
 				return
 			}
-			s.mu.Lock()
-			s.box, s.host = box, box.IP
-			s.mu.Unlock()
+			s.host = box.IP
+			s.SetBox(box)
 			if e.closed.Load() { // Close ran meanwhile: it may not have seen box
 				box.Remove()
 				errs[i] = errors.New("zkproc: ensemble closed")
@@ -189,10 +189,10 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 		return nil, err
 	}
 	for _, s := range e.servers {
-		if err := s.box.Do(ctx, "write "+filepath.Join(s.DataDir, "myid"), []string{strconv.Itoa(s.ID)}); err != nil {
+		if err := s.Box().Do(ctx, "write "+filepath.Join(s.DataDir, "myid"), []string{strconv.Itoa(s.ID)}); err != nil {
 			return nil, err
 		}
-		if err := s.box.Do(ctx, "write "+s.ConfigPath, s.config()); err != nil {
+		if err := s.Box().Do(ctx, "write "+s.ConfigPath, s.config()); err != nil {
 			return nil, err
 		}
 	}
@@ -212,65 +212,12 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 	return e, nil
 }
 
-// launchBox starts s's JVM in its container; s.mu is held.
-func (s *Server) launchBox() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.e.opts.StartTimeout)
-	defer cancel()
-	pid, err := s.box.Start(ctx, append([]string{s.e.Java}, s.javaArgs()...)...)
-	if err != nil {
-		return fmt.Errorf("zookeeper server %s: %w", s.Name(), err)
-	}
-	s.pid, s.stopped = pid, false
-	return nil
-}
-
-// boxAlive reports whether s's JVM runs in its container (a stopped one
-// does); an unanswered question is taken for yes.
-func (s *Server) boxAlive(ctx context.Context) bool {
-	s.mu.Lock()
-	box := s.box
-	s.mu.Unlock()
-	if box == nil || box.Sup == nil {
-		return false
-	}
-	alive, err := box.Alive(ctx)
-	return alive || err != nil
-}
-
-// killBox SIGKILLs s's JVM and waits for its exit; s.mu is held.
-func (s *Server) killBox() {
-	if s.pid == 0 || s.box.Sup == nil {
-		s.pid, s.stopped = 0, false
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.e.opts.StartTimeout)
-	defer cancel()
-	s.box.Do(ctx, "kill", nil) // a container that fails to answer is removed by Close
-	s.pid, s.stopped = 0, false
-}
-
-// signalBox sends sig to s's JVM; s.mu is held.
-func (s *Server) signalBox(sig string, stopped bool) error {
-	if s.pid == 0 {
-		return fmt.Errorf("zkproc: server %s not running", s.Name())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.e.opts.StartTimeout)
-	defer cancel()
-	if err := s.box.Do(ctx, "signal "+sig+" "+strconv.Itoa(s.pid), nil); err != nil {
-		return err
-	}
-	s.stopped = stopped
-	return nil
-}
-
 // closeDocker removes the containers and the network.
 func (e *Ensemble) closeDocker() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(e.servers))
 	for i, s := range e.servers {
-		s.mu.Lock()
-		box := s.box
-		s.mu.Unlock()
+		box := s.Box()
 		if box == nil {
 			continue
 		}

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
@@ -26,65 +24,6 @@ func (s *Server) Name() string { return "zk" + strconv.Itoa(s.ID) }
 // Addr is its client address, "127.0.0.1:port" (on the docker backend,
 // its container's address and port 2181).
 func (s *Server) Addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.clientPort)) }
-
-// Pid is the process id (on the docker backend, in its container), or 0
-// when it is not running.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.pid
-	}
-	if s.cmd == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-// Exited is closed when the current process has exited (nil when none was
-// started, and on the docker backend).
-func (s *Server) Exited() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done
-}
-
-// Running reports whether the server's process runs and is not paused.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.pid != 0 && !s.stopped
-	}
-	if s.cmd == nil || s.stopped {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Kill kills the process with SIGKILL, as a crash would, and waits for it
-// to exit. The data directory stays for Restart. Killing a server that is
-// not running does nothing.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.box != nil {
-		s.killBox()
-		return
-	}
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd, s.stopped = nil, false
-}
 
 // Restart kills the process if it runs and starts it again with the same
 // configuration on the same data directory (its snapshots, transaction
@@ -117,40 +56,8 @@ func (s *Server) Restart(ctx context.Context) error {
 	}
 }
 
-// Stop pauses the process with SIGSTOP, as a frozen host would: its
-// connections stay open and it answers nothing, to clients or peers.
-func (s *Server) Stop() error { return s.signal(syscall.SIGSTOP, "STOP", true) }
-
-// Cont resumes a process paused by Stop.
-func (s *Server) Cont() error { return s.signal(syscall.SIGCONT, "CONT", false) }
-
-func (s *Server) signal(sig syscall.Signal, name string, stopped bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.signalBox(name, stopped)
-	}
-	if s.cmd == nil {
-		return fmt.Errorf("zkproc: server %s not running", s.Name())
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	s.stopped = stopped
-	return nil
-}
-
 // LogTail returns the last n lines of the server's log.
-func (s *Server) LogTail(n int) string {
-	if s.box != nil {
-		return s.box.LogTail(n)
-	}
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	return dockerbox.TailLines(string(b), n)
-}
+func (s *Server) LogTail(n int) string { return s.Proc.LogTail(s.LogPath, n) }
 
 // exitError describes a server that exited while it was awaited: the tail
 // of its log without the lines of stack traces.
@@ -314,7 +221,7 @@ func (e *Ensemble) waitHealthy(ctx context.Context, ss []*Server) error {
 				return s.exitError()
 			default:
 			}
-			if s.box != nil && !s.boxAlive(ctx) {
+			if s.Box() != nil && !s.BoxAlive(ctx) {
 				return s.exitError()
 			}
 		}

@@ -33,19 +33,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // The defaults of Options.
@@ -124,14 +123,9 @@ type Server struct {
 	// clients, its leader's followers and elections on.
 	clientPort, peerPort, electionPort int
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	stopped bool
-	// box is the server's container on the docker backend, and pid its
-	// java's pid there (0: not running); cmd and done stay nil.
-	box *dockerbox.Container
-	pid int
+	// Proc is the server's JVM, here or in its container, and the
+	// faults done to it (Kill, Stop, Cont).
+	serverproc.Proc
 }
 
 // Start launches the servers and returns once a quorum serves with one
@@ -209,6 +203,7 @@ func start(ctx context.Context, inst installation, opts Options) (*Ensemble, err
 		s.DataDir = filepath.Join(sdir, "data")
 		s.ConfigPath = filepath.Join(sdir, "zoo.cfg")
 		s.LogPath = filepath.Join(sdir, "zookeeper.log")
+		s.What, s.Timeout = "zkproc: server "+s.Name(), opts.StartTimeout
 		e.servers = append(e.servers, s)
 	}
 	// Tracked, its ports and servers set, before anything runs: a signal
@@ -259,7 +254,7 @@ func (s *Server) config() []string {
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=*",
 	}
-	if s.box == nil {
+	if s.Box() == nil {
 		lines = append(lines, "clientPortAddress="+s.host)
 	}
 	if len(s.e.servers) > 1 {
@@ -297,39 +292,21 @@ func (s *Server) javaArgs() []string {
 // launch starts s's process (and returns at once: a server alone cannot
 // serve until a quorum is up).
 func (s *Server) launch() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.e.closed.Load() { // Close kills what started before this
-		return errors.New("zkproc: ensemble closed")
-	}
-	if s.cmd != nil || s.pid != 0 {
-		return fmt.Errorf("zkproc: server %s is running", s.Name())
-	}
-	if s.box != nil {
-		return s.launchBox()
-	}
-	log, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	cmd := exec.Command(s.e.Java, s.javaArgs()...)
-	cmd.Dir = filepath.Dir(s.ConfigPath)
-	cmd.Stdout, cmd.Stderr = log, log
-	// The JVM reads these as options: none of this process's.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") && !strings.HasPrefix(kv, "JDK_JAVA_OPTIONS=") && !strings.HasPrefix(kv, "_JAVA_OPTIONS=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("zookeeper server %s: %w", s.Name(), err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	s.cmd, s.done, s.stopped = cmd, done, false
-	return nil
+	args := s.javaArgs()
+	return s.Launch(serverproc.Spec{
+		Check: func() error {
+			if s.e.closed.Load() { // Close kills what started before this
+				return errors.New("zkproc: ensemble closed")
+			}
+			return nil
+		},
+		Local: append([]string{s.e.Java}, args...), InBox: append([]string{s.e.Java}, args...),
+		Dir: filepath.Dir(s.ConfigPath), LogPath: s.LogPath,
+		// The JVM reads these as options: none of this process's.
+		DropEnv: func(kv string) bool {
+			return strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") || strings.HasPrefix(kv, "JDK_JAVA_OPTIONS=") || strings.HasPrefix(kv, "_JAVA_OPTIONS=")
+		},
+	})
 }
 
 // identify checks, with conf, that each server answering on a server's
@@ -350,7 +327,7 @@ func (e *Ensemble) identify(ctx context.Context) error {
 		if id, ok := conf["serverId"]; ok && len(e.servers) > 1 && id != strconv.Itoa(s.ID) { // 0 standalone
 			return fmt.Errorf("%w: zookeeper on %s is server %s, not %s (id %d): another ensemble holds the port", errPortTaken, s.Addr(), id, s.Name(), s.ID)
 		}
-		if d := conf["dataDir"]; s.box == nil && !strings.HasPrefix(d, s.DataDir) {
+		if d := conf["dataDir"]; s.Box() == nil && !strings.HasPrefix(d, s.DataDir) {
 			return fmt.Errorf("%w: zookeeper on %s keeps its data in %q, not %s: another ensemble holds the port", errPortTaken, s.Addr(), d, s.DataDir)
 		}
 	}

@@ -1,0 +1,235 @@
+// Package serverproc is one server process of a store's throwaway
+// servers (an etcdproc member, a zkproc server): a local process, or one
+// inside a container (dockerbox), started again on the same flags after a
+// kill, and the faults done to it: a crash (Kill) and a frozen host (Stop,
+// then Cont). A store's package embeds a Proc in its server type and says
+// how to launch it.
+package serverproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
+)
+
+// Proc is one supervised server process. Its zero value, with What and
+// Timeout set, has no process until Launch.
+type Proc struct {
+	// What names the process in errors: "etcdproc: member m1".
+	What string
+	// Timeout bounds a container's answer to a start, a kill or a signal.
+	Timeout time.Duration
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	stopped bool
+	// box is the process's container on the docker backend, and pid the
+	// process's id there (0: not running); cmd and done stay nil.
+	box *dockerbox.Container
+	pid int
+}
+
+// Spec is how Launch starts the process.
+type Spec struct {
+	// Check, when set, refuses the launch with its error (the server's
+	// cluster was closed); it runs with the Proc's lock held, so that a
+	// Close that kills every process after it sees none start.
+	Check func() error
+	// Local is the program and its arguments on this host; InBox in the
+	// container.
+	Local, InBox []string
+	// Dir is the local process's working directory, and LogPath the file
+	// its output is appended to.
+	Dir, LogPath string
+	// DropEnv, when set, leaves out of the local process's environment
+	// the variables it reports (etcd reads ETCD_* as flags).
+	DropEnv func(kv string) bool
+}
+
+// SetBox makes the process one in box, from the next Launch.
+func (p *Proc) SetBox(box *dockerbox.Container) {
+	p.mu.Lock()
+	p.box = box
+	p.mu.Unlock()
+}
+
+// Box is the process's container, nil on this host.
+func (p *Proc) Box() *dockerbox.Container {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.box
+}
+
+// Launch starts the process as spec says and returns at once; it is an
+// error while one runs. A local process is in a process group of its own
+// and dies with this one (Pdeathsig).
+func (p *Proc) Launch(spec Spec) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if spec.Check != nil {
+		if err := spec.Check(); err != nil {
+			return err
+		}
+	}
+	if p.cmd != nil || p.pid != 0 {
+		return fmt.Errorf("%s is running", p.What)
+	}
+	if p.box != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+		defer cancel()
+		pid, err := p.box.Start(ctx, spec.InBox...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.What, err)
+		}
+		p.pid, p.stopped = pid, false
+		return nil
+	}
+	if len(spec.Local) == 0 {
+		return fmt.Errorf("%s: no program to start", p.What)
+	}
+	log, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(spec.Local[0], spec.Local[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Stdout, cmd.Stderr = log, log
+	for _, kv := range os.Environ() {
+		if spec.DropEnv == nil || !spec.DropEnv(kv) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", p.What, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	p.cmd, p.done, p.stopped = cmd, done, false
+	return nil
+}
+
+// Pid is the process id (in its container, on the docker backend), or 0
+// when it is not running.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.box != nil {
+		return p.pid
+	}
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Exited is closed when the current process has exited (nil when none was
+// started, and on the docker backend).
+func (p *Proc) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Running reports whether the process runs and is not paused.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.box != nil {
+		return p.pid != 0 && !p.stopped
+	}
+	if p.cmd == nil || p.stopped {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill kills the process with SIGKILL, as a crash would, and waits for it
+// to exit. What it wrote stays, for the next Launch. Killing a process
+// that is not running does nothing.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.box != nil {
+		if p.pid != 0 && p.box.Sup != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+			p.box.Do(ctx, "kill", nil) // a container that fails to answer is removed by its Close
+			cancel()
+		}
+		p.pid, p.stopped = 0, false
+		return
+	}
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
+	p.cmd.Process.Kill()
+	<-p.done
+	p.cmd, p.stopped = nil, false
+}
+
+// Stop pauses the process with SIGSTOP, as a frozen host would: its
+// connections stay open and it answers nothing, to clients or peers.
+func (p *Proc) Stop() error { return p.signal(syscall.SIGSTOP, "STOP", true) }
+
+// Cont resumes a process paused by Stop.
+func (p *Proc) Cont() error { return p.signal(syscall.SIGCONT, "CONT", false) }
+
+func (p *Proc) signal(sig syscall.Signal, name string, stopped bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.box != nil && p.pid != 0:
+		ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+		defer cancel()
+		if err := p.box.Do(ctx, "signal "+name+" "+strconv.Itoa(p.pid), nil); err != nil {
+			return err
+		}
+	case p.box == nil && p.cmd != nil:
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%s not running", p.What)
+	}
+	p.stopped = stopped
+	return nil
+}
+
+// BoxAlive reports whether the process runs in its container (a stopped
+// one does); an unanswered question is taken for yes. False on this host.
+func (p *Proc) BoxAlive(ctx context.Context) bool {
+	box := p.Box()
+	if box == nil || box.Sup == nil {
+		return false
+	}
+	alive, err := box.Alive(ctx)
+	return alive || err != nil
+}
+
+// LogTail returns the last n lines of the process's output: the file at
+// logPath on this host, the container's log on the docker backend.
+func (p *Proc) LogTail(logPath string, n int) string {
+	if box := p.Box(); box != nil {
+		return box.LogTail(n)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return dockerbox.TailLines(string(b), n)
+}
