@@ -122,22 +122,32 @@ func TestReleaseDoesNotWaitForAStoppedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv[4].Signal(syscall.SIGCONT)
-	done := make(chan error, 1)
-	began := time.Now()
-	go func() { done <- l.Release(ctx, lease) }()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Release waits for the stopped node")
-	}
-	took := time.Since(began)
-	t.Logf("release with one node stopped took %v", took)
-	if err != nil {
-		t.Fatalf("four of five nodes deleted the key: %v", err)
-	}
-	// The bound, and as much again for a loaded machine.
-	if took > 2*redlock.ReleaseNodeTimeout+time.Second {
-		t.Errorf("release took %v, want about the node timeout %v", took, redlock.ReleaseNodeTimeout)
+	// Each release returns about the node timeout after it began, the
+	// stopped node's answer never awaited. On a loaded machine the
+	// running nodes may miss that timeout too: the release then fails
+	// unavailable, and is tried again, as a caller would; one that finds
+	// the key gone (ErrNotHeld) after such a try found it deleted late.
+	for try := 0; ; try++ {
+		done := make(chan error, 1)
+		began := time.Now()
+		go func() { done <- l.Release(ctx, lease) }()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Release waits for the stopped node")
+		}
+		took := time.Since(began)
+		t.Logf("release with one node stopped took %v: %v", took, err)
+		// The bound, and as much again for a loaded machine.
+		if took > 2*redlock.ReleaseNodeTimeout+time.Second {
+			t.Errorf("release took %v, want about the node timeout %v", took, redlock.ReleaseNodeTimeout)
+		}
+		if err == nil || (try > 0 && errors.Is(err, locklab.ErrNotHeld)) {
+			break
+		}
+		if !errors.Is(err, locklab.ErrUnavailable) || try == 20 {
+			t.Fatalf("four of five nodes running, the release failed: %v", err)
+		}
 	}
 	for i, s := range srv[:4] {
 		if v := get(t, s, "release:stopped"); v != "" {
