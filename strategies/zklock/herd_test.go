@@ -85,6 +85,20 @@ func TestHerd(t *testing.T) {
 
 			require.NoError(t, holder.Release(ctx, held))
 			winner := <-got
+			// The requests the release costs at the least, before the
+			// wires must be quiet: on a loaded machine a woken waiter's
+			// request may come after a quiet moment.
+			least := map[string]int{zklock.EphemeralName: 2 * n, zklock.RecipeName: 2, zklock.GolibName: 1}[name]
+			waitFor(t, "the woken waiters' requests", func() bool {
+				sent := 0
+				for i, w := range wires {
+					reqs, _ := w.counts()
+					for op, c := range reqs {
+						sent += c - before[i].reqs[op]
+					}
+				}
+				return sent >= least
+			})
 			after := settled(wires)
 			woken, requests := 0, map[int32]int{}
 			for i := range n {
