@@ -90,3 +90,28 @@ func RemoveStale(base, prefix string, before func(dir string)) []string {
 	}
 	return removed
 }
+
+// ShmDir is Linux's memory-backed file system, where a throwaway server's
+// directory goes when it can: a write a server acknowledges once on disk
+// costs no disk there.
+const ShmDir = "/dev/shm"
+
+// MkdirTemp makes a directory named prefix + Tag() + something, owned by
+// this process: in ShmDir where it can, else in the system's temporary
+// directory. RemoveStaleTemp removes it once its owner is gone.
+func MkdirTemp(prefix string) (string, error) {
+	if dir, err := os.MkdirTemp(ShmDir, prefix+Tag()); err == nil {
+		return dir, nil
+	}
+	return os.MkdirTemp("", prefix+Tag())
+}
+
+// RemoveStaleTemp is RemoveStale on both places MkdirTemp makes its
+// directories.
+func RemoveStaleTemp(prefix string) []string {
+	var removed []string
+	for _, base := range []string{ShmDir, os.TempDir()} {
+		removed = append(removed, RemoveStale(base, prefix, nil)...)
+	}
+	return removed
+}

@@ -27,7 +27,7 @@ import (
 var errPortTaken = errors.New("port in use")
 
 func start(ctx context.Context, bin string, opts Options) (*Cluster, error) {
-	dir, err := mkdirTemp(dirPrefix + procid.Tag())
+	dir, err := procid.MkdirTemp(dirPrefix)
 	if err != nil {
 		return nil, err
 	}

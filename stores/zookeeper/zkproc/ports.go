@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // freePorts picks n distinct free loopback TCP ports and reserves them
@@ -103,7 +105,7 @@ var reserved struct {
 // lockFile is the file whose byte p is locked by the process that holds
 // port p.
 func lockFile() string {
-	dir := shmDir
+	dir := procid.ShmDir
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		dir = os.TempDir()
 	}

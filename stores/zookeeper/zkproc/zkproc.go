@@ -186,7 +186,7 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 var errPortTaken = errors.New("port in use")
 
 func start(ctx context.Context, inst installation, opts Options) (*Ensemble, error) {
-	dir, err := mkdirTemp(dirPrefix + procid.Tag())
+	dir, err := procid.MkdirTemp(dirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -407,22 +407,4 @@ var sweep sync.Once
 // process is gone (a run killed before it could close them; its servers
 // died with it). Those of live processes stay. Start calls it once per
 // process; it returns the directories it removed.
-func RemoveStale() []string {
-	var removed []string
-	for _, base := range []string{shmDir, os.TempDir()} {
-		removed = append(removed, procid.RemoveStale(base, dirPrefix, nil)...)
-	}
-	return removed
-}
-
-// shmDir is the memory-backed file system of Linux.
-const shmDir = "/dev/shm"
-
-// mkdirTemp makes an ensemble's directory: in shmDir where it can, else
-// in the system's temporary directory.
-func mkdirTemp(pattern string) (string, error) {
-	if dir, err := os.MkdirTemp(shmDir, pattern); err == nil {
-		return dir, nil
-	}
-	return os.MkdirTemp("", pattern)
-}
+func RemoveStale() []string { return procid.RemoveStaleTemp(dirPrefix) }
