@@ -1,0 +1,197 @@
+// Package locklabtest puts a Redis lock of your own through locklab's race
+// harness from your own go test: the catalog's scenarios (the C1/C2 double
+// acquire, a holder paused past its TTL, a server restarted, a failover
+// that loses the key, ...), each explored over every interleaving of the
+// clients' commands within the bounds, on real redis-server processes.
+//
+//	func TestMyLock(t *testing.T) {
+//		locklabtest.Run(t, strategies.Description{Name: "my-lock", Family: "mine"},
+//			func(cfg locklab.Config) (locklab.Locker, error) { return mylock.New(cfg.Pool), nil })
+//	}
+//
+// The factory receives a locklab.Config whose Pool (Nodes, for a lock over
+// several masters) is the harness's: every command sent through it is one
+// step of the schedule, so write the lock against the redigo connections
+// it gives, not a client of its own. Run fails the test for each scenario
+// whose exploration found a violation, with the counterexample's timeline
+// and its schedule; a lock known to break in some scenarios pins them with
+// ExpectViolation.
+package locklabtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/strategies"
+)
+
+// Option changes what Run explores.
+type Option func(*config)
+
+type config struct {
+	scenarios   []string
+	preemptions int
+	schedules   int
+	backend     string
+	expect      []string
+	timeout     time.Duration
+}
+
+// Scenarios restricts the run to the scenarios named (every one of the
+// catalog that applies to the lock by default).
+func Scenarios(names ...string) Option { return func(c *config) { c.scenarios = names } }
+
+// Preemptions bounds the preemptions per schedule (default 2, as
+// `locklab matrix`); -1 explores without a bound.
+func Preemptions(n int) Option { return func(c *config) { c.preemptions = n } }
+
+// MaxSchedules bounds the schedules of each scenario (default
+// harness.MatrixSchedules); a scenario that reaches it without a
+// violation passes, and the log says it was not explored to the end.
+func MaxSchedules(n int) Option { return func(c *config) { c.schedules = n } }
+
+// Backend runs the Redis servers as local processes ("process", the
+// default: redis-server must be installed) or in containers ("docker").
+func Backend(name string) Option { return func(c *config) { c.backend = name } }
+
+// ExpectViolation names the scenarios in which the lock is known to
+// break: Run fails the test when one of them finds no violation, and not
+// when it finds one.
+func ExpectViolation(scenarios ...string) Option {
+	return func(c *config) { c.expect = append(c.expect, scenarios...) }
+}
+
+// Timeout bounds the whole run, the servers' start included (default 10
+// minutes).
+func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Run registers the lock under d.Name (unless a strategy of that name is
+// registered already, which then runs), starts three Redis servers, the
+// first with a replica, explores every scenario that applies to it, logs
+// each verdict, and fails t for each violation found, except in the
+// scenarios of ExpectViolation, which must find one. It returns the
+// matrix of the lock's cells.
+func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...Option) *harness.MatrixResult {
+	t.Helper()
+	c := config{preemptions: 2, schedules: harness.MatrixSchedules, backend: node.BackendProcess, timeout: 10 * time.Minute}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := register(d, f); err != nil {
+		t.Fatalf("locklabtest: %v", err)
+	}
+	for _, name := range append(slices.Clone(c.scenarios), c.expect...) {
+		if _, err := harness.Lookup(name); err != nil {
+			t.Fatalf("locklabtest: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	nodes, stop, err := startNodes(ctx, c.backend)
+	if err != nil {
+		t.Fatalf("locklabtest: starting the Redis servers: %v", err)
+	}
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("locklabtest: stopping the Redis servers: %v", err)
+		}
+	}()
+	if c.preemptions == 0 {
+		c.preemptions = -1 // the matrix's none
+	}
+	m, err := harness.Matrix(ctx, harness.MatrixOptions{
+		Nodes: nodes, Strategies: []string{d.Name}, Scenarios: c.scenarios,
+		MaxPreemptions: c.preemptions, MaxSchedules: c.schedules, Workers: 4, Parallel: 4,
+	})
+	if err != nil {
+		t.Fatalf("locklabtest: %v", err)
+	}
+	report(t, m, c.expect)
+	return m
+}
+
+// register registers d with f, unless a strategy of d's name is
+// registered (a test run again with -count).
+func register(d strategies.Description, f strategies.Factory) error {
+	if _, _, err := strategies.Lookup(d.Name); err == nil {
+		return nil
+	}
+	return strategies.Register(d, f)
+}
+
+// startNodes starts three Redis servers on backend, the first with a
+// replica for the scenarios that fail it over, as `locklab matrix` does.
+func startNodes(ctx context.Context, backend string) ([]harness.Node, func() error, error) {
+	c, err := node.Start(ctx, node.Options{Backend: backend, N: 3, Label: "locklabtest"})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.Replicated(ctx, c.Nodes()[0])
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Close())
+	}
+	return []harness.Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
+}
+
+// report logs each cell and fails t for each one that is not as expected.
+func report(t testing.TB, m *harness.MatrixResult, expect []string) {
+	t.Helper()
+	ran := 0
+	for _, cell := range m.Cells {
+		if cell.Outcome == harness.NA {
+			continue
+		}
+		ran++
+		line := fmt.Sprintf("%s: %s, %d schedules in %v", cell.Scenario, cell.Outcome, cell.Schedules, cell.Elapsed.Round(time.Millisecond))
+		if cell.Outcome == harness.Safe && !cell.Complete {
+			line += " (" + cell.Message + ")"
+		}
+		t.Log(line)
+		want := slices.Contains(expect, cell.Scenario)
+		switch {
+		case cell.Outcome == harness.Safe && want:
+			t.Errorf("%s: expected a violation, found none in %d schedules", cell.Scenario, cell.Schedules)
+		case cell.Outcome != harness.Safe && !want:
+			t.Errorf("%s", Failure(cell))
+		}
+	}
+	for _, name := range expect {
+		if cell, ok := m.Cell(m.Strategies[0], name); !ok || cell.Outcome == harness.NA {
+			t.Errorf("%s: expected a violation, but the scenario does not apply to the lock", name)
+		}
+	}
+	if ran == 0 {
+		t.Errorf("no scenario applies to %s: nothing was explored", strings.Join(m.Strategies, ", "))
+	}
+}
+
+// Failure describes a cell that found a violation: its verdict, the
+// scenario's story, the counterexample's timeline and its schedule.
+func Failure(cell harness.Cell) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", cell.Scenario, cell.Outcome)
+	if cell.Property != "" {
+		fmt.Fprintf(&b, " (%s)", cell.Property)
+	}
+	if cell.Message != "" {
+		fmt.Fprintf(&b, ": %s", cell.Message)
+	}
+	if sc, err := harness.Lookup(cell.Scenario); err == nil {
+		fmt.Fprintf(&b, "\n%s: %s", sc.Title, sc.Story)
+	}
+	if cell.Counterexample != nil {
+		b.WriteString("\n" + render.Timeline(cell.Counterexample))
+	}
+	if cell.Schedule != "" {
+		fmt.Fprintf(&b, "\nschedule: %s (Scenarios(%q) explores this scenario alone)", cell.Schedule, cell.Scenario)
+	}
+	return b.String()
+}

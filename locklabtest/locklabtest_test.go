@@ -1,0 +1,108 @@
+package locklabtest_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/locklabtest"
+	"github.com/locklab/locklab/strategies"
+	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
+)
+
+// recorder is a testing.TB that keeps the failures Run reports instead of
+// failing the test that runs it.
+type recorder struct {
+	testing.TB
+	mu    sync.Mutex
+	errs  []string
+	fatal bool
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	r.mu.Lock()
+	r.fatal = true
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+// run calls locklabtest.Run with a recorder, and returns what it reported.
+func run(t *testing.T, d strategies.Description, f strategies.Factory, opts ...locklabtest.Option) (*harness.MatrixResult, []string, bool) {
+	r := &recorder{TB: t}
+	var m *harness.MatrixResult
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m = locklabtest.Run(r, d, f, opts...)
+	}()
+	<-done
+	return m, r.errs, r.fatal
+}
+
+// mine is the built-in lock name as a lock of the user's own, under a
+// name of its own.
+func mine(t *testing.T, builtin, name string) (strategies.Description, strategies.Factory) {
+	d, f, err := strategies.Lookup(builtin)
+	require.NoError(t, err)
+	d.Name = name
+	return d, f
+}
+
+// TestBrokenLockFails: a lock that deletes blindly on release (set-nx-px-
+// del, as a user would write it) fails release-after-expiry with the
+// counterexample's timeline; pinned with ExpectViolation, it passes.
+func TestBrokenLockFails(t *testing.T) {
+	d, f := mine(t, "set-nx-px-del", "mine-blind-del")
+	m, errs, fatal := run(t, d, f, locklabtest.Scenarios("release-after-expiry"))
+	require.False(t, fatal, "%v", errs)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0], "release-after-expiry: VIOLATED")
+	assert.Contains(t, errs[0], "release-after-expiry on mine-blind-del", "the timeline")
+	assert.Contains(t, errs[0], "schedule: ")
+	c, ok := m.Cell("mine-blind-del", "release-after-expiry")
+	require.True(t, ok)
+	assert.Equal(t, harness.Violated, c.Outcome)
+
+	_, errs, _ = run(t, d, f, locklabtest.Scenarios("release-after-expiry"), locklabtest.ExpectViolation("release-after-expiry"))
+	assert.Empty(t, errs, "a violation expected is no failure")
+}
+
+// TestSoundLockPasses: a lock that releases with a compare-and-delete
+// (set-nx-px) survives release-after-expiry; a violation expected there
+// fails the test, as one that does not apply does.
+func TestSoundLockPasses(t *testing.T) {
+	d, f := mine(t, "set-nx-px", "mine-token")
+	m, errs, _ := run(t, d, f, locklabtest.Scenarios("release-after-expiry", "redlock-restart"))
+	assert.Empty(t, errs)
+	c, _ := m.Cell("mine-token", "release-after-expiry")
+	assert.Equal(t, harness.Safe, c.Outcome)
+	assert.Positive(t, c.Schedules)
+
+	_, errs, _ = run(t, d, f, locklabtest.Scenarios("release-after-expiry"), locklabtest.ExpectViolation("release-after-expiry", "redlock-restart"))
+	require.Len(t, errs, 2, "%v", errs)
+	assert.Contains(t, errs[0], "release-after-expiry: expected a violation, found none")
+	assert.Contains(t, errs[1], "redlock-restart: expected a violation, but the scenario does not apply")
+}
+
+// TestBadInput: a scenario locklab does not know ends the run before any
+// server starts.
+func TestBadInput(t *testing.T) {
+	d, f := mine(t, "set-nx-px", "mine-token")
+	_, errs, fatal := run(t, d, f, locklabtest.Scenarios("no-such-scenario"))
+	require.True(t, fatal)
+	require.Len(t, errs, 1)
+	assert.True(t, strings.Contains(errs[0], "no-such-scenario"), errs[0])
+}
