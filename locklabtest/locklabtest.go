@@ -12,7 +12,8 @@
 // The factory receives a locklab.Config whose Pool (Nodes, for a lock over
 // several masters) is the harness's: every command sent through it is one
 // step of the schedule, so write the lock against the redigo connections
-// it gives, not a client of its own. Run fails the test for each scenario
+// it gives, not a client of its own (Run fails the test, saying so, when
+// the lock sent no command through them). Run fails the test for each scenario
 // whose exploration found a violation, with the counterexample's timeline
 // and its schedule; a lock known to break in some scenarios pins them with
 // ExpectViolation.
@@ -24,12 +25,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -85,8 +90,13 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	for _, o := range opts {
 		o(&c)
 	}
-	if err := register(d, f); err != nil {
+	sent, err := register(d, f)
+	if err != nil {
 		t.Fatalf("locklabtest: %v", err)
+	}
+	var before int64
+	if sent != nil {
+		before = sent.Load()
 	}
 	for _, name := range append(slices.Clone(c.scenarios), c.expect...) {
 		if _, err := harness.Lookup(name); err != nil {
@@ -111,20 +121,55 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 		Nodes: nodes, Strategies: []string{d.Name}, Scenarios: c.scenarios,
 		MaxPreemptions: c.preemptions, MaxSchedules: c.schedules, Workers: 4, Parallel: 4,
 	})
+	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+
+		"a lock that talks to Redis through a client of its own is not scheduled, and its verdicts show nothing", d.Name)
+	silent := sent != nil && sent.Load() == before
 	if err != nil {
+		if silent {
+			t.Fatalf("locklabtest: %s (the run: %v)", unscheduled, err)
+		}
 		t.Fatalf("locklabtest: %v", err)
 	}
 	report(t, m, c.expect)
+	if silent && slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Outcome != harness.NA }) {
+		t.Errorf("%s", unscheduled)
+	}
 	return m
 }
 
-// register registers d with f, unless a strategy of d's name is
-// registered (a test run again with -count).
-func register(d strategies.Description, f strategies.Factory) error {
+// counts count, by strategy name, the commands each lock registered here
+// sent through the connections the harness gave its factory: none means
+// it talks to Redis through a client of its own, which the harness does
+// not schedule.
+var counts sync.Map // name → *atomic.Int64
+
+// register registers d with f, its connections counted, unless a strategy
+// of d's name is registered (a test run again with -count: the first
+// factory stays). It returns the lock's count of commands, nil for a
+// strategy registered elsewhere.
+func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, error) {
 	if _, _, err := strategies.Lookup(d.Name); err == nil {
-		return nil
+		if n, ok := counts.Load(d.Name); ok {
+			return n.(*atomic.Int64), nil
+		}
+		return nil, nil // registered by the caller: not counted here
 	}
-	return strategies.Register(d, f)
+	count := new(atomic.Int64)
+	counts.Store(d.Name, count)
+	counted := func(cfg locklab.Config) (locklab.Locker, error) {
+		if cfg.Pool != nil {
+			cfg.Pool = &counting.Source{Src: cfg.Pool, Count: count}
+		}
+		if len(cfg.Nodes) > 0 {
+			nodes := make([]locklab.ConnSource, len(cfg.Nodes))
+			for i, n := range cfg.Nodes {
+				nodes[i] = &counting.Source{Src: n, Count: count}
+			}
+			cfg.Nodes = nodes
+		}
+		return f(cfg)
+	}
+	return count, strategies.Register(d, counted)
 }
 
 // startNodes starts three Redis servers on backend, the first with a

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/locklabtest"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
@@ -105,4 +107,25 @@ func TestBadInput(t *testing.T) {
 	require.True(t, fatal)
 	require.Len(t, errs, 1)
 	assert.True(t, strings.Contains(errs[0], "no-such-scenario"), errs[0])
+}
+
+// TestOwnClientIsSaid: a lock that talks to Redis through a client of its
+// own, not the connections its factory is given, is never scheduled: Run
+// says so rather than let its verdicts pass for a finding.
+func TestOwnClientIsSaid(t *testing.T) {
+	own := redistest.StartOne(t)
+	d, _ := mine(t, "set-nx-px", "mine-own-client")
+	f := func(locklab.Config) (locklab.Locker, error) {
+		return strategies.New("set-nx-px", locklab.Config{Pool: own.Pool})
+	}
+	_, errs, _ := run(t, d, f, locklabtest.Scenarios("release-after-expiry"))
+	require.NotEmpty(t, errs)
+	assert.Contains(t, errs[len(errs)-1], "sent no command through the connections its factory was given")
+
+	// Registered already, run again (as with -count=2): still counted.
+	d2, f2 := mine(t, "set-nx-px", "mine-twice")
+	for range 2 {
+		_, errs, _ := run(t, d2, f2, locklabtest.Scenarios("release-after-expiry"))
+		assert.Empty(t, errs)
+	}
 }
