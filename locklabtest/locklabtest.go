@@ -1,8 +1,12 @@
-// Package locklabtest puts a Redis lock of your own through locklab's race
+// Package locklabtest puts a lock of your own through locklab's race
 // harness from your own go test: the catalog's scenarios (the C1/C2 double
 // acquire, a holder paused past its TTL, a server restarted, a failover
 // that loses the key, ...), each explored over every interleaving of the
-// clients' commands within the bounds, on real redis-server processes.
+// clients' commands within the bounds, on real servers: redis-server
+// processes, or, for a lock whose Description.Family names another store
+// ("etcd", "postgres", "zookeeper"), that store's, as `locklab matrix`
+// starts them. Such a lock's factory receives the store's client in
+// Config.Store, instrumented so that each request is one step.
 //
 //	func TestMyLock(t *testing.T) {
 //		locklabtest.Run(t, strategies.Description{Name: "my-lock", Family: "mine"},
@@ -20,6 +24,7 @@
 package locklabtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +40,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/internal/tooling/counting"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -59,7 +65,8 @@ func Scenarios(names ...string) Option { return func(c *config) { c.scenarios = 
 func Preemptions(n int) Option { return func(c *config) { c.preemptions = n } }
 
 // MaxSchedules bounds the schedules of each scenario (default
-// harness.MatrixSchedules); a scenario that reaches it without a
+// harness.MatrixSchedules on Redis, harness.StoreSchedules on the other
+// stores, as `locklab matrix`); a scenario that reaches it without a
 // violation passes, and the log says it was not explored to the end.
 func MaxSchedules(n int) Option { return func(c *config) { c.schedules = n } }
 
@@ -86,7 +93,7 @@ func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } 
 // matrix of the lock's cells.
 func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...Option) *harness.MatrixResult {
 	t.Helper()
-	c := config{preemptions: 2, schedules: harness.MatrixSchedules, backend: node.BackendProcess, timeout: 10 * time.Minute}
+	c := config{preemptions: 2, backend: node.BackendProcess, timeout: 10 * time.Minute}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -105,25 +112,39 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	nodes, stop, err := startNodes(ctx, c.backend)
-	if err != nil {
-		t.Fatalf("locklabtest: starting the Redis servers: %v", err)
-	}
-	defer func() {
-		if err := stop(); err != nil {
-			t.Errorf("locklabtest: stopping the Redis servers: %v", err)
-		}
-	}()
 	if c.preemptions == 0 {
 		c.preemptions = -1 // the matrix's none
 	}
-	m, err := harness.Matrix(ctx, harness.MatrixOptions{
-		Nodes: nodes, Strategies: []string{d.Name}, Scenarios: c.scenarios,
-		MaxPreemptions: c.preemptions, MaxSchedules: c.schedules, Workers: 4, Parallel: 4,
-	})
+	o := harness.MatrixOptions{Strategies: []string{d.Name}, Scenarios: c.scenarios,
+		MaxPreemptions: c.preemptions, MaxSchedules: c.schedules, Workers: 4, Parallel: 4}
+	if o.MaxSchedules == 0 {
+		o.MaxSchedules = harness.MatrixSchedules
+	}
+	if st := harness.StoreOfStrategy(d.Name); st != "" {
+		// A lock on another store: that store's servers, and more for
+		// the scenarios that fault them, as `locklab matrix` runs them.
+		if err := stores.Installed(st); err != nil {
+			t.Fatalf("locklabtest: %s locks on %s: %v", d.Name, st, err)
+		}
+		srv, err := stores.Start(ctx, c.backend, []string{d.Name}, nil)
+		if err != nil {
+			t.Fatalf("locklabtest: starting the %s servers: %v", st, err)
+		}
+		defer closeAndSay(t, st, srv.Close)
+		o.Stores, o.StartFaultServer = srv.Nodes, stores.FaultServer(c.backend)
+		o.StorePreemptions, o.StoreSchedules = c.preemptions, cmp.Or(c.schedules, harness.StoreSchedules)
+	} else {
+		nodes, stop, err := startNodes(ctx, c.backend)
+		if err != nil {
+			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
+		}
+		defer closeAndSay(t, "Redis", stop)
+		o.Nodes = nodes
+	}
+	m, err := harness.Matrix(ctx, o)
 	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+
 		"a lock that talks to Redis through a client of its own is not scheduled, and its verdicts show nothing", d.Name)
-	silent := sent != nil && sent.Load() == before
+	silent := sent != nil && sent.Load() == before && o.Stores == nil
 	if err != nil {
 		if silent {
 			t.Fatalf("locklabtest: %s (the run: %v)", unscheduled, err)
@@ -170,6 +191,13 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 		return f(cfg)
 	}
 	return count, strategies.Register(d, counted)
+}
+
+// closeAndSay stops servers with stop, failing t when that fails.
+func closeAndSay(t testing.TB, what string, stop func() error) {
+	if err := stop(); err != nil {
+		t.Errorf("locklabtest: stopping the %s servers: %v", what, err)
+	}
 }
 
 // startNodes starts three Redis servers on backend, the first with a

@@ -14,6 +14,8 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/locklabtest"
+	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
 )
@@ -128,4 +130,24 @@ func TestOwnClientIsSaid(t *testing.T) {
 		_, errs, _ := run(t, d2, f2, locklabtest.Scenarios("release-after-expiry"))
 		assert.Empty(t, errs)
 	}
+}
+
+// TestOtherStore: a lock whose family is etcd's runs on a throwaway etcd
+// cluster, its factory given the store's client: etcd's lease lock, as a
+// user would copy it, survives release-after-expiry and loses
+// pause-past-ttl, as the matrix says of etcd-lease.
+func TestOtherStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd cluster")
+	}
+	if err := stores.Installed(etcd.Name); err != nil {
+		t.Skip(err)
+	}
+	d, f := mine(t, "etcd-lease", "mine-etcd-lease")
+	m, errs, fatal := run(t, d, f, locklabtest.Scenarios("release-after-expiry", "pause-past-ttl"),
+		locklabtest.ExpectViolation("pause-past-ttl"))
+	require.False(t, fatal, "%v", errs)
+	assert.Empty(t, errs)
+	c, _ := m.Cell("mine-etcd-lease", "release-after-expiry")
+	assert.Equal(t, harness.Safe, c.Outcome)
 }
