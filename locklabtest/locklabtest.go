@@ -120,26 +120,12 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	if o.MaxSchedules == 0 {
 		o.MaxSchedules = harness.MatrixSchedules
 	}
-	if st := harness.StoreOfStrategy(d.Name); st != "" {
-		// A lock on another store: that store's servers, and more for
-		// the scenarios that fault them, as `locklab matrix` runs them.
-		if err := stores.Installed(st); err != nil {
-			t.Fatalf("locklabtest: %s locks on %s: %v", d.Name, st, err)
-		}
-		srv, err := stores.Start(ctx, c.backend, []string{d.Name}, nil)
-		if err != nil {
-			t.Fatalf("locklabtest: starting the %s servers: %v", st, err)
-		}
-		defer closeAndSay(t, st, srv.Close)
-		o.Stores, o.StartFaultServer = srv.Nodes, stores.FaultServer(c.backend)
+	srv := start(t, ctx, d.Name, c.backend)
+	o.Nodes = srv.nodes
+	if srv.store != "" {
+		o.Stores = map[string][]harness.Node{srv.store: srv.nodes}
+		o.Nodes, o.StartFaultServer = nil, stores.FaultServer(c.backend)
 		o.StorePreemptions, o.StoreSchedules = c.preemptions, cmp.Or(c.schedules, harness.StoreSchedules)
-	} else {
-		nodes, stop, err := startNodes(ctx, c.backend)
-		if err != nil {
-			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
-		}
-		defer closeAndSay(t, "Redis", stop)
-		o.Nodes = nodes
 	}
 	m, err := harness.Matrix(ctx, o)
 	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+
@@ -193,11 +179,72 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 	return count, strategies.Register(d, counted)
 }
 
+// servers are the servers a lock runs on: three Redis nodes, or the
+// nodes of the store it locks on (store).
+type servers struct {
+	store string
+	nodes []harness.Node
+}
+
+// start starts the servers the strategy name locks on, stopped when the
+// test ends: that store's, as `locklab matrix` starts them, for a lock on
+// another store; else three Redis servers, the first with a replica for
+// the scenarios that fail it over.
+func start(t testing.TB, ctx context.Context, name, backend string) servers {
+	t.Helper()
+	st := harness.StoreOfStrategy(name)
+	if st == "" {
+		nodes, stop, err := startNodes(ctx, backend)
+		if err != nil {
+			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
+		}
+		t.Cleanup(func() { closeAndSay(t, "Redis", stop) })
+		return servers{nodes: nodes}
+	}
+	if err := stores.Installed(st); err != nil {
+		t.Fatalf("locklabtest: %s locks on %s: %v", name, st, err)
+	}
+	srv, err := stores.Start(ctx, backend, []string{name}, nil)
+	if err != nil {
+		t.Fatalf("locklabtest: starting the %s servers: %v", st, err)
+	}
+	t.Cleanup(func() { closeAndSay(t, st, srv.Close) })
+	return servers{store: st, nodes: srv.Nodes[st]}
+}
+
 // closeAndSay stops servers with stop, failing t when that fails.
 func closeAndSay(t testing.TB, what string, stop func() error) {
 	if err := stop(); err != nil {
 		t.Errorf("locklabtest: stopping the %s servers: %v", what, err)
 	}
+}
+
+// Replay runs one schedule of a scenario on the lock, as a failure of Run
+// names it, logs its timeline and returns its history: the counterexample
+// again, step by step, to read or to debug the lock on. Options other
+// than Backend and Timeout do not apply.
+func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenario, schedule string, opts ...Option) *harness.History {
+	t.Helper()
+	c := config{backend: node.BackendProcess, timeout: 10 * time.Minute}
+	for _, o := range opts {
+		o(&c)
+	}
+	if _, err := register(d, f); err != nil {
+		t.Fatalf("locklabtest: %v", err)
+	}
+	cs, err := harness.Resolve(scenario, d.Name)
+	if err != nil {
+		t.Fatalf("locklabtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	srv := start(t, ctx, d.Name, c.backend)
+	h, err := harness.Run(ctx, harness.RunOptions{Case: cs, Nodes: srv.nodes, Schedule: schedule})
+	if err != nil {
+		t.Fatalf("locklabtest: %s, schedule %q: %v", cs.Name(), schedule, err)
+	}
+	t.Log("\n" + render.Timeline(h))
+	return h
 }
 
 // startNodes starts three Redis servers on backend, the first with a
@@ -264,7 +311,7 @@ func Failure(cell harness.Cell) string {
 		b.WriteString("\n" + render.Timeline(cell.Counterexample))
 	}
 	if cell.Schedule != "" {
-		fmt.Fprintf(&b, "\nschedule: %s (Scenarios(%q) explores this scenario alone)", cell.Schedule, cell.Scenario)
+		fmt.Fprintf(&b, "\nreplay: locklabtest.Replay(t, d, f, %q, %q)", cell.Scenario, cell.Schedule)
 	}
 	return b.String()
 }

@@ -75,10 +75,15 @@ func TestBrokenLockFails(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0], "release-after-expiry: VIOLATED")
 	assert.Contains(t, errs[0], "release-after-expiry on mine-blind-del", "the timeline")
-	assert.Contains(t, errs[0], "schedule: ")
+	assert.Contains(t, errs[0], "replay: locklabtest.Replay(t, d, f, \"release-after-expiry\", ")
 	c, ok := m.Cell("mine-blind-del", "release-after-expiry")
 	require.True(t, ok)
 	assert.Equal(t, harness.Violated, c.Outcome)
+
+	// The replay the failure names runs the counterexample again.
+	h := locklabtest.Replay(t, d, f, "release-after-expiry", c.Schedule)
+	assert.Equal(t, harness.Violated, h.Verdict.Outcome)
+	assert.Equal(t, c.Schedule, h.Schedule[:len(c.Schedule)])
 
 	_, errs, _ = run(t, d, f, locklabtest.Scenarios("release-after-expiry"), locklabtest.ExpectViolation("release-after-expiry"))
 	assert.Empty(t, errs, "a violation expected is no failure")
