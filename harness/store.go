@@ -417,6 +417,18 @@ func LookupStore(name string) (*Driver, error) {
 	return nil, fmt.Errorf("harness: no store %q is registered (import its package under stores/)", name)
 }
 
+// StoreInstalled reports whether the servers of store can be started here:
+// nil for Redis (harness/node starts its servers, or says why not) and for
+// a store whose Driver says nothing, else the Driver's error saying how to
+// install them.
+func StoreInstalled(store string) error {
+	d := driver(store)
+	if d == nil || d.Installed == nil {
+		return nil
+	}
+	return d.Installed()
+}
+
 // storeOf names the store a strategy of family locks on: "" for Redis.
 func storeOf(family string) string {
 	if driver(family) != nil {

@@ -48,16 +48,7 @@ func Of(name string) string { return harness.StoreOfStrategy(name) }
 
 // Installed reports whether the servers of store can be started here: an
 // error saying how to install them otherwise.
-func Installed(store string) error {
-	d, err := harness.LookupStore(store)
-	if err != nil {
-		return nil // Redis, whose servers harness/node starts
-	}
-	if d.Installed == nil {
-		return nil
-	}
-	return d.Installed()
-}
+func Installed(store string) error { return harness.StoreInstalled(store) }
 
 // Names are the registered strategies of the stores other than Redis whose
 // servers are installed here.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
-	"github.com/locklab/locklab/stores"
 )
 
 // Servers are the Redis servers one session plays on: its own, so that its
@@ -82,31 +81,35 @@ func (s *clusterServers) Fits(l Level) bool {
 }
 
 // StoreServers starts the servers of a level whose strategy locks on
-// another store than Redis (package stores: a three-member etcd cluster,
-// a throwaway PostgreSQL server), local processes of their own, which
-// Close stops and removes with their directories.
+// another store than Redis, with the store's registered harness.Driver (a
+// three-member etcd cluster, a throwaway PostgreSQL server, a ZooKeeper
+// ensemble), local processes of their own, which Close stops and removes
+// with their directories.
 func StoreServers(ctx context.Context, l Level) (Servers, error) {
 	if l.Store == "" {
 		return nil, fmt.Errorf("level %s plays on Redis", l.ID)
 	}
-	if err := stores.Installed(l.Store); err != nil {
-		return nil, err
-	}
-	sv, err := stores.Start(ctx, node.BackendProcess, []string{l.Strategy}, nil)
+	d, err := harness.LookupStore(l.Store)
 	if err != nil {
 		return nil, err
 	}
-	return &storeServers{s: sv, store: l.Store, nodes: sv.Nodes[l.Store]}, nil
+	if err := harness.StoreInstalled(l.Store); err != nil {
+		return nil, err
+	}
+	ns, err := d.Start(ctx, node.BackendProcess, 1)
+	if err != nil {
+		return nil, err
+	}
+	return &storeServers{n: ns[0], store: l.Store}, nil
 }
 
 type storeServers struct {
-	s     *stores.Servers
+	n     harness.StoreNode
 	store string
-	nodes []harness.Node
 }
 
-func (s *storeServers) Nodes() []harness.Node { return s.nodes }
-func (s *storeServers) Close() error          { return s.s.Close() }
+func (s *storeServers) Nodes() []harness.Node { return []harness.Node{s.n} }
+func (s *storeServers) Close() error          { return s.n.Close() }
 
 // Fits: a level of the same store (each is one node of the harness).
 func (s *storeServers) Fits(l Level) bool { return l.Store == s.store }

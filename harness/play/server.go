@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/harness"
 )
 
 //go:embed assets
@@ -52,7 +52,7 @@ type Options struct {
 	// Extra levels come first in the list (see CustomLevel).
 	Extra []Level
 	// Installed says whether the servers of a store other than Redis can
-	// be started here (default: stores.Installed, the binaries found); a
+	// be started here (default: harness.StoreInstalled, the binaries found); a
 	// level on a store without them is listed as unavailable, with the
 	// error as its reason.
 	Installed func(store string) error
@@ -98,7 +98,7 @@ func New(o Options) (*Server, error) {
 		o.HintSchedules = 3000
 	}
 	if o.Installed == nil {
-		o.Installed = stores.Installed
+		o.Installed = harness.StoreInstalled
 	}
 	s := &Server{opts: o, m: newManager(o.Start, o.MaxSessions, o.Idle), hints: map[string]*hint{},
 		all: append(slices.Clone(o.Extra), Levels()...)}

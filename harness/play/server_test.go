@@ -21,6 +21,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	_ "github.com/locklab/locklab/stores" // registers every store, whose levels the tests play
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 )
