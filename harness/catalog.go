@@ -127,8 +127,7 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 skew(c2,+32s) c2 c2@n1 c2@n2 c2@n3", MaxPreemptions: 1},
 		Known: map[string][]string{
-			"pg-lock-table": {"c1 skew(c2,+32s) c2 c2 c2"},
-			"setnx-getset":  {"c1 skew(c2,+32s) c2 c2 c2"},
+			"setnx-getset": {"c1 skew(c2,+32s) c2 c2 c2"},
 		},
 	},
 	{
@@ -144,11 +143,7 @@ var catalog = []*Scenario{
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
 		Known: map[string][]string{
-			"etcd-lease":    {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
-			"pg-lock-table": {"c1 c1 c2 c2 c2 c2 c2 c1"},
-			"set-nx-px":     {"c1 c1 c2 c2 c1"},
-			"zk-golib":      {"c1 c1 c1 c2 c2 c2 c2 c1"},
-			"zk-recipe":     {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+			"set-nx-px": {"c1 c1 c2 c2 c1"},
 		},
 	},
 	{
@@ -164,11 +159,9 @@ var catalog = []*Scenario{
 		Fenced:   true,
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
 		Known: map[string][]string{
-			"etcd-lease":     {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 			"hash-reentrant": {"c1 c1 c2 c2 c1"},
 			"set-nx-px":      {"c1 c1 c2 c2 c1"},
 			"set-nx-px-del":  {"c1 c1 c2 c2 c1"},
-			"zk-recipe":      {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 		},
 	},
 	{
@@ -186,11 +179,7 @@ var catalog = []*Scenario{
 		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 isolate(c1) time c2 c2@n1 c2@n2 c2@n3 c2 c1",
 			MaxPreemptions: 1},
 		Known: map[string][]string{
-			"etcd-lease":    {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1"},
-			"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},
-			"pg-for-update": {"c1 c1 c1 c2 c2 isolate(c1) time c2 c2 c2 c1"},
-			"set-nx-px":     {"c1 isolate(c1) time c2 c2 c1 c1 rejoin(c1) c1"},
-			"zk-golib":      {"c2 c1 c1 c1 c2 c2 c2 c1"},
+			"set-nx-px": {"c1 isolate(c1) time c2 c2 c1 c1 rejoin(c1) c1"},
 		},
 	},
 	{
@@ -206,9 +195,6 @@ var catalog = []*Scenario{
 		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
 		Versioned: true,
 		Applies:   versionedRow,
-		Known: map[string][]string{
-			"pg-lock-table": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
-		},
 	},
 	{
 		Name:  "partitioned-holder-versioned",
@@ -226,12 +212,6 @@ var catalog = []*Scenario{
 		MaxFaults:  3,
 		Versioned:  true,
 		Applies:    versionedRow,
-		Known: map[string][]string{
-			"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
-			"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
-			"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1",
-				"c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},
-		},
 	},
 	{
 		Name:  "redlock-restart",
@@ -351,8 +331,6 @@ var catalog = []*Scenario{
 		Needs:     []node.Fault{node.Failover},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 		Known: map[string][]string{
-			"etcd-lease":     {"c1 c1 failover(n1) c2 c2"},
-			"pg-for-update":  {"c1 c1 c1 failover(n1) c2 c2 c2"},
 			"set-nx-px-wait": {"c1 c1 failover(n1) c1 c1 c2"},
 		},
 	},

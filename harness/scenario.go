@@ -6,6 +6,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
@@ -136,10 +138,21 @@ func (s *Scenario) AppliesTo(d strategies.Description) bool {
 	return s.Applies == nil || s.Applies(d)
 }
 
-// On is the scenario as it runs on strategy d: s itself, or for a
-// multi-node strategy on a story told for one node, a copy with the
-// story's schedule, faults and bounds on several nodes.
+// On is the scenario as it runs on strategy d: s itself, or a copy with
+// the schedules d's store knows for d among its Known (Driver.Known) and,
+// for a multi-node strategy on a story told for one node, the story's
+// schedule, faults and bounds on several nodes.
 func (s *Scenario) On(d strategies.Description) *Scenario {
+	if dr := driver(storeOf(d.Family)); dr != nil && len(dr.Known[s.Name][d.Name]) > 0 {
+		// The schedules its store knows for the strategy.
+		m := *s
+		m.Known = maps.Clone(s.Known)
+		if m.Known == nil {
+			m.Known = map[string][]string{}
+		}
+		m.Known[d.Name] = append(slices.Clone(s.Known[d.Name]), dr.Known[s.Name][d.Name]...)
+		s = &m
+	}
 	if !d.Properties.MultiNode || s.MultiNode || s.Several == nil {
 		return s
 	}

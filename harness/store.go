@@ -77,6 +77,10 @@ type Driver struct {
 	// Tellings tell the catalog's scenarios for the store, by scenario
 	// name (Scenario.Stores).
 	Tellings map[string]Telling
+	// Known are the schedules told or found for the store's strategies,
+	// by scenario name and then strategy name: a scenario resolved for
+	// one of them (Scenario.On) has them among its Known.
+	Known map[string]map[string][]string
 	// Limits bound the schedules of the cells whose scenario faults the
 	// server (Scenario.Needs) below StoreRestartSchedules, where each
 	// schedule waits for an election or a promotion.

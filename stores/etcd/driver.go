@@ -44,6 +44,7 @@ func init() {
 		MultiNode: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
 			"agree on every write before it is acknowledged",
 		Tellings: tellings,
+		Known:    known,
 		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
 		// etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
 		// its lease alive for as long as its process runs (etcdctl lock

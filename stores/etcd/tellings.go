@@ -79,3 +79,21 @@ var tellings = map[string]harness.Telling{
 		Source: srcEtcdFailures,
 	},
 }
+
+// known are the schedules told or found for the etcd strategies, by
+// scenario and then strategy (harness.Driver.Known): each cell replays
+// them before its search, and the pages pin them.
+var known = map[string]map[string][]string{
+	"pause-past-ttl": {
+		"etcd-lease": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"pause-past-ttl-fenced": {
+		"etcd-lease": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"partitioned-holder": {
+		"etcd-lease": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1"},
+	},
+	"failover-loses-lock": {
+		"etcd-lease": {"c1 c1 failover(n1) c2 c2"},
+	},
+}

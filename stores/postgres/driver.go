@@ -45,6 +45,7 @@ func init() {
 		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
 		MultiNode: "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
 		Tellings:  tellings,
+		Known:     known,
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
 			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, node.Failover) }}},
 		Versioned: true,

@@ -138,11 +138,7 @@ func testPostgresFailover(t *testing.T, opts pgproc.Options) {
 	// pg-for-update's violation lies beyond the cell's search: the cell
 	// finds it in the schedule docs/postgres.md replays (Scenario.Known),
 	// which it runs first.
-	sc, err := harness.Lookup("failover-loses-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := sc.Known["pg-for-update"][0]
+	known := known["failover-loses-lock"]["pg-for-update"][0]
 	for _, c := range m.Cells {
 		t.Logf("%s: %s in %d schedules, %v: %s", c.Strategy, c.Outcome, c.Schedules, c.Elapsed.Round(time.Millisecond), c.Schedule)
 		if c.Outcome != harness.Violated {

@@ -91,3 +91,30 @@ var tellings = map[string]harness.Telling{
 		Source: srcPGLocking,
 	},
 }
+
+// known are the schedules told or found for the PostgreSQL strategies, by
+// scenario and then strategy (harness.Driver.Known): each cell replays
+// them before its search, and the pages pin them.
+var known = map[string]map[string][]string{
+	"clock-skew": {
+		"pg-lock-table": {"c1 skew(c2,+32s) c2 c2 c2"},
+	},
+	"pause-past-ttl": {
+		"pg-lock-table": {"c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"partitioned-holder": {
+		"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},
+		"pg-for-update": {"c1 c1 c1 c2 c2 isolate(c1) time c2 c2 c2 c1"},
+	},
+	"pause-past-ttl-versioned": {
+		"pg-lock-table": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"partitioned-holder-versioned": {
+		"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
+		"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
+		"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1", "c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},
+	},
+	"failover-loses-lock": {
+		"pg-for-update": {"c1 c1 c1 failover(n1) c2 c2 c2"},
+	},
+}

@@ -53,6 +53,7 @@ func init() {
 		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
 			"servers agree on every write before it is acknowledged",
 		Tellings: tellings,
+		Known:    known,
 		Lockers:  map[string]harness.Factory{zklock.GolibName: golibLock},
 		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
 		Bench:    bench,

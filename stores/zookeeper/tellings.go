@@ -81,3 +81,19 @@ var tellings = map[string]harness.Telling{
 		Source: srcZKZab,
 	},
 }
+
+// known are the schedules told or found for the ZooKeeper strategies, by
+// scenario and then strategy (harness.Driver.Known): each cell replays
+// them before its search, and the pages pin them.
+var known = map[string]map[string][]string{
+	"pause-past-ttl": {
+		"zk-golib":  {"c1 c1 c1 c2 c2 c2 c2 c1"},
+		"zk-recipe": {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"pause-past-ttl-fenced": {
+		"zk-recipe": {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"partitioned-holder": {
+		"zk-golib": {"c2 c1 c1 c1 c2 c2 c2 c1"},
+	},
+}

@@ -128,7 +128,7 @@ func TestPinnedSchedulesAreKnown(t *testing.T) {
 			require.NoError(t, err, "%s:%d", f, r.Line)
 			sc := cs.Scenario
 			assert.True(t, text == sc.Schedule || slices.Contains(sc.Known[d.Args[1]], text),
-				"%s:%d pins %q for %s on %s: add it to the scenario's Known schedules in harness/catalog.go",
+				"%s:%d pins %q for %s on %s: add it to the scenario's Known schedules in harness/catalog.go (on another store, its Driver's Known)",
 				f, r.Line, text, d.Args[1], d.Args[0])
 		}
 	}
