@@ -77,6 +77,13 @@ type Driver struct {
 	// Tellings tell the catalog's scenarios for the store, by scenario
 	// name (Scenario.Stores).
 	Tellings map[string]Telling
+	// PlayLevels are the store's challenges in locklab play, after
+	// Redis's and those of the stores of lower Rank.
+	PlayLevels []PlayLevel
+	// Columns order the store's strategies in a matrix, after Redis's and
+	// the stores of lower Rank; those not listed follow every store's,
+	// sorted.
+	Columns []string
 	// Known are the schedules told or found for the store's strategies,
 	// by scenario name and then strategy name: a scenario resolved for
 	// one of them (Scenario.On) has them among its Known.
@@ -419,6 +426,18 @@ func LookupStore(name string) (*Driver, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("harness: no store %q is registered (import its package under stores/)", name)
+}
+
+// PlayLevel is a challenge of locklab play on a store's lock
+// (Driver.PlayLevels): break the scenario's property on the strategy,
+// reaching Goal, or, Safe, play it to the end and read Why nothing broke.
+// Docs is the page of the strategy's family, relative to the docs folder;
+// Story, when set, tells the scenario as the level plays it.
+type PlayLevel struct {
+	ID, Title, Goal    string
+	Scenario, Strategy string
+	Safe               bool
+	Why, Docs, Story   string
 }
 
 // StoreInstalled reports whether the servers of store can be started here:

@@ -50,7 +50,8 @@ type Level struct {
 	cs harness.Case
 }
 
-// levelDefs are the challenges, easiest first.
+// levelDefs are the challenges on Redis, easiest first; the other
+// stores' follow (harness.Driver.PlayLevels), store by store.
 var levelDefs = []Level{
 	{ID: "c1c2", Scenario: "stale-recovery", Strategy: "setnx-del", Docs: "setnx_getset.md",
 		Title: "The C1/C2 race",
@@ -83,32 +84,6 @@ var levelDefs = []Level{
 	{ID: "failover", Scenario: "failover-loses-lock", Strategy: "set-nx-px", Docs: "setnxex.md",
 		Title: "The replica never saw it",
 		Goal:  "n1 has an asynchronous replica. Make C1 and C2 both hold set-nx-px by failing over at the right moment."},
-	{ID: "etcd-pause", Scenario: "pause-past-ttl", Strategy: "etcd-lease", Docs: "etcd.md",
-		Title: "etcd: consensus does not wake a sleeper",
-		Goal: "etcd-lease on a three-member etcd cluster: the lock is a key on a lease, replicated by Raft before any answer. " +
-			"C1 sleeps past its lease's TTL. Make C1 write to the resource after C2, its successor, has written."},
-	{ID: "etcd-fenced", Scenario: "pause-past-ttl-fenced", Strategy: "etcd-lease", Docs: "etcd.md", Safe: true,
-		Title: "etcd's revision as a fence (you can't: why?)",
-		Goal: "The same pause, but the resource now refuses a fence number lower than one it has seen, and etcd-lease's " +
-			"fence is the lock key's revision. Try to get C1's stale write through; then play the run to its end.",
-		Why: "C1's lease still ran out while it slept, and C2 took the lock: no lease can stop a paused holder. But the " +
-			"fence is the create revision of the lock key, and etcd's one revision counter grows with every write: " +
-			"C2's key was created after C1's, so C2's fence is higher, and once the resource has taken C2's write it " +
-			"refuses C1's. The resource, not the lock, has the last word."},
-	{ID: "zk-golib", Scenario: "pause-past-ttl-fenced", Strategy: "zk-golib", Docs: "zookeeper.md",
-		Title: "ZooKeeper: go-zookeeper's lock has no fence",
-		Goal: "zk-golib is go-zookeeper's zk.NewLock on a three-server ZooKeeper ensemble: the lock is an ephemeral " +
-			"node that lives as long as C1's session. C1 sleeps past its session timeout, and the resource refuses a " +
-			"fence lower than one it has seen. Make C1's stale write go through after C2's."},
-	{ID: "pg-restart", Scenario: "restart-loses-lock", Strategy: "pg-advisory", Docs: "postgres.md",
-		Title: "PostgreSQL: a restart ends the session",
-		Goal: "pg-advisory holds the lock in C1's database session, with no TTL: it lasts as long as that session. " +
-			"Make C1 and C2 both hold it by restarting the PostgreSQL server at the right moment.",
-		Story: "C1 takes pg-advisory's lock: pg_try_advisory_lock, on a connection it keeps for as long as it holds " +
-			"the lock. The lock belongs to that session, not to anything on disk. The server restarts: it keeps its " +
-			"data directory (a lock table's row would still be there), but every session ends, and C1's lock with " +
-			"it. C2 acquires while C1, which has sent nothing since and does not know, works on; C1's release then " +
-			"fails on its dead connection."},
 }
 
 // Levels returns the challenges, each with its scenario's story and needs:
@@ -116,8 +91,15 @@ var levelDefs = []Level{
 func Levels() []Level { return slices.Clone(builtin()) }
 
 var builtin = sync.OnceValue(func() []Level {
-	out := make([]Level, 0, len(levelDefs))
-	for _, l := range levelDefs {
+	defs := slices.Clone(levelDefs)
+	for _, d := range harness.Stores() {
+		for _, pl := range d.PlayLevels {
+			defs = append(defs, Level{ID: pl.ID, Title: pl.Title, Goal: pl.Goal, Scenario: pl.Scenario,
+				Strategy: pl.Strategy, Safe: pl.Safe, Why: pl.Why, Docs: pl.Docs, Story: pl.Story})
+		}
+	}
+	out := make([]Level, 0, len(defs))
+	for _, l := range defs {
 		cs, err := harness.Resolve(l.Scenario, l.Strategy)
 		if err != nil {
 			panic(fmt.Sprintf("level %s: %v", l.ID, err))

@@ -132,17 +132,27 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	return err
 }
 
-// strategyOrder and scenarioOrder are the orders the docs present them in;
-// names not listed follow, sorted.
+// redisOrder is the order the docs present the Redis strategies in, the
+// history's; strategyOrder adds the other stores' columns (Driver.Columns),
+// store by store. scenarioOrder is the scenarios'. Names not listed follow,
+// sorted.
 var (
-	strategyOrder = []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
-		"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock",
-		"pg-lock-table", "pg-for-update", "pg-advisory", "etcd-lease"}
+	redisOrder = []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
+		"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
 	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
 		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
 		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-restart-delayed",
 		"redlock-restart-fsync", "redlock-clock-jump", "redlock-pause"}
 )
+
+// strategyOrder is redisOrder, then each registered store's columns.
+func strategyOrder() []string {
+	out := slices.Clone(redisOrder)
+	for _, d := range harness.Stores() {
+		out = append(out, d.Columns...)
+	}
+	return out
+}
 
 func ordered(names, pref []string) []string {
 	var out []string
@@ -189,7 +199,7 @@ func MatrixMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 }
 
 func matrixMarkdown(m *harness.MatrixResult, preemptions, schedules int, stores bool) string {
-	strats := ordered(m.Strategies, strategyOrder)
+	strats := ordered(m.Strategies, strategyOrder())
 	scens := ordered(m.Scenarios, scenarioOrder)
 	var b strings.Builder
 	b.WriteString("| scenario | checks |")
@@ -339,7 +349,7 @@ func StoresMarkdown(m *harness.MatrixResult, preemptions, schedules int) string 
 		strats []string
 	}
 	var groups []*group
-	for _, s := range ordered(m.Strategies, strategyOrder) {
+	for _, s := range ordered(m.Strategies, strategyOrder()) {
 		for _, c := range m.Cells {
 			if c.Strategy != s || c.Outcome != harness.NA || c.Message == "" {
 				continue
@@ -429,7 +439,7 @@ func countsMarkdown(b *strings.Builder, m *harness.MatrixResult, strats, scens [
 // group, when it holds more than half of the row, written as "every other
 // lock". Generated from the cells, it cannot contradict the table.
 func MatrixSummary(m *harness.MatrixResult) string {
-	strats := ordered(m.Strategies, strategyOrder)
+	strats := ordered(m.Strategies, strategyOrder())
 	var b strings.Builder
 	for _, sc := range ordered(m.Scenarios, scenarioOrder) {
 		var order []harness.Outcome

@@ -43,9 +43,11 @@ func init() {
 		Open:     func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
 		MultiNode: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
 			"agree on every write before it is acknowledged",
-		Tellings: tellings,
-		Known:    known,
-		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
+		Tellings:   tellings,
+		Known:      known,
+		PlayLevels: playLevels,
+		Columns:    []string{"etcd-lease"},
+		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
 		// etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
 		// its lease alive for as long as its process runs (etcdctl lock
 		// too); locklab's etcd-lease does so only with Config.Watchdog.

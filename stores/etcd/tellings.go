@@ -97,3 +97,20 @@ var known = map[string]map[string][]string{
 		"etcd-lease": {"c1 c1 failover(n1) c2 c2"},
 	},
 }
+
+// playLevels are the store's challenges in locklab play
+// (harness.Driver.PlayLevels).
+var playLevels = []harness.PlayLevel{
+	{ID: "etcd-pause", Scenario: "pause-past-ttl", Strategy: "etcd-lease", Docs: "etcd.md",
+		Title: "etcd: consensus does not wake a sleeper",
+		Goal: "etcd-lease on a three-member etcd cluster: the lock is a key on a lease, replicated by Raft before any answer. " +
+			"C1 sleeps past its lease's TTL. Make C1 write to the resource after C2, its successor, has written."},
+	{ID: "etcd-fenced", Scenario: "pause-past-ttl-fenced", Strategy: "etcd-lease", Docs: "etcd.md", Safe: true,
+		Title: "etcd's revision as a fence (you can't: why?)",
+		Goal: "The same pause, but the resource now refuses a fence number lower than one it has seen, and etcd-lease's " +
+			"fence is the lock key's revision. Try to get C1's stale write through; then play the run to its end.",
+		Why: "C1's lease still ran out while it slept, and C2 took the lock: no lease can stop a paused holder. But the " +
+			"fence is the create revision of the lock key, and etcd's one revision counter grows with every write: " +
+			"C2's key was created after C1's, so C2's fence is higher, and once the resource has taken C2's write it " +
+			"refuses C1's. The resource, not the lock, has the last word."},
+}

@@ -118,3 +118,17 @@ var known = map[string]map[string][]string{
 		"pg-for-update": {"c1 c1 c1 failover(n1) c2 c2 c2"},
 	},
 }
+
+// playLevels are the store's challenges in locklab play
+// (harness.Driver.PlayLevels).
+var playLevels = []harness.PlayLevel{
+	{ID: "pg-restart", Scenario: "restart-loses-lock", Strategy: "pg-advisory", Docs: "postgres.md",
+		Title: "PostgreSQL: a restart ends the session",
+		Goal: "pg-advisory holds the lock in C1's database session, with no TTL: it lasts as long as that session. " +
+			"Make C1 and C2 both hold it by restarting the PostgreSQL server at the right moment.",
+		Story: "C1 takes pg-advisory's lock: pg_try_advisory_lock, on a connection it keeps for as long as it holds " +
+			"the lock. The lock belongs to that session, not to anything on disk. The server restarts: it keeps its " +
+			"data directory (a lock table's row would still be there), but every session ends, and C1's lock with " +
+			"it. C2 acquires while C1, which has sent nothing since and does not know, works on; C1's release then " +
+			"fails on its dead connection."},
+}

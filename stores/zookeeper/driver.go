@@ -52,11 +52,12 @@ func init() {
 		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
 		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
 			"servers agree on every write before it is acknowledged",
-		Tellings: tellings,
-		Known:    known,
-		Lockers:  map[string]harness.Factory{zklock.GolibName: golibLock},
-		Limits:   []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
-		Bench:    bench,
+		Tellings:   tellings,
+		Known:      known,
+		PlayLevels: playLevels,
+		Lockers:    map[string]harness.Factory{zklock.GolibName: golibLock},
+		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
+		Bench:      bench,
 		Abbreviations: func(string) string {
 			return "P: the lock's path; P/_c_c1-lock-0000000000: the node client c1 made under it (its GUID " +
 				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +

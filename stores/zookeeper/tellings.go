@@ -97,3 +97,13 @@ var known = map[string]map[string][]string{
 		"zk-golib": {"c2 c1 c1 c1 c2 c2 c2 c1"},
 	},
 }
+
+// playLevels are the store's challenges in locklab play
+// (harness.Driver.PlayLevels).
+var playLevels = []harness.PlayLevel{
+	{ID: "zk-golib", Scenario: "pause-past-ttl-fenced", Strategy: "zk-golib", Docs: "zookeeper.md",
+		Title: "ZooKeeper: go-zookeeper's lock has no fence",
+		Goal: "zk-golib is go-zookeeper's zk.NewLock on a three-server ZooKeeper ensemble: the lock is an ephemeral " +
+			"node that lives as long as C1's session. C1 sleeps past its session timeout, and the resource refuses a " +
+			"fence lower than one it has seen. Make C1's stale write go through after C2's."},
+}
