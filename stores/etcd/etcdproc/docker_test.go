@@ -1,13 +1,9 @@
 package etcdproc_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
@@ -147,15 +144,10 @@ const dockerHelperEnv = "LOCKLAB_ETCDPROC_DOCKER_HELPER"
 // process of its own, which starts a docker cluster, says so, and waits
 // for a signal.
 func TestHelperDockerCluster(t *testing.T) {
-	if os.Getenv(dockerHelperEnv) == "" {
-		t.Skip("helper process of TestDockerInterrupt")
-	}
-	if _, err := etcdproc.Start(context.Background(), etcdproc.Options{Backend: etcdproc.BackendDocker}); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	fmt.Println("ready")
-	select {}
+	boxtest.Helper(t, dockerHelperEnv, func() error {
+		_, err := etcdproc.Start(context.Background(), etcdproc.Options{Backend: etcdproc.BackendDocker})
+		return err
+	})
 }
 
 // TestDockerInterrupt: SIGINT to a process with a docker cluster open
@@ -165,32 +157,7 @@ func TestDockerInterrupt(t *testing.T) {
 		t.Skip("containers of the etcd or PostgreSQL images: the full run's (CI, make test-long)")
 	}
 	requireDocker(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDockerCluster$", "-test.v")
-	cmd.Env = append(os.Environ(), dockerHelperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); dockerbox.RemoveStale(context.Background()) })
-	sc := bufio.NewScanner(out)
-	ready := false
-	for !ready && sc.Scan() {
-		require.False(t, strings.HasPrefix(sc.Text(), "error"), sc.Text())
-		ready = sc.Text() == "ready"
-	}
-	require.True(t, ready, "the helper started its cluster")
-	cs, ns, err := dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	require.Len(t, cs, 3)
-	require.Len(t, ns, 1)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "the signal ends the process once it cleaned up")
-	cs, ns, err = dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	assert.Empty(t, cs, "containers left")
-	assert.Empty(t, ns, "networks left")
+	boxtest.Interrupt(t, "TestHelperDockerCluster", dockerHelperEnv, 3, nil)
 }
 
 // BenchmarkStartDocker: the start of a three-member cluster in containers

@@ -1,15 +1,11 @@
 package pgproc_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 )
@@ -134,57 +131,23 @@ const dockerHelperEnv = "LOCKLAB_PGPROC_DOCKER_HELPER"
 // process of its own, which starts a docker server and a standby of it,
 // says so, and waits for a signal.
 func TestHelperDockerServer(t *testing.T) {
-	if os.Getenv(dockerHelperEnv) == "" {
-		t.Skip("helper process of TestDockerInterrupt")
-	}
-	p, err := pgproc.Start(context.Background(), pgproc.Options{Backend: pgproc.BackendDocker})
-	if err == nil {
-		_, err = p.StartStandby(context.Background(), pgproc.Options{})
-	}
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	fmt.Println("ready")
-	select {}
+	boxtest.Helper(t, dockerHelperEnv, func() error {
+		p, err := pgproc.Start(context.Background(), pgproc.Options{Backend: pgproc.BackendDocker})
+		if err == nil {
+			_, err = p.StartStandby(context.Background(), pgproc.Options{})
+		}
+		return err
+	})
 }
 
 // TestDockerInterrupt: SIGINT to a process with a docker server and its
-// standby open removes their containers and network before the process
-// ends.
+// standby open (a container each) removes their containers and network
+// before the process ends.
 func TestDockerInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("containers of the etcd or PostgreSQL images: the full run's (CI, make test-long)")
 	}
-	if _, err := dockerbox.Connect(context.Background()); err != nil {
-		t.Skipf("docker backend: %v", err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDockerServer$", "-test.v")
-	cmd.Env = append(os.Environ(), dockerHelperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); dockerbox.RemoveStale(context.Background()) })
-	sc := bufio.NewScanner(out)
-	ready := false
-	for !ready && sc.Scan() {
-		require.False(t, strings.HasPrefix(sc.Text(), "error"), sc.Text())
-		ready = sc.Text() == "ready"
-	}
-	require.True(t, ready, "the helper started its server")
-	cs, ns, err := dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	require.Len(t, cs, 2, "the primary's container and the standby's")
-	require.Len(t, ns, 1)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "the signal ends the process once it cleaned up")
-	cs, ns, err = dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	assert.Empty(t, cs, "containers left")
-	assert.Empty(t, ns, "networks left")
+	boxtest.Interrupt(t, "TestHelperDockerServer", dockerHelperEnv, 2, nil)
 }
 
 // BenchmarkStartDocker: initdb and the start of a server in a container

@@ -1,14 +1,10 @@
 package zkproc_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 )
 
@@ -142,50 +139,18 @@ const dockerHelperEnv = "LOCKLAB_ZKPROC_DOCKER_HELPER"
 // a process of its own, which starts a docker ensemble, says so, and
 // waits for a signal.
 func TestHelperDockerEnsemble(t *testing.T) {
-	if os.Getenv(dockerHelperEnv) == "" {
-		t.Skip("helper process of TestDockerInterrupt")
-	}
-	if _, err := zkproc.Start(context.Background(), zkproc.Options{Backend: zkproc.BackendDocker}); err != nil {
-		fmt.Printf("error %q\n", err.Error())
-		os.Exit(1)
-	}
-	fmt.Println("ready")
-	select {}
+	boxtest.Helper(t, dockerHelperEnv, func() error {
+		_, err := zkproc.Start(context.Background(), zkproc.Options{Backend: zkproc.BackendDocker})
+		return err
+	})
 }
 
 // TestDockerInterrupt: SIGINT to a process with a docker ensemble open
 // removes its containers and network before the process ends.
 func TestDockerInterrupt(t *testing.T) {
 	requireDocker(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDockerEnsemble$", "-test.v")
-	cmd.Env = append(os.Environ(), dockerHelperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); dockerbox.RemoveStale(context.Background()) })
-	sc := bufio.NewScanner(out)
-	ready := false
-	for !ready && sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "error") && strings.Contains(sc.Text(), zkproc.ErrNoImage.Error()) {
-			t.Skipf("docker backend: %s", strings.TrimPrefix(sc.Text(), "error "))
-		}
-		require.False(t, strings.HasPrefix(sc.Text(), "error"), sc.Text())
-		ready = sc.Text() == "ready"
-	}
-	require.True(t, ready, "the helper started its ensemble")
-	cs, ns, err := dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	require.Len(t, cs, 3)
-	require.Len(t, ns, 1)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "the signal ends the process once it cleaned up")
-	cs, ns, err = dockerbox.Owned(context.Background(), cmd.Process.Pid, "")
-	require.NoError(t, err)
-	assert.Empty(t, cs, "containers left")
-	assert.Empty(t, ns, "networks left")
+	boxtest.Interrupt(t, "TestHelperDockerEnsemble", dockerHelperEnv, 3,
+		func(msg string) bool { return strings.Contains(msg, zkproc.ErrNoImage.Error()) })
 }
 
 // BenchmarkStartDocker: the start of a three-server ensemble in
