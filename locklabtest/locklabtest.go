@@ -85,8 +85,9 @@ func ExpectViolation(scenarios ...string) Option {
 // minutes).
 func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
-// Run registers the lock under d.Name (unless a strategy of that name is
-// registered already, which then runs), starts three Redis servers, the
+// Run registers the lock under d.Name (a name of its own: one registered
+// already, a built-in's say, is refused; a test run again with -count
+// keeps its first factory), starts three Redis servers, the
 // first with a replica, explores every scenario that applies to it, logs
 // each verdict, and fails t for each violation found, except in the
 // scenarios of ExpectViolation, which must find one. It returns the
@@ -150,16 +151,19 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 // not schedule.
 var counts sync.Map // name → *atomic.Int64
 
-// register registers d with f, its connections counted, unless a strategy
-// of d's name is registered (a test run again with -count: the first
-// factory stays). It returns the lock's count of commands, nil for a
-// strategy registered elsewhere.
+// register registers d with f, its connections counted, unless this
+// package registered d's name before (a test run again with -count: the
+// first factory stays); a name registered elsewhere is refused. It
+// returns the lock's count of commands.
 func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, error) {
 	if _, _, err := strategies.Lookup(d.Name); err == nil {
 		if n, ok := counts.Load(d.Name); ok {
 			return n.(*atomic.Int64), nil
 		}
-		return nil, nil // registered by the caller: not counted here
+		return nil, fmt.Errorf("a strategy named %q is registered already (a built-in one, or another package's): give the lock a name of its own", d.Name)
+	}
+	if f == nil {
+		return nil, fmt.Errorf("%s: nil factory", d.Name)
 	}
 	count := new(atomic.Int64)
 	counts.Store(d.Name, count)
@@ -174,7 +178,11 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 			}
 			cfg.Nodes = nodes
 		}
-		return f(cfg)
+		l, err := f(cfg)
+		if err == nil && l == nil {
+			err = fmt.Errorf("%s's factory returned a nil Locker and no error", d.Name)
+		}
+		return l, err
 	}
 	return count, strategies.Register(d, counted)
 }

@@ -1,6 +1,7 @@
 package locklabtest_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -106,14 +107,33 @@ func TestSoundLockPasses(t *testing.T) {
 	assert.Contains(t, errs[1], "redlock-restart: expected a violation, but the scenario does not apply")
 }
 
-// TestBadInput: a scenario locklab does not know ends the run before any
-// server starts.
+// TestBadInput: a scenario locklab does not know, a name taken, a nil
+// factory, a factory that fails or gives a nil Locker: each ends the run
+// with an error that says which.
 func TestBadInput(t *testing.T) {
 	d, f := mine(t, "set-nx-px", "mine-token")
-	_, errs, fatal := run(t, d, f, locklabtest.Scenarios("no-such-scenario"))
-	require.True(t, fatal)
-	require.Len(t, errs, 1)
-	assert.True(t, strings.Contains(errs[0], "no-such-scenario"), errs[0])
+	boom := func(locklab.Config) (locklab.Locker, error) { return nil, errors.New("boom: no such pool") }
+	nothing := func(locklab.Config) (locklab.Locker, error) { return nil, nil }
+	builtin, _ := mine(t, "set-nx-px", "set-nx-px")
+	named := func(name string) strategies.Description { d := d; d.Name = name; return d }
+	for _, tc := range []struct {
+		d    strategies.Description
+		f    strategies.Factory
+		opts []locklabtest.Option
+		want string
+	}{
+		{d, f, []locklabtest.Option{locklabtest.Scenarios("no-such-scenario")}, "no-such-scenario"},
+		{builtin, f, nil, `a strategy named "set-nx-px" is registered already`},
+		{named("mine-nil-factory"), nil, nil, "mine-nil-factory: nil factory"},
+		{named("mine-boom"), boom, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")}, "boom: no such pool"},
+		{named("mine-nil-locker"), nothing, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")},
+			"mine-nil-locker's factory returned a nil Locker and no error"},
+	} {
+		_, errs, fatal := run(t, tc.d, tc.f, tc.opts...)
+		require.True(t, fatal, "%s: %v", tc.d.Name, errs)
+		require.Len(t, errs, 1)
+		assert.True(t, strings.Contains(errs[0], tc.want), "%s: %s", tc.d.Name, errs[0])
+	}
 }
 
 // TestOwnClientIsSaid: a lock that talks to Redis through a client of its
