@@ -138,6 +138,11 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 		}
 		t.Fatalf("locklabtest: %v", err)
 	}
+	// The failing cells' counterexamples again, with the key read after
+	// every step, for their timelines.
+	if _, err := harness.Record(ctx, m, srv.nodes); err != nil {
+		t.Logf("locklabtest: replaying the counterexamples with the key recorded: %v", err)
+	}
 	report(t, m, c.expect)
 	if silent && slices.ContainsFunc(m.Cells, func(c harness.Cell) bool { return c.Outcome != harness.NA }) {
 		t.Errorf("%s", unscheduled)
