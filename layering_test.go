@@ -1,21 +1,13 @@
 package locklab_test
 
 import (
-	"fmt"
-	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/locklab/locklab/harness"
-	_ "github.com/locklab/locklab/stores" // registers the stores whose names the core must not know
-	"github.com/locklab/locklab/strategies"
 )
 
 // TestLayering keeps the library apart from the tooling: no package a
@@ -76,96 +68,4 @@ func TestLayering(t *testing.T) {
 		}
 	}
 	t.Logf("%d files in %d library directories", checked, len(library))
-}
-
-// TestCoreKnowsNoStore keeps the harness's core apart from the stores: the
-// harness, its renderer and its checkers, stress mode and play, import no
-// store's client (pgx, etcd's client, gRPC, ZooKeeper's client) and no
-// package of stores/, and their code names no store other than Redis, and
-// no strategy of one, in a string. What differs by store is asked of the store's harness.Driver
-// (stress.StoreDriver in stress mode).
-func TestCoreKnowsNoStore(t *testing.T) {
-	core := []string{"./harness", "./harness/render", "./harness/stress", "./harness/play"}
-	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	forbidden := []string{"github.com/jackc/pgx", "go.etcd.io/etcd", "google.golang.org/grpc",
-		"github.com/go-zookeeper/zk", "github.com/locklab/locklab/stores"}
-	deps := strings.Fields(string(out))
-	if len(deps) < 20 {
-		t.Fatalf("go list -deps found %d packages: %v", len(deps), deps)
-	}
-	for _, p := range deps {
-		for _, f := range forbidden {
-			if p == f || strings.HasPrefix(p, f+"/") {
-				t.Errorf("the harness's core depends on %s", p)
-			}
-		}
-	}
-	for _, f := range storeWords(t, core, storeNames()) {
-		t.Errorf("%s: ask its Driver instead", f)
-	}
-}
-
-// storeNames are the names of the stores other than Redis and of their
-// strategies.
-func storeNames() []string {
-	var out []string
-	for _, d := range harness.Stores() {
-		out = append(out, d.Name)
-	}
-	for _, d := range strategies.All() {
-		if harness.StoreOfStrategy(d.Name) != "" {
-			out = append(out, d.Name)
-		}
-	}
-	return out
-}
-
-// storeWords returns where the Go files of dirs (tests aside) name one of
-// words in a string.
-func storeWords(t *testing.T, dirs, words []string) []string {
-	t.Helper()
-	var found []string
-	fset := token.NewFileSet()
-	for _, dir := range dirs {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			af, err := parser.ParseFile(fset, f, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ast.Inspect(af, func(n ast.Node) bool {
-				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, _ := strconv.Unquote(lit.Value); slices.Contains(words, s) {
-						found = append(found, fmt.Sprintf("%s names %q", fset.Position(lit.Pos()), s))
-					}
-				}
-				return true
-			})
-		}
-	}
-	return found
-}
-
-// TestStoreWordsCatches: the check of TestCoreKnowsNoStore finds a store's
-// name and a store's strategy's name planted in a file, and nothing in a
-// test file or a comment.
-func TestStoreWordsCatches(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("planted.go", "package p\n\n// zookeeper in a comment is fine.\nvar a, b = \"zookeeper\", \"pg-advisory\"\n")
-	write("planted_test.go", "package p\n\nvar c = \"etcd-lease\"\n")
-	found := storeWords(t, []string{dir}, storeNames())
-	if len(found) != 2 || !strings.Contains(found[0], `"zookeeper"`) || !strings.Contains(found[1], `"pg-advisory"`) {
-		t.Errorf("found %q; want the planted store and strategy names, and nothing else", found)
-	}
 }
