@@ -6,9 +6,12 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/locklab/locklab/harness/node"
 )
 
 // Node is a Redis server the harness runs schedules on. The harness talks to
@@ -146,4 +149,21 @@ func (s *slot) keepAppendOnly(ctx context.Context, fsync string) (func() error, 
 		s.appendFsync = ""
 		return s.appendOnly(context.WithoutCancel(ctx), false, fsync)
 	}, nil
+}
+
+// StartMatrixNodes starts the Redis servers a whole matrix runs on, as
+// `locklab matrix` does: three nodes with opts (its N is set to 3), the
+// first with an asynchronous replica for the scenarios that fail it over.
+// stop stops them.
+func StartMatrixNodes(ctx context.Context, opts node.Options) (nodes []Node, stop func() error, err error) {
+	opts.N = 3
+	c, err := node.Start(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.Replicated(ctx, c.Nodes()[0])
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Close())
+	}
+	return []Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
 }

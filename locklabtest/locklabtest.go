@@ -26,7 +26,6 @@ package locklabtest
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -207,7 +206,7 @@ func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	t.Helper()
 	st := harness.StoreOfStrategy(name)
 	if st == "" {
-		nodes, stop, err := startNodes(ctx, backend)
+		nodes, stop, err := harness.StartMatrixNodes(ctx, node.Options{Backend: backend, Label: "locklabtest"})
 		if err != nil {
 			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
 		}
@@ -258,20 +257,6 @@ func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenar
 	}
 	t.Log("\n" + render.Timeline(h))
 	return h
-}
-
-// startNodes starts three Redis servers on backend, the first with a
-// replica for the scenarios that fail it over, as `locklab matrix` does.
-func startNodes(ctx context.Context, backend string) ([]harness.Node, func() error, error) {
-	c, err := node.Start(ctx, node.Options{Backend: backend, N: 3, Label: "locklabtest"})
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := c.Replicated(ctx, c.Nodes()[0])
-	if err != nil {
-		return nil, nil, errors.Join(err, c.Close())
-	}
-	return []harness.Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
 }
 
 // report logs each cell and fails t for each one that is not as expected.
