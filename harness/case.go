@@ -22,6 +22,12 @@ type Case struct {
 	Scenario *Scenario
 	Strategy strategies.Description
 	Factory  Factory
+	// Symmetric: Factory builds the same lock for every client, one that
+	// treats no client differently for the order it was built in, so
+	// that clients running the same program are interchangeable
+	// (symmetry.go). Resolve sets it for a registered strategy; a Custom
+	// case is not taken to be.
+	Symmetric bool
 }
 
 // Resolve looks up the scenario and the registered strategy by name: the
@@ -46,7 +52,7 @@ func (s *Scenario) Resolve(strategy string) (Case, error) {
 	if dr := driver(storeOf(d.Family)); dr != nil && dr.Lockers[d.Name] != nil {
 		f = dr.Lockers[d.Name]
 	}
-	return Case{Scenario: s.On(d), Strategy: d, Factory: f}, nil
+	return Case{Scenario: s.On(d), Strategy: d, Factory: f, Symmetric: true}, nil
 }
 
 // Custom is a case for a Locker that is not registered: f builds it, name

@@ -49,7 +49,7 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db
 		maxSched = MatrixSchedules
 	}
 	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
-		Workers: o.Workers, DB: db, NoReduction: o.NoReduction, pool: o.pool}
+		Workers: o.Workers, DB: db, NoReduction: o.NoReduction, NoSymmetry: o.NoSymmetry, pool: o.pool}
 	ex, err := Explore(ctx, eo)
 	if err != nil {
 		return c, err
@@ -200,7 +200,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		// Its first worker runs on the cell's lane, more take room in the
 		// matrix's pool; each locks a key of its own (storeKeySuffix).
 		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
-			StopAtFirst: true, Workers: o.Workers, pool: o.pool, poolFree: true, moreNodes: moreNodes})
+			StopAtFirst: true, Workers: o.Workers, NoSymmetry: o.NoSymmetry, pool: o.pool, poolFree: true, moreNodes: moreNodes})
 		if err != nil {
 			return c, err
 		}

@@ -5,7 +5,10 @@
 
 package harness
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // The names the harness adds to a step's Touch: the critical section
 // (which clients hold the lock, the order in which they took it) and the
@@ -16,10 +19,15 @@ const (
 	touchClock    = "harness:clock"
 )
 
+// touchNet names client id's network: whether a partition cuts it off.
+// Every step of the client reads it; isolate and rejoin write it.
+func touchNet(id int) string { return "harness:net:c" + strconv.Itoa(id) }
+
 // stepEffect is what a step of a run did.
 type stepEffect struct {
-	// client is the step's client (0 for an event, which conflicts with
-	// every step).
+	// client is the step's client (0 for an event: an event conflicts
+	// with every step, but an isolate or a rejoin, which writes only its
+	// client's network, and with another event always).
 	client int
 	// touch is what the step read and wrote, its store's declaration and
 	// the harness's together; nil: everything.
@@ -30,10 +38,14 @@ type stepEffect struct {
 
 // independent reports whether steps that did a and b give the same
 // outcome in either order, from any state both are enabled in: steps of
-// two clients that touch nothing the other writes.
+// two clients, or a step of a client and an event, that touch nothing the
+// other writes. Two events are never independent: the scenario orders its
+// faults (Scenario.FaultAfter), and the explorer keeps them in order.
 func independent(a, b stepEffect) bool {
-	return a.client != 0 && b.client != 0 && a.client != b.client &&
-		a.touch != nil && b.touch != nil && !forgotten(a.touch).Conflicts(forgotten(b.touch))
+	if a.touch == nil || b.touch == nil || a.client == b.client {
+		return false // two events, or two steps of one client
+	}
+	return !forgotten(a.touch).Conflicts(forgotten(b.touch))
 }
 
 // forget, in the reduction's tests, names a resource the reduction
@@ -85,7 +97,14 @@ func (r *run) markLocked(c *client) {
 //   - after which a client took the lock or left it writes the holders,
 //     and one of a releasing client reads them (a wrongful release is one
 //     that removes the lock of a client holding it);
-//   - after which the resource took a write writes the resource.
+//   - after which the resource took a write writes the resource;
+//   - of a client reads its network (touchNet).
+//
+// An event conflicts with every step, except an isolate or a rejoin after
+// which nothing else happened: it changes only whether its client's
+// requests reach the nodes, which its client's own steps read and no other
+// client's step does (a store reads it only in Advance, at a time step,
+// another event; a renewal runs only there too).
 func (r *run) noteEffectLocked(enabled []Step) {
 	n := min(len(r.hist.Events), len(r.steps))
 	for len(r.effects) < n-1 {
@@ -120,10 +139,21 @@ func (r *run) noteEffectLocked(enabled []Step) {
 			if len(r.hist.Writes) != m.writes {
 				t.Writes = append(t.Writes, touchResource)
 			}
+			t.Reads = append(t.Reads, touchNet(ev.Client))
 			eff.touch = t
 		}
+	} else if (st.Kind == StepIsolate || st.Kind == StepRejoin) && r.quietSince(m) {
+		eff.touch = &Touch{Writes: []string{touchNet(st.Client)}}
 	}
 	r.effects = append(r.effects, eff)
+}
+
+// quietSince reports whether nothing the harness watches happened since
+// the marks m were taken: no clock read, no client taking or leaving the
+// lock, no write to the resource, no crash.
+func (r *run) quietSince(m effectMarks) bool {
+	return r.clockReads == m.clockReads && r.holderChanges == m.holderChanges &&
+		len(r.hist.Writes) == m.writes && r.crashes == m.crashes
 }
 
 // localTouch is what a client's local action touches on the store:

@@ -38,6 +38,9 @@ type explorer struct {
 	atomic  bool // no branching inside transactions (runPrefix)
 	// sleepSets: the runs keep sleep sets (sleep.go).
 	sleepSets bool
+	// twin[i] is the lowest-numbered client interchangeable with client
+	// i (symmetry.go), i itself where none is; nil: no symmetry.
+	twin []int
 	// The workers (worker): their context and nodes, the most that run,
 	// which of their databases are in use, which of them hold room in
 	// the pool, how many run, and the pool they take room in (nil: all
@@ -115,6 +118,9 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	}
 	e.atomic = !e.opts.NoReduction && e.ticksNegligible()
 	e.sleepSets = e.atomic
+	if e.sleepSets && !opts.NoSymmetry && opts.Case.Symmetric {
+		e.twin = twins(spec, e.alphabet)
+	}
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), MaxWorkers)
 	if len(sc.Needs) > 0 && opts.moreNodes == nil {
@@ -285,7 +291,7 @@ func (e *explorer) work(ctx context.Context, sl *slot, w int) {
 			}
 			e.stopped = true
 		} else {
-			x := ranRun{order: p.order, commands: h.Commands(), skipped: skipped, redundant: h.redundant, trace: h.trace}
+			x := ranRun{order: p.order, commands: h.Commands(), skipped: skipped, mirrored: h.mirrored, redundant: h.redundant, trace: h.trace}
 			e.res.add(x)
 			// Children are pushed in reverse so the first alternative
 			// runs first; each comes after its parent in the walk's
@@ -345,7 +351,7 @@ func (e *explorer) countToFirst() {
 		return
 	}
 	r := &e.res
-	r.Schedules, r.Skipped, r.Redundant, r.Commands, r.Violations = 0, 0, 0, 0, 1
+	r.Schedules, r.Skipped, r.Mirrored, r.Redundant, r.Commands, r.Violations = 0, 0, 0, 0, 0, 1
 	r.Traces, r.traces = 0, nil
 	for _, x := range e.ran {
 		if slices.Compare(x.order, e.first) <= 0 {

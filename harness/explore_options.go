@@ -52,6 +52,9 @@ type ExploreOptions struct {
 	// sets, and runs branch inside transactions too (runPrefix): every
 	// schedule within the bounds runs, as in a plain enumeration.
 	NoReduction bool
+	// NoSymmetry explores clients that run the same program as if they
+	// differed (symmetry.go); NoReduction implies it.
+	NoSymmetry bool
 	// StopAtFirst ends the exploration at the first violation in the
 	// walk's order: with several workers, as with one, the schedules run
 	// and counted are those up to it, and it is the counterexample
@@ -106,6 +109,11 @@ type ExploreResult struct {
 	// sleep sets of docs/reduction.md). explore's text says it; its JSON
 	// keeps its schema.
 	Redundant int `json:"-"`
+	// Mirrored is how many alternatives the runs left to their mirror
+	// image, the same step of an interchangeable client (symmetry.go):
+	// each a subtree of schedules equal to others run up to the clients'
+	// names. explore's text says it; its JSON keeps its schema.
+	Mirrored int `json:"-"`
 	// Traces is how many Mazurkiewicz traces the schedules run that did
 	// not end early fall into (traces.go): the fewest schedules a
 	// reduction by independence could run to cover them. explore's text
@@ -130,6 +138,7 @@ type ExploreResult struct {
 type ranRun struct {
 	order             []int32
 	commands, skipped int
+	mirrored          int
 	redundant         bool
 	trace             uint64
 }
@@ -200,6 +209,7 @@ const Incomplete = "INCOMPLETE"
 func (r *ExploreResult) add(x ranRun) {
 	r.Schedules++
 	r.Skipped += x.skipped
+	r.Mirrored += x.mirrored
 	r.Commands += x.commands
 	if x.redundant {
 		r.Redundant++

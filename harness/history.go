@@ -123,6 +123,9 @@ type History struct {
 	redundant bool
 	// trace names the trace of the steps the explorer chose (traceKey).
 	trace uint64
+	// mirrored is how many alternatives the run left to their mirror
+	// image (symmetry.go).
+	mirrored int
 	// Skipped lists steps of an explicit schedule that named a client with
 	// nothing left to do; they were left out.
 	Skipped []string `json:"skipped,omitempty"`

@@ -45,6 +45,9 @@ type MatrixOptions struct {
 	// NoReduction explores every schedule within the bounds, branching
 	// inside transactions too (ExploreOptions.NoReduction).
 	NoReduction bool
+	// NoSymmetry explores clients that run the same program as if they
+	// differed (ExploreOptions.NoSymmetry).
+	NoSymmetry bool
 	// Naive counts the schedules of the plain enumeration in every cell:
 	// where the reduction skipped some, by running it.
 	Naive bool

@@ -55,7 +55,9 @@ func TestReplicaStrategyNAWithoutReplica(t *testing.T) {
 // fewer, runPrefix's argument being about verdicts, not traces). Where the reduction skipped nothing,
 // both runs are plain walks, and a difference in their counts is logged,
 // not failed: on a loaded machine a multi-node fan-out can change the tree
-// walked by a schedule or two.
+// walked by a schedule or two. With the symmetry too (symmetry.go), every
+// cell keeps its verdict and its counterexample's length, in no more
+// schedules than without it.
 func TestReductionKeepsCounterexamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores the whole matrix twice")
@@ -67,9 +69,9 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[0] = rep
-	run := func(plain bool) *MatrixResult {
+	run := func(plain, noSymmetry bool) *MatrixResult {
 		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
-			Workers: 2, Parallel: 4, NoReduction: plain})
+			Workers: 2, Parallel: 4, NoReduction: plain, NoSymmetry: noSymmetry})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +93,11 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	plain, reduced := run(true), run(false)
+	// The traces are compared without the symmetry (a walk with it runs
+	// one of each pair of mirror-image traces); with it, the verdicts
+	// and counterexamples' lengths are compared too, below.
+	plain, reduced := run(true, false), run(false, true)
+	symmetric := run(false, false)
 	observeRun = nil
 	for cmd, n := range undeclared {
 		t.Errorf("%d steps of %s declared no footprint", n, cmd)
@@ -132,14 +138,21 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		if r.Naive != 0 && r.Naive != int64(p.Schedules) {
 			t.Errorf("%s: plain count %d, plain ran %d", name, r.Naive, p.Schedules)
 		}
+		y, _ := symmetric.Cell(p.Strategy, p.Scenario)
+		if y.Outcome != p.Outcome || y.Property != p.Property || steps(y.Schedule) != steps(p.Schedule) {
+			t.Errorf("%s: with the symmetry %s %q, plain %s %q", name, y.Outcome, y.Schedule, p.Outcome, p.Schedule)
+		}
+		if y.Schedules > r.Schedules {
+			t.Errorf("%s: with the symmetry %d schedules, without it %d", name, y.Schedules, r.Schedules)
+		}
 		if r.Schedules < p.Schedules {
-			t.Logf("%-40s %-10s %6d of %6d schedules", name, r.Outcome, r.Schedules, p.Schedules)
+			t.Logf("%-40s %-10s %6d of %6d schedules, %6d with the symmetry", name, r.Outcome, r.Schedules, p.Schedules, y.Schedules)
 		}
 	}
 	if cells == 0 {
 		t.Fatal("no cell ran")
 	}
-	t.Logf("%d cells: plain %v, reduced %v; traces: reduced %d, plain %d", cells, plain.Elapsed, reduced.Elapsed, traced[0], traced[1])
+	t.Logf("%d cells: plain %v, reduced %v, with the symmetry %v; traces: reduced %d, plain %d", cells, plain.Elapsed, reduced.Elapsed, symmetric.Elapsed, traced[0], traced[1])
 
 	// With a dependency left out on purpose, cells' verdicts move: the
 	// keys' (setnx-del's DEL and SETNX commute with nothing), or the

@@ -94,7 +94,7 @@ func preemptive(st Step, last int, enabled []Step) bool {
 // counted in skipped.
 func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, int, error) {
 	var children []prefix
-	skipped := 0
+	skipped, mirrored := 0, 0
 	preem, faults := p.preem, p.faults
 	used := slices.Clone(p.used)
 	// The sleep set (sleep.go): the steps this run does not take where it
@@ -102,6 +102,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	// the step taken there did once it is over.
 	var asleep []sleeper
 	var lastAlts []pendingAlt
+	var lastFaults []pendingFault
 	var lastTaken Step
 	chosen := 0 // the steps this choose took, the prefix's included
 	choose := func(r *run, enabled []Step) (st Step, ok bool) {
@@ -120,10 +121,20 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 						c.sleep = append(c.sleep, sleeper{step: lastTaken, eff: eff})
 					}
 				}
+				// The faults this run left where it took lastTaken: it
+				// sleeps in their runs when this run branches to the same
+				// faults right here, after it (faultsHere).
+				faultsHere := len(enabled) > 0 && !(e.atomic && r.transactionLocked() > 0)
+				for _, f := range lastFaults {
+					if faultsHere && f.keeps(lastTaken, eff, enabled) {
+						c := &children[f.child]
+						c.sleep = append(c.sleep, sleeper{step: lastTaken, eff: eff})
+					}
+				}
 				asleep = awake(asleep, eff)
 			}
 		}
-		lastAlts = nil
+		lastAlts, lastFaults = nil, nil
 		if i < len(p.steps) {
 			return p.steps[i], true
 		}
@@ -157,6 +168,10 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			if ok && alt == def {
 				continue
 			}
+			if e.mirrored(alt, r.steps, def, ok, awakeSteps, cost, e.opts.MaxPreemptions-preem) {
+				mirrored++
+				continue
+			}
 			c := cost(alt)
 			np := preem + c
 			if np > e.opts.MaxPreemptions {
@@ -165,14 +180,30 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: c, taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
 			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used), sleep: slices.Clone(asleep)})
 		}
+		var faultInfos []pendingFault
 		if faults < e.opts.MaxFaults {
+			var others []pendingAlt // every step another client than def's could take here
+			for _, st := range enabled {
+				if ok && st.Client != def.Client {
+					others = append(others, pendingAlt{step: st, cost: cost(st), taken: cost(def), nodeCost: b2i(nodePreemptive(st, enabled))})
+				}
+			}
 			for k, f := range e.alphabet {
 				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] || !e.ready(k, used) {
 					continue
 				}
 				u := slices.Clone(used)
 				u[k]++
-				alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u})
+				// The steps asleep here stay asleep after the fault, if it
+				// turns out independent of them (an isolate or a rejoin of
+				// another client, effect.go): the fault costs no
+				// preemption and leaves the last client as it was, so
+				// keeps' argument holds with it among the steps taken
+				// before the sleeper.
+				if ok {
+					faultInfos = append(faultInfos, pendingFault{child: len(alts), others: others})
+				}
+				alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u, sleep: slices.Clone(asleep)})
 			}
 		}
 		if atomic {
@@ -181,6 +212,10 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			for _, a := range infos {
 				a.child += len(children)
 				lastAlts = append(lastAlts, a)
+			}
+			for _, f := range faultInfos {
+				f.child += len(children)
+				lastFaults = append(lastFaults, f)
 			}
 			children = append(children, alts...)
 		}
@@ -201,6 +236,7 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	}
 	r.mu.Lock()
 	h.trace = traceKey(r.steps, r.effects, chosen)
+	h.mirrored = mirrored
 	r.mu.Unlock()
 	return h, children, skipped, nil
 }

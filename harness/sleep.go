@@ -78,6 +78,41 @@ func (a pendingAlt) keeps(v Step, eff stepEffect, enabled []Step) bool {
 	return a.taken+after <= a.cost
 }
 
+// pendingFault is a fault a run left to another run at a choice, where
+// it took a client's step v instead.
+//
+// The fault's run may keep v asleep when v is independent of the fault:
+// a schedule x·f·w·v·z it prunes (w independent of v, so of other clients
+// than v's, and free of v) is covered by x·v·f·w·z in this run's subtree,
+// which branches to f right after v (the caller sees that it does: a
+// choice follows v, outside a transaction) with the same faults and
+// steps. A fault costs no preemption and leaves the last client as it
+// was, so the two costs differ only where they choose v, w's first client
+// step w₁, and z's first (as in pendingAlt.keeps): the cover pays c(v
+// after x) + c(w₁ after v), the pruned schedule c(w₁ after x) and, as in
+// keeps, no less than the cover for z's first. The cover costs no more
+// when pendingAlt.keeps holds for v against w₁ as an alternative at the
+// choice, for every w₁ that could be: the steps of the other clients
+// there (others).
+type pendingFault struct {
+	child  int          // its index among the run's children
+	others []pendingAlt // the other clients' steps at the choice, as alternatives
+}
+
+// keeps reports whether the step v the run took, which did eff and after
+// which enabled could run, goes to sleep in the fault's run.
+func (f pendingFault) keeps(v Step, eff stepEffect, enabled []Step) bool {
+	if !v.IsClient() {
+		return false
+	}
+	for _, a := range f.others {
+		if !a.keeps(v, eff, enabled) {
+			return false
+		}
+	}
+	return true
+}
+
 // nodePreemptive reports whether choosing st is a preemption within its
 // own client: a node other than the client's first outstanding one.
 func nodePreemptive(st Step, enabled []Step) bool {

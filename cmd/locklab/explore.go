@@ -141,6 +141,7 @@ counterexample found with its timeline.`,
 	intFlag(f, &o.MaxFaults, "faults", "", 0, atLeast(0).orZero("none; default: the scenario's bound"), "most fault events per schedule")
 	intFlag(f, &o.MaxSchedules, "max-schedules", "", 20000, atLeast(1), "stop after this many schedules (the result is then INCOMPLETE unless a counterexample was found)")
 	f.BoolVar(&o.NoReduction, "no-reduction", false, "run the plain enumeration: no sleep sets, and branch inside transactions too (docs/reduction.md)")
+	f.BoolVar(&o.NoSymmetry, "no-symmetry", false, "explore clients that run the same program as if they differed: no schedule is left to its mirror image (docs/reduction.md)")
 	intFlag(f, &random, "random", "", 0, atLeast(1), "sample this many schedules at random instead of enumerating")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for --random and for the clients' tokens")
 	intFlag(f, &o.Workers, "workers", "", 2, intRange{min: 1, max: harness.MaxWorkers}, "schedules run at once, each on its own Redis database (on another store, a key of its own) (1 to 16)")
@@ -182,6 +183,9 @@ func reductionNote(res *harness.ExploreResult, random bool) string {
 	var notes []string
 	if res.Skipped > 0 {
 		notes = append(notes, fmt.Sprintf("%d branches inside transactions skipped as equivalent", res.Skipped))
+	}
+	if res.Mirrored > 0 {
+		notes = append(notes, fmt.Sprintf("%d branches left to their mirror image, a client with the same program", res.Mirrored))
 	}
 	if res.Redundant > 0 {
 		notes = append(notes, fmt.Sprintf("%d runs ended early where every next step was one whose schedules run elsewhere", res.Redundant))

@@ -168,6 +168,7 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	intFlag(f, &o.Pool, "pool", "", 0, atLeast(0).orZero(fmt.Sprintf("two per core, %d here", harness.DefaultPool())),
 		"most schedules run at once across the cells: each cell starts with one and takes more, up to --workers, while the pool has room")
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")
+	f.BoolVar(&o.NoSymmetry, "no-symmetry", false, "explore clients that run the same program as if they differed: no schedule is left to its mirror image (docs/reduction.md)")
 	intFlag(f, nodes, "nodes", "", 3, atLeast(1), "Redis nodes to start (multi-node scenarios need 3)")
 	intFlag(f, &o.StorePreemptions, "store-preemptions", "", harness.StorePreemptions, atLeast(0).orZero("none"),
 		"most preemptions per schedule in the PostgreSQL, etcd and ZooKeeper cells")
