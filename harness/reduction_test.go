@@ -125,27 +125,67 @@ func genCase(seed uint64, clients int, ops ...string) Case {
 // wrote, accepted or not) and the order of acquisitions. Runs the
 // reduction ended early (redundant) have no end state.
 func endStates(t *testing.T, c Case, nodes []Node, plain bool) (map[string]bool, *ExploreResult) {
+	return namedEndStates(t, c, nodes, plain, 0)
+}
+
+// idMark marks a client's id in an end state: "c2", or the lock key's
+// value, 2.
+var idMark = regexp.MustCompile(`«(\d)»`)
+
+// namedEndStates is endStates, up to the names of the first clients
+// clients when that is not 0: each state the least, over every renaming
+// of those clients, of the state with their ids renamed.
+func namedEndStates(t *testing.T, c Case, nodes []Node, plain bool, clients int) (map[string]bool, *ExploreResult) {
 	t.Helper()
+	var mu sync.Mutex
 	states := map[string]bool{}
+	id := func(n int) string {
+		if clients == 0 {
+			return "c" + strconv.Itoa(n)
+		}
+		return "«" + strconv.Itoa(n) + "»"
+	}
 	observeRun = func(h *History, get func(string) (any, error)) {
 		if h.redundant {
 			return
 		}
 		var b strings.Builder
-		for _, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
+		for i, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
 			v, err := get(k)
 			if err != nil {
 				t.Errorf("reading %s: %v", k, err)
 			}
-			fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], fmtValue(v))
+			s := fmtValue(v)
+			// The lock key holds its holder's id, the others a client's
+			// "cN" or a count.
+			if m := regexp.MustCompile(`^c?(\d)$`).FindStringSubmatch(s); clients > 0 && m != nil && (i == 0 || s[0] == 'c') {
+				s = "«" + m[1] + "»"
+			}
+			fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], s)
 		}
 		for _, w := range h.Writes {
-			fmt.Fprintf(&b, "w(c%d,%v) ", w.Client, w.Accepted)
+			fmt.Fprintf(&b, "w(%s,%v) ", id(w.Client), w.Accepted)
 		}
 		for _, a := range h.Acquisitions {
-			fmt.Fprintf(&b, "a(c%d) ", a.Client)
+			fmt.Fprintf(&b, "a(%s) ", id(a.Client))
 		}
-		states[b.String()] = true
+		state := b.String()
+		if clients > 0 {
+			least := ""
+			for _, perm := range permutations(clients) {
+				s := idMark.ReplaceAllStringFunc(state, func(m string) string {
+					n, _ := strconv.Atoi(idMark.FindStringSubmatch(m)[1])
+					return "c" + strconv.Itoa(perm[n-1])
+				})
+				if least == "" || s < least {
+					least = s
+				}
+			}
+			state = least
+		}
+		mu.Lock()
+		states[state] = true
+		mu.Unlock()
 	}
 	defer func() { observeRun = nil }()
 	res, err := Explore(context.Background(), ExploreOptions{Case: c, Nodes: nodes, NoReduction: plain, MaxSchedules: 1 << 16})
@@ -156,6 +196,33 @@ func endStates(t *testing.T, c Case, nodes []Node, plain bool) (map[string]bool,
 		t.Fatalf("%s: not complete after %d schedules", c.Scenario.Name, res.Schedules)
 	}
 	return states, res
+}
+
+// sameEndStates fails t for each end state the plain walk reaches and the
+// reduced one does not, and the other way round.
+func sameEndStates(t *testing.T, seed uint64, plain, reduced map[string]bool, pr, rr *ExploreResult) {
+	t.Helper()
+	for s := range plain {
+		if !reduced[s] {
+			t.Errorf("seed %d: the reduced walk (%d schedules) misses end state %s of the plain walk (%d)", seed, rr.Schedules, s, pr.Schedules)
+		}
+	}
+	for s := range reduced {
+		if !plain[s] {
+			t.Errorf("seed %d: the reduced walk reaches %s, which the plain walk does not", seed, s)
+		}
+	}
+}
+
+// missedStates counts the end states of plain that got does not reach.
+func missedStates(plain, got map[string]bool) int {
+	n := 0
+	for s := range plain {
+		if !got[s] {
+			n++
+		}
+	}
+	return n
 }
 
 // TestReductionReachesEveryEndState: on locks of generated commands (keys
@@ -177,16 +244,7 @@ func TestReductionReachesEveryEndState(t *testing.T) {
 		plainStates[seed] = plain
 		plainRuns += pr.Schedules
 		reducedRuns += rr.Schedules
-		for s := range plain {
-			if !reduced[s] {
-				t.Errorf("seed %d: the reduced walk (%d schedules) misses end state %s of the plain walk (%d)", seed, rr.Schedules, s, pr.Schedules)
-			}
-		}
-		for s := range reduced {
-			if !plain[s] {
-				t.Errorf("seed %d: the reduced walk reaches %s, which the plain walk does not", seed, s)
-			}
-		}
+		sameEndStates(t, seed, plain, reduced, pr, rr)
 		t.Logf("seed %d: %d end states; plain %d schedules, reduced %d (%d ended early)", seed, len(plain), pr.Schedules, rr.Schedules, rr.Redundant)
 	}
 	if reducedRuns >= plainRuns {
@@ -209,11 +267,7 @@ func TestReductionReachesEveryEndState(t *testing.T) {
 				forget = func(name string) bool { return strings.HasPrefix(name, left) }
 				reduced, _ := endStates(t, c(), nodes, false)
 				forget = nil
-				for s := range plain {
-					if !reduced[s] {
-						missed++
-					}
-				}
+				missed += missedStates(plain, reduced)
 			}
 			if missed == 0 {
 				t.Errorf("with %s left out, the reduced walk still reaches every end state", left)
@@ -253,24 +307,11 @@ func TestReductionAcrossPartitions(t *testing.T) {
 		reduced, rr := endStates(t, c(), nodes, false)
 		plainRuns += pr.Schedules
 		reducedRuns += rr.Schedules
-		for s := range plain {
-			if !reduced[s] {
-				t.Errorf("seed %d: the reduced walk (%d schedules) misses end state %s of the plain walk (%d)", seed, rr.Schedules, s, pr.Schedules)
-			}
-		}
-		for s := range reduced {
-			if !plain[s] {
-				t.Errorf("seed %d: the reduced walk reaches %s, which the plain walk does not", seed, s)
-			}
-		}
+		sameEndStates(t, seed, plain, reduced, pr, rr)
 		forget = func(name string) bool { return strings.HasPrefix(name, "harness:net:") }
 		blind, _ := endStates(t, c(), nodes, false)
 		forget = nil
-		for s := range plain {
-			if !blind[s] {
-				missed++
-			}
-		}
+		missed += missedStates(plain, blind)
 		t.Logf("seed %d: %d end states; plain %d schedules, reduced %d (%d ended early)", seed, len(plain), pr.Schedules, rr.Schedules, rr.Redundant)
 	}
 	if reducedRuns >= plainRuns {
@@ -302,64 +343,6 @@ func genSameCase(seed uint64, clients int, ops ...string) Case {
 	return c
 }
 
-// idMark marks a client's id in an end state: "c2", or the lock key's
-// value, 2.
-var idMark = regexp.MustCompile(`«(\d)»`)
-
-// symmetricEndStates explores c and returns its end states (as
-// endStates) up to the clients' names: each the least, over every
-// renaming of the clients, of the state with its ids renamed.
-func symmetricEndStates(t *testing.T, c Case, nodes []Node, plain bool, clients int) (map[string]bool, *ExploreResult) {
-	t.Helper()
-	var mu sync.Mutex
-	states := map[string]bool{}
-	observeRun = func(h *History, get func(string) (any, error)) {
-		if h.redundant {
-			return
-		}
-		var b strings.Builder
-		for i, k := range []string{h.Key, h.Key + ":0", h.Key + ":1"} {
-			v, err := get(k)
-			if err != nil {
-				t.Errorf("reading %s: %v", k, err)
-			}
-			s := fmtValue(v)
-			if m := regexp.MustCompile(`^c?(\d)$`).FindStringSubmatch(s); m != nil && (i == 0 || s[0] == 'c') {
-				s = "«" + m[1] + "»"
-			}
-			fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], s)
-		}
-		for _, w := range h.Writes {
-			fmt.Fprintf(&b, "w(«%d»,%v) ", w.Client, w.Accepted)
-		}
-		for _, a := range h.Acquisitions {
-			fmt.Fprintf(&b, "a(«%d») ", a.Client)
-		}
-		least := ""
-		for _, perm := range permutations(clients) {
-			s := idMark.ReplaceAllStringFunc(b.String(), func(m string) string {
-				id, _ := strconv.Atoi(idMark.FindStringSubmatch(m)[1])
-				return "c" + strconv.Itoa(perm[id-1])
-			})
-			if least == "" || s < least {
-				least = s
-			}
-		}
-		mu.Lock()
-		states[least] = true
-		mu.Unlock()
-	}
-	defer func() { observeRun = nil }()
-	res, err := Explore(context.Background(), ExploreOptions{Case: c, Nodes: nodes, NoReduction: plain, MaxSchedules: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Complete {
-		t.Fatalf("%s: not complete after %d schedules", c.Scenario.Name, res.Schedules)
-	}
-	return states, res
-}
-
 // permutations returns every order of 1..n.
 func permutations(n int) [][]int {
 	if n == 0 {
@@ -389,23 +372,14 @@ func TestSymmetryReachesEveryEndState(t *testing.T) {
 	seeds := []uint64{1, 2, 3, 4}
 	var without, with int
 	for _, seed := range seeds {
-		plain, pr := symmetricEndStates(t, genSameCase(seed, 3, ops...), nodes, true, 3)
+		plain, pr := namedEndStates(t, genSameCase(seed, 3, ops...), nodes, true, 3)
 		nosym := genSameCase(seed, 3, ops...)
 		nosym.Symmetric = false
-		_, nr := symmetricEndStates(t, nosym, nodes, false, 3)
-		reduced, rr := symmetricEndStates(t, genSameCase(seed, 3, ops...), nodes, false, 3)
+		_, nr := namedEndStates(t, nosym, nodes, false, 3)
+		reduced, rr := namedEndStates(t, genSameCase(seed, 3, ops...), nodes, false, 3)
 		without += nr.Schedules
 		with += rr.Schedules
-		for s := range plain {
-			if !reduced[s] {
-				t.Errorf("seed %d: with the symmetry the walk (%d schedules) misses end state %s of the plain walk (%d)", seed, rr.Schedules, s, pr.Schedules)
-			}
-		}
-		for s := range reduced {
-			if !plain[s] {
-				t.Errorf("seed %d: the walk reaches %s, which the plain walk does not", seed, s)
-			}
-		}
+		sameEndStates(t, seed, plain, reduced, pr, rr)
 		t.Logf("seed %d: %d end states up to names; plain %d schedules, reduced %d, with the symmetry %d", seed, len(plain), pr.Schedules, nr.Schedules, rr.Schedules)
 	}
 	if with >= without {
@@ -414,15 +388,11 @@ func TestSymmetryReachesEveryEndState(t *testing.T) {
 	t.Run("between clients that differ", func(t *testing.T) {
 		missed := 0
 		for _, seed := range seeds {
-			plain, _ := symmetricEndStates(t, genCase(seed, 3, ops...), nodes, true, 3)
+			plain, _ := namedEndStates(t, genCase(seed, 3, ops...), nodes, true, 3)
 			c := genCase(seed, 3, ops...)
 			c.Symmetric = true
-			claimed, _ := symmetricEndStates(t, c, nodes, false, 3)
-			for s := range plain {
-				if !claimed[s] {
-					missed++
-				}
-			}
+			claimed, _ := namedEndStates(t, c, nodes, false, 3)
+			missed += missedStates(plain, claimed)
 		}
 		if missed == 0 {
 			t.Error("with a symmetry claimed between clients whose locks differ, the walk still reaches every end state")
