@@ -115,21 +115,20 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			if i == len(p.steps) {
 				asleep = awake(p.sleep, eff)
 			} else {
-				for _, a := range lastAlts {
-					if a.keeps(lastTaken, eff, enabled) {
-						c := &children[a.child]
-						c.sleep = append(c.sleep, sleeper{step: lastTaken, eff: eff})
-					}
-				}
 				// The faults this run left where it took lastTaken: it
 				// sleeps in their runs when this run branches to the same
 				// faults right here, after it (faultsHere).
 				faultsHere := len(enabled) > 0 && !(e.atomic && r.transactionLocked() > 0)
-				for _, f := range lastFaults {
-					if faultsHere && f.keeps(lastTaken, eff, enabled) {
-						c := &children[f.child]
-						c.sleep = append(c.sleep, sleeper{step: lastTaken, eff: eff})
+				sleepIn := func(child int, keeps bool) {
+					if keeps {
+						children[child].sleep = append(children[child].sleep, sleeper{step: lastTaken, eff: eff})
 					}
+				}
+				for _, a := range lastAlts {
+					sleepIn(a.child, a.keeps(lastTaken, eff, enabled))
+				}
+				for _, f := range lastFaults {
+					sleepIn(f.child, faultsHere && f.keeps(lastTaken, eff, enabled))
 				}
 				asleep = awake(asleep, eff)
 			}
@@ -180,32 +179,11 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: c, taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
 			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used), sleep: slices.Clone(asleep)})
 		}
-		var faultInfos []pendingFault
-		if faults < e.opts.MaxFaults {
-			var others []pendingAlt // every step another client than def's could take here
-			for _, st := range enabled {
-				if ok && st.Client != def.Client {
-					others = append(others, pendingAlt{step: st, cost: cost(st), taken: cost(def), nodeCost: b2i(nodePreemptive(st, enabled))})
-				}
-			}
-			for k, f := range e.alphabet {
-				if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] || !e.ready(k, used) {
-					continue
-				}
-				u := slices.Clone(used)
-				u[k]++
-				// The steps asleep here stay asleep after the fault, if it
-				// turns out independent of them (an isolate or a rejoin of
-				// another client, effect.go): the fault costs no
-				// preemption and leaves the last client as it was, so
-				// keeps' argument holds with it among the steps taken
-				// before the sleeper.
-				if ok {
-					faultInfos = append(faultInfos, pendingFault{child: len(alts), others: others})
-				}
-				alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u, sleep: slices.Clone(asleep)})
-			}
+		faultAlts, faultInfos := e.faultAlternatives(base, enabled, def, ok, cost, asleep, preem, faults, used)
+		for i := range faultInfos {
+			faultInfos[i].child += len(alts)
 		}
+		alts = append(alts, faultAlts...)
 		if atomic {
 			skipped += len(alts)
 		} else {
@@ -239,6 +217,42 @@ func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p pref
 	h.mirrored = mirrored
 	r.mu.Unlock()
 	return h, children, skipped, nil
+}
+
+// faultAlternatives returns the prefixes that take, after base, each fault
+// the bounds and the scenario's order still allow at a choice where the
+// run takes def (when ok) with asleep asleep, and the pendingFault of each
+// (child: its index among them), which learns whether def sleeps in it.
+//
+// The steps asleep at the choice stay asleep after the fault, if it turns
+// out independent of them (an isolate or a rejoin of another client,
+// effect.go): the fault costs no preemption and leaves the last client as
+// it was, so keeps' argument holds with it among the steps taken before
+// the sleeper.
+func (e *explorer) faultAlternatives(base Schedule, enabled []Step, def Step, ok bool, cost func(Step) int, asleep []sleeper, preem, faults int, used []int) ([]prefix, []pendingFault) {
+	if faults >= e.opts.MaxFaults {
+		return nil, nil
+	}
+	var others []pendingAlt // every step another client than def's could take here
+	for _, st := range enabled {
+		if ok && st.Client != def.Client {
+			others = append(others, pendingAlt{step: st, cost: cost(st), taken: cost(def), nodeCost: b2i(nodePreemptive(st, enabled))})
+		}
+	}
+	var alts []prefix
+	var infos []pendingFault
+	for k, f := range e.alphabet {
+		if used[k] > 0 && alphabetCount(e.alphabet, f) <= used[k] || !e.ready(k, used) {
+			continue
+		}
+		u := slices.Clone(used)
+		u[k]++
+		if ok {
+			infos = append(infos, pendingFault{child: len(alts), others: others})
+		}
+		alts = append(alts, prefix{steps: append(slices.Clone(base), f), preem: preem, faults: faults + 1, used: u, sleep: slices.Clone(asleep)})
+	}
+	return alts, infos
 }
 
 // ticksNegligible reports whether the condition of the reduction's last
