@@ -132,6 +132,9 @@ func endStates(t *testing.T, c Case, nodes []Node, plain bool) (map[string]bool,
 // value, 2.
 var idMark = regexp.MustCompile(`«(\d)»`)
 
+// idValue is a key's value that names a client: "c2", or 2.
+var idValue = regexp.MustCompile(`^c?(\d)$`)
+
 // namedEndStates is endStates, up to the names of the first clients
 // clients when that is not 0: each state the least, over every renaming
 // of those clients, of the state with their ids renamed.
@@ -158,7 +161,7 @@ func namedEndStates(t *testing.T, c Case, nodes []Node, plain bool, clients int)
 			s := fmtValue(v)
 			// The lock key holds its holder's id, the others a client's
 			// "cN" or a count.
-			if m := regexp.MustCompile(`^c?(\d)$`).FindStringSubmatch(s); clients > 0 && m != nil && (i == 0 || s[0] == 'c') {
+			if m := idValue.FindStringSubmatch(s); clients > 0 && m != nil && (i == 0 || s[0] == 'c') {
 				s = "«" + m[1] + "»"
 			}
 			fmt.Fprintf(&b, "%s=%s ", k[len(h.Key):], s)
