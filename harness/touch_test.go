@@ -78,7 +78,7 @@ func TestIndependent(t *testing.T) {
 	}
 	for name, x := range map[string]stepEffect{
 		"same client": {client: 1, touch: &Touch{}},
-		"event":       {client: 0, touch: &Touch{}},
+		"event":       {client: 0},
 		"undeclared":  {client: 2},
 		"same key":    {client: 2, touch: &Touch{Reads: []string{"key:a"}}},
 		"both hold":   {client: 3, touch: &Touch{Writes: []string{touchHolders}}},
