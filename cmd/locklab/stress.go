@@ -59,7 +59,10 @@ Sentinels (its default user is turned off; the clients log in as a user of
 their own and still reach it) for at least --fault-for and until the
 Sentinels have promoted a replica; then it is reconnected and answers as a
 master, to the clients that still reach it, until the Sentinels demote it
-(about 10s later). Each failover takes over 10s:
+(about 10s later). Each client asks the Sentinels which server is the
+master every --sentinel-refresh, the clients' questions spread over one
+period: the clients that have not yet asked since the promotion are the
+old master's. Each failover takes over 10s:
 give --duration room for a few. It takes a single-node strategy, alone
 among the node faults, and the docker or process backend. The whole group
 is removed when the run ends, Ctrl-C included.
@@ -244,6 +247,7 @@ its sessions with it.`,
 	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
 		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd or ZooKeeper strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
+	durFlag(f, &o.SentinelRefresh, "sentinel-refresh", locklab.DefaultSentinelRefresh, durRange{positive: true}, "with --node-faults failover: how often each client asks the Sentinels which server is the master")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 	return serverCmd(cmd)
 }

@@ -62,6 +62,7 @@ func (o *Options) sentinelPool() (*locklab.SentinelPool, error) {
 		MasterName: o.Sentinels.MasterName(),
 		Sentinels:  o.Sentinels.Addrs(),
 		Master:     locklab.PoolOptions{Username: clientUser, Password: clientPassword},
+		Refresh:    o.SentinelRefresh,
 	})
 }
 
@@ -127,7 +128,7 @@ func reconnect(ctx context.Context, n *node.Node) error {
 // Throughout, the old master keeps answering the clients as a master, so
 // that from the promotion on two masters grant the lock: the old one to
 // the clients that have not yet asked the Sentinels again (each
-// SentinelPool does every locklab.DefaultSentinelRefresh), the new one to
+// SentinelPool does every Options.SentinelRefresh), the new one to
 // the others.
 //
 // s is the strike the run records it as (recorder.strike): its stages,
@@ -232,14 +233,14 @@ func settledMaster(ctx context.Context, g *node.SentinelGroup) (*node.Node, erro
 
 // stagger is how long client id waits before it starts, in a run on a
 // Sentinel group: the clients' first questions to the Sentinels, and so
-// their later ones (every locklab.DefaultSentinelRefresh), spread over one
+// their later ones (every Options.SentinelRefresh), spread over one
 // refresh period, as those of separate programs would be, instead of all
 // the clients moving to a new master in the same millisecond.
 func (o *Options) stagger(id int) time.Duration {
 	if o.Sentinels == nil {
 		return 0
 	}
-	return time.Duration(id) * locklab.DefaultSentinelRefresh / time.Duration(o.Clients)
+	return time.Duration(id) * o.SentinelRefresh / time.Duration(o.Clients)
 }
 
 // sleepCtx sleeps d, or until ctx ends.

@@ -34,17 +34,21 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 // but not from the clients, lets two masters grant set-nx-px at once: the
 // old one to the clients that have not yet asked the Sentinels again, the
 // new one to the others. Client pauses and crashes are off and the TTL far
-// above any scheduling delay, so the overlaps are the failover's. One
-// failover is usually enough: every client has moved within a second of
-// the promotion, and the old master grants the lock to the others
-// meanwhile. But the first client to move may be the one holding the
-// lock: its release then goes to the new master, and the key it leaves on
-// the old one can shut the clients still there out until they too have
-// moved, so that no two hold at once in that run, and none is refused a
-// fence either. So a variant whose run shows no overlap runs once more,
-// and fails if that run shows none either, or no fence refusal. A run
-// goes on until its first failover is over, an election the Sentinels
-// fail and retry (6s later) on a loaded machine included.
+// above any scheduling delay, so the overlaps are the failover's.
+//
+// The clients ask the Sentinels every 4s (Options.SentinelRefresh), their
+// questions spread over that period, so they move to the new master over
+// about 4s after the promotion. The first to move may be the one holding
+// the lock: its release then goes to the new master, and the key it
+// leaves on the old one shuts the clients still there out for up to its
+// 1s TTL. With the default 1s refresh that could last until every client
+// had moved, and a run on a loaded machine showed no overlap; with 4s the
+// old master grants the lock again for seconds while the new one grants
+// it to the clients that have moved. A run whose failover still shows no
+// overlap (a machine stalled for most of those seconds) runs once more,
+// and the test fails if that run shows none either, or no fence refusal.
+// A run goes on until its first failover is over, an election the
+// Sentinels fail and retry (6s later) on a loaded machine included.
 func TestFailoverBreaksSetNXPX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Sentinel group and waits for a failover")
@@ -83,7 +87,7 @@ func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.R
 	o := stress.Options{
 		Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
 		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
-		PauseProb: -1, CrashProb: -1, Seed: 5,
+		PauseProb: -1, CrashProb: -1, Seed: 5, SentinelRefresh: 4 * time.Second,
 	}
 	rep, f := runFailover(t, o, processes, 1)
 	assert.Empty(t, f.Err)
@@ -138,6 +142,7 @@ func TestFailoverBadOptions(t *testing.T) {
 		{Strategy: "redlock", Sentinels: g, Faults: []node.Fault{node.Failover}},
 		{Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover, node.Pause}},
 		{Strategy: "set-nx-px", Sentinels: g, Nodes: nodes(t)},
+		{Strategy: "set-nx-px", Sentinels: g, SentinelRefresh: -time.Second},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

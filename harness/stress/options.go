@@ -110,6 +110,14 @@ type Options struct {
 	// "Sentinel failover" in the package documentation). A Sentinel group
 	// has one master: multi-node strategies are refused.
 	Sentinels *node.SentinelGroup
+	// SentinelRefresh is how often each client of a run on a Sentinel
+	// group asks the Sentinels again which server is the master (its
+	// SentinelPool's Refresh); the clients' questions are spread over one
+	// period. After a promotion, the clients that have not yet asked take
+	// the lock on the old master, the others on the new one: a longer
+	// period is a longer while with two masters. Default
+	// locklab.DefaultSentinelRefresh (1s).
+	SentinelRefresh time.Duration
 
 	// RedisCluster, when set, is the Redis Cluster the lock lives on: the
 	// clients (each worker process, or each goroutine) reach it through a
@@ -193,6 +201,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Clients <= 0 {
 		o.Clients = 8
+	}
+	if o.SentinelRefresh < 0 {
+		return lockkit.Invalid("SentinelRefresh must not be negative, got %v", o.SentinelRefresh)
+	}
+	if o.SentinelRefresh == 0 {
+		o.SentinelRefresh = locklab.DefaultSentinelRefresh
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second

@@ -61,7 +61,8 @@ func workerArgs(o *Options, store StoreRun, id int, seed uint64, skew time.Durat
 		args = append(args, "--addr", a)
 	}
 	if g := o.Sentinels; g != nil {
-		args = append(args, "--master-name", g.MasterName(), "--stagger", o.stagger(id).String())
+		args = append(args, "--master-name", g.MasterName(), "--stagger", o.stagger(id).String(),
+			"--sentinel-refresh", o.SentinelRefresh.String())
 		for _, a := range g.Addrs() {
 			args = append(args, "--sentinel", a)
 		}
@@ -106,6 +107,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		masterName    string
 		ttl, holdMax  time.Duration
 		skew, stagger time.Duration
+		refresh       time.Duration
 		seed          uint64
 		id            int
 	)
@@ -121,6 +123,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
 	fs.DurationVar(&skew, "skew", 0, "")
 	fs.DurationVar(&stagger, "stagger", 0, "")
+	fs.DurationVar(&refresh, "sentinel-refresh", 0, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
 	fs.IntVar(&id, "id", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -139,7 +142,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 			return errors.New("worker: --sentinel takes a single-node strategy and no --addr")
 		}
 		sp, err := locklab.NewSentinelPool(locklab.SentinelOptions{
-			MasterName: masterName, Sentinels: sentinels,
+			MasterName: masterName, Sentinels: sentinels, Refresh: refresh,
 			Master: locklab.PoolOptions{Username: clientUser, Password: clientPassword},
 		})
 		if err != nil {
