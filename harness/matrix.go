@@ -67,10 +67,11 @@ type MatrixOptions struct {
 	// pool is the pool of runs the Redis cells share (Pool).
 	pool *workerPool
 	// Stores are the nodes of the stores other than Redis, by store
-	// ("postgres": a stores/postgres Node): the cells of the strategies that lock
-	// there run on them, StoreLanes cells at a time on each store (one
-	// when it restarts the server), beside the Redis cells. A strategy
-	// whose store has no nodes here is n/a.
+	// ("postgres": a stores/postgres Node): the cells of the strategies
+	// that lock there run on them, the stores taking turns
+	// (storesched.go), StoreLanes cells at a time (one when it restarts
+	// the server), beside the Redis cells. A strategy whose store has no
+	// nodes here is n/a.
 	Stores map[string][]Node
 	// FaultStores are more servers of each store other than Redis, a node
 	// each ("postgres": stores/postgres Nodes), started by the caller, on

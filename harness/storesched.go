@@ -1,12 +1,13 @@
-// The scheduler of the matrix cells of the stores other than Redis: each
-// store's cells run on its servers, beside the Redis cells, as many at
-// once as their scenarios and faults allow.
+// The scheduler of the matrix cells of the stores other than Redis: the
+// stores take turns, and each store's cells run on its servers, beside the
+// Redis cells, as many at once as their scenarios and faults allow.
 
 package harness
 
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -16,6 +17,16 @@ import (
 // runStoreCells explores the cells of the stores other than Redis, each
 // store's on its own servers (o.Stores and o.FaultStores), bounded by
 // o.StorePreemptions and o.StoreSchedules; wg counts what runs.
+//
+// The stores take turns (storeTurns): the next store's cells start once
+// every cell of the one before has started, so that at most two stores'
+// cells run at once, the last long cells of one beside the first of the
+// next. All of them at once had every store's lanes and fault servers
+// (a dozen JVMs, etcd clusters, PostgreSQL backends) share the cores,
+// and waits sized for a quiet machine (an election, a session's
+// heartbeat, a JVM's start) stretch under load: on two cores the whole
+// matrix took a fifth more CPU and wall time than with the turns
+// (docs/matrix.md, "Where the time goes").
 func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, storeJobs []cellJob, r *cellResults) {
 	byStore := map[string][]cellJob{}
 	for _, j := range storeJobs {
@@ -29,9 +40,38 @@ func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, sto
 	if o.StoreSchedules > 0 {
 		so.MaxSchedules = o.StoreSchedules
 	}
-	for st, js := range byStore {
-		wg.Go(func() { runStore(ctx, wg, so, st, js, r) })
+	wg.Go(func() {
+		for _, st := range storeTurns(byStore) {
+			started := make(chan struct{})
+			wg.Go(func() { runStore(ctx, so, st, byStore[st], r, started) })
+			select {
+			case <-started:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// storeTurns orders the stores of byStore for their turns: the one with
+// the most cells that fault a server first (those wait on restarts and
+// elections, and so run longest), then the one with the most cells, then
+// by name.
+func storeTurns(byStore map[string][]cellJob) []string {
+	faults := func(js []cellJob) int {
+		n := 0
+		for _, j := range js {
+			if len(j.cs.Scenario.Needs) > 0 {
+				n++
+			}
+		}
+		return n
 	}
+	sts := slices.Sorted(maps.Keys(byStore))
+	slices.SortStableFunc(sts, func(a, b string) int {
+		return cmp.Or(cmp.Compare(faults(byStore[b]), faults(byStore[a])), cmp.Compare(len(byStore[b]), len(byStore[a])))
+	})
+	return sts
 }
 
 // runStore explores one store's cells js: those that fault no server on
@@ -40,10 +80,21 @@ func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, sto
 // its own (faultpool.go), as many at once as the store has fault servers.
 // Without fault servers, those run on the store's own server, alone,
 // once the others are done: a fault ends the sessions and leases of
-// every cell beside it.
-func runStore(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, st string, js []cellJob, r *cellResults) {
+// every cell beside it. started is closed once every cell has started,
+// or runStore returns; runStore returns when every cell is done.
+func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *cellResults, started chan<- struct{}) {
+	var once sync.Once
+	allStarted := func() { once.Do(func() { close(started) }) }
+	defer allStarted()
+	left := len(js)
+	var leftMu sync.Mutex
 	fp := newFaultPool(st, o.FaultStores[st], o.StartFaultServer, o.faultServers())
 	run := func(j cellJob, nodes []Node, more *faultPool) bool {
+		leftMu.Lock()
+		if left--; left == 0 {
+			allStarted()
+		}
+		leftMu.Unlock()
 		r.start(j, false)
 		began := time.Now()
 		c, err := exploreStoreCell(ctx, o, j.cs, nodes, more)
@@ -59,8 +110,10 @@ func runStore(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, st strin
 			shared = append(shared, j)
 		}
 	}
+	var fw sync.WaitGroup
+	defer fw.Wait()
 	if !fp.empty() && len(alone) > 0 {
-		wg.Go(func() { runFaultCells(ctx, fp, alone, run, r) })
+		fw.Go(func() { runFaultCells(ctx, fp, alone, run, r) })
 	}
 	// The cells that fault no server lock keys of their own (each run
 	// empties its key only, and reads its own sessions), so StoreLanes

@@ -41,7 +41,8 @@ installs them): it starts a throwaway PostgreSQL server, a three-member
 etcd cluster and a three-server ZooKeeper ensemble on the Redis nodes'
 backend (containers of images built from those binaries on docker, local
 processes on process) while the Redis nodes start. Their cells run beside
-the Redis cells, three at a time on each store, bounded by
+the Redis cells, one store after another (the next store begins once
+every cell of the one before has begun), three at a time, bounded by
 --store-preemptions and --store-max-schedules (every statement or request
 is a round trip to a database or a quorum). The cells that kill, restart
 or fail over a server run on servers of their own, started when a cell
