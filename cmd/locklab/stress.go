@@ -172,6 +172,9 @@ its sessions with it.`,
 					return err
 				}
 				nodes = 1
+			} else if cmd.Flags().Changed("sentinel-refresh") {
+				return g.args.badFlag(cmd, "sentinel-refresh", o.SentinelRefresh.String(),
+					"the clients ask Sentinels only on a Sentinel group, which --node-faults failover starts on a Redis strategy")
 			}
 			cfailover := slices.Contains(o.Faults, node.ClusterFailover) && !injects(sd, node.ClusterFailover)
 			if cfailover {
