@@ -155,7 +155,7 @@ DOCS_ENV     ?=
 DOCS_TIMEOUT ?= 20m
 
 .PHONY: test-matrix
-test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (about 21 minutes on 2 cores)
+test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (about 12 minutes on 2 cores)
 	@$(MAKE) --no-print-directory test SHORT= PKGS=$(DOCGEN) DOCS_ENV=LOCKLAB_DOCS_MATRIX=all DOCS_TIMEOUT=75m
 
 .PHONY: test-adapters
