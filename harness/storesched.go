@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,15 +87,13 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	var once sync.Once
 	allStarted := func() { once.Do(func() { close(started) }) }
 	defer allStarted()
-	left := len(js)
-	var leftMu sync.Mutex
+	var left atomic.Int64
+	left.Store(int64(len(js)))
 	fp := newFaultPool(st, o.FaultStores[st], o.StartFaultServer, o.faultServers())
 	run := func(j cellJob, nodes []Node, more *faultPool) bool {
-		leftMu.Lock()
-		if left--; left == 0 {
+		if left.Add(-1) == 0 {
 			allStarted()
 		}
-		leftMu.Unlock()
 		r.start(j, false)
 		began := time.Now()
 		c, err := exploreStoreCell(ctx, o, j.cs, nodes, more)

@@ -58,11 +58,16 @@ func (o *Options) checkSentinels() error {
 // sentinelPool is the lock source of a run on a Sentinel group: a
 // locklab.SentinelPool on its master. The caller closes it.
 func (o *Options) sentinelPool() (*locklab.SentinelPool, error) {
+	return sentinelPool(o.Sentinels.MasterName(), o.Sentinels.Addrs(), o.SentinelRefresh)
+}
+
+// sentinelPool is a client's locklab.SentinelPool on master name of the
+// Sentinels at sentinels, asking them again every refresh, as clientUser:
+// a goroutine client's and a worker process's alike.
+func sentinelPool(name string, sentinels []string, refresh time.Duration) (*locklab.SentinelPool, error) {
 	return locklab.NewSentinelPool(locklab.SentinelOptions{
-		MasterName: o.Sentinels.MasterName(),
-		Sentinels:  o.Sentinels.Addrs(),
-		Master:     locklab.PoolOptions{Username: clientUser, Password: clientPassword},
-		Refresh:    o.SentinelRefresh,
+		MasterName: name, Sentinels: sentinels, Refresh: refresh,
+		Master: locklab.PoolOptions{Username: clientUser, Password: clientPassword},
 	})
 }
 

@@ -141,10 +141,7 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		if len(addrs) > 0 || desc.Properties.MultiNode {
 			return errors.New("worker: --sentinel takes a single-node strategy and no --addr")
 		}
-		sp, err := locklab.NewSentinelPool(locklab.SentinelOptions{
-			MasterName: masterName, Sentinels: sentinels, Refresh: refresh,
-			Master: locklab.PoolOptions{Username: clientUser, Password: clientPassword},
-		})
+		sp, err := sentinelPool(masterName, sentinels, refresh)
 		if err != nil {
 			return err
 		}
