@@ -214,6 +214,49 @@ var catalog = []*Scenario{
 		Applies:    versionedRow,
 	},
 	{
+		Name:  "pause-session-killed",
+		Title: "the server ends a paused holder's session (no fencing)",
+		Story: "C1 acquires, then stops (a GC pause) for 5s, well within its lock's TTL. Meanwhile the server " +
+			"ends C1's session: an administrator kills it, an idle-session timeout fires, a pooler or a proxy " +
+			"closes the idle connection. A lock that lives in the session ends with it: C2 acquires and " +
+			"writes, and C1 wakes up, still believing it holds the lock, and writes too. A lock kept as data " +
+			"outlives the session, and C2 is refused until its expiry.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(5s) write release", "acquire write release"),
+		Faults:    []string{"terminate(c1)"},
+		MaxFaults: 1,
+		Applies:   sessionEnds,
+	},
+	{
+		Name:  "pause-session-killed-fenced",
+		Title: "the same ended session against a resource that checks fence numbers",
+		Story: "As in pause-session-killed, but every write carries the lease's fence number and the resource " +
+			"refuses a number lower than one it has seen: C1's stale write is refused when the lock issues " +
+			"fence numbers, and accepted when it does not.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(5s) write release", "acquire write release"),
+		Faults:    []string{"terminate(c1)"},
+		MaxFaults: 1,
+		Fenced:    true,
+		Applies:   sessionEnds,
+	},
+	{
+		Name:  "pause-session-killed-versioned",
+		Title: "the same ended session against a row with a version column",
+		Story: "As in pause-session-killed, but the protected resource is a row with a version column on the " +
+			"lock's server: C1 read the version when it took the lock, C2 writes first and moves it on, and " +
+			"C1's write updates no row: its stale write is refused, whatever the lock let through.",
+		Source:    "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:  Fencing,
+		Programs:  progs("acquire sleep(5s) write release", "acquire write release"),
+		Faults:    []string{"terminate(c1)"},
+		MaxFaults: 1,
+		Versioned: true,
+		Applies:   func(d strategies.Description) bool { return sessionEnds(d) && versionedRow(d) },
+	},
+	{
 		Name:  "redlock-restart",
 		Title: "a Redlock node restarts without persistence and forgets the lock",
 		Story: "C1 gets n1 and n2, a majority of three. n2 restarts without persistence and comes back empty. " +
@@ -375,6 +418,14 @@ func Scenarios() []*Scenario {
 func versionedRow(d strategies.Description) bool {
 	st := driver(storeOf(d.Family))
 	return st != nil && st.Versioned
+}
+
+// sessionEnds is the Applies of the scenarios whose server ends the
+// holder's session: the strategies of the stores whose Driver says their
+// locks can live in one and their Store can end it (Terminates).
+func sessionEnds(d strategies.Description) bool {
+	st := driver(storeOf(d.Family))
+	return st != nil && st.Terminates
 }
 
 // Lookup finds a scenario by name.

@@ -90,10 +90,36 @@ func (r *run) event(st Step) error {
 		r.mu.Lock()
 		r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, fmt.Sprintf("n%d's clock jumps: %d key(s) expired", st.Node, n))
 		r.mu.Unlock()
+	case StepTerminate:
+		err = r.terminate(c, idx)
 	case StepKill, StepRestart, StepNodePause, StepNodeResume, StepPartition, StepHeal, StepFailover:
 		err = r.nodeFault(st)
 	}
 	return err
+}
+
+// terminate has the server end c's sessions (terminate(cN)) and notes how
+// many it ended on event idx.
+func (r *run) terminate(c *client, idx int) error {
+	t, ok := r.slot.store.(Terminator)
+	if !ok {
+		return fmt.Errorf("step terminate(c%d): this store cannot end a client's sessions", c.id)
+	}
+	n, err := t.Terminate(r.ctx, c.handle)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	note := fmt.Sprintf("the server ended c%d's %d sessions", c.id, n)
+	switch n {
+	case 0:
+		note = fmt.Sprintf("c%d has no session to end", c.id)
+	case 1:
+		note = fmt.Sprintf("the server ended c%d's session", c.id)
+	}
+	r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, note)
+	r.mu.Unlock()
+	return nil
 }
 
 // advance moves virtual time forward by d on every clock and node, the

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/locklab/locklab/internal/tooling/redistest"
@@ -36,7 +37,7 @@ func mustLookup(t testing.TB, scenario string) *Scenario {
 
 func TestScheduleRoundTrip(t *testing.T) {
 	text := "c3 time c1 c2 c1@n2 time(+5s) crash(c1) pause(c2) resume(c2) skew(c2,+32s) skew(c1,-1s) " +
-		"isolate(c1) rejoin(c1) expire(n2) kill(n1) restart(n1) restart(n2,keep) restart(n3,delayed) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
+		"isolate(c1) rejoin(c1) terminate(c2) expire(n2) kill(n1) restart(n1) restart(n2,keep) restart(n3,delayed) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
 	s, err := ParseSchedule(text + " # comment\n")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 	if err != nil || s2.String() != text {
 		t.Fatalf("second parse: %v %v", s2, err)
 	}
-	for _, bad := range []string{"x1", "c0", "crash(n1)", "time(+x)", "skew(c1)", "foo(c1)", "c1@x"} {
+	for _, bad := range []string{"x1", "c0", "crash(n1)", "terminate(n1)", "time(+x)", "skew(c1)", "foo(c1)", "c1@x"} {
 		if _, err := ParseSchedule(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -56,6 +57,19 @@ func TestScheduleRoundTrip(t *testing.T) {
 	p := mustParseProgram("acquire*3 write sleep(20s) release crash")
 	if p.String() != "acquire*3 write sleep(20s) release crash" {
 		t.Fatal(p.String())
+	}
+}
+
+// TestTerminateNeedsAStoreThatEndsSessions: a terminate step on a store
+// whose server cannot end a client's sessions (Redis: a lock there is a
+// key, held by no connection) fails the run with an error that says so,
+// rather than passing for a fault that struck.
+func TestTerminateNeedsAStoreThatEndsSessions(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	_, err := Run(context.Background(), RunOptions{Case: mustCase(t, "pause-past-ttl", "set-nx-px"), Nodes: nodes,
+		Schedule: "c1 terminate(c1) c2"})
+	if err == nil || !strings.Contains(err.Error(), "cannot end a client's sessions") {
+		t.Fatalf("terminate on Redis: %v", err)
 	}
 }
 

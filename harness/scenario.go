@@ -127,6 +127,17 @@ type Several struct {
 	MaxPreemptions int `json:"max_preemptions,omitempty"`
 }
 
+// EndsSessions reports whether the scenario's server ends a client's
+// sessions: a terminate(cN) among its faults.
+func (s *Scenario) EndsSessions() bool {
+	for _, f := range s.Faults {
+		if st, err := parseStep(f); err == nil && st.Kind == StepTerminate {
+			return true
+		}
+	}
+	return false
+}
+
 // AppliesTo reports whether the scenario is meant for the strategy d.
 func (s *Scenario) AppliesTo(d strategies.Description) bool {
 	if d.Properties.MultiNode && !s.MultiNode && s.Several == nil {

@@ -26,6 +26,9 @@ import (
 //	skew(c1,+40s)  client 1's clock jumps by +40s (or -40s)
 //	isolate(c1) rejoin(c1)  client 1 is cut off from every node (its
 //	            commands fail as unreachable) and comes back
+//	terminate(c1)  the server ends client 1's sessions (an administrator's
+//	            kill, an idle-session timeout): what they hold ends with
+//	            them, and client 1 learns it at its next request
 //	expire(n1)  node 1's clock jumps: every key with a TTL expires there
 //	kill(n1) restart(n1) restart(n1,keep) pause(n1) resume(n1)
 //	partition(n1) heal(n1) failover(n1)   node faults
@@ -56,6 +59,8 @@ const (
 	StepSkew    StepKind = "skew"
 	StepIsolate StepKind = "isolate"
 	StepRejoin  StepKind = "rejoin"
+	// StepTerminate: the server ends the client's sessions (Terminator).
+	StepTerminate StepKind = "terminate"
 	// Events on a node. A node's pause and resume are written pause(nN)
 	// and resume(nN).
 	StepExpire     StepKind = "expire"
@@ -72,7 +77,7 @@ const (
 type Schedule []Step
 
 var clientEvents = map[StepKind]bool{StepCrash: true, StepPause: true, StepResume: true, StepSkew: true,
-	StepIsolate: true, StepRejoin: true}
+	StepIsolate: true, StepRejoin: true, StepTerminate: true}
 var nodeEvents = map[StepKind]bool{StepExpire: true, StepKill: true, StepRestart: true, StepNodePause: true,
 	StepNodeResume: true, StepPartition: true, StepHeal: true, StepFailover: true}
 

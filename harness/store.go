@@ -105,6 +105,11 @@ type Driver struct {
 	// Scenario.Versioned scenarios (Versioned): they apply to its
 	// strategies, and to no other.
 	Versioned bool
+	// Terminates says the store's Store ends a client's sessions
+	// (Terminator) and its locks can live in one: the scenarios whose
+	// server ends the holder's session (Scenario.EndsSessions) apply to
+	// its strategies. Another store says why they do not in NA.
+	Terminates bool
 	// Bench is the store's part of `locklab bench --stores`.
 	Bench *Bench
 	// Abbreviations explains the short names of the store's timelines;
@@ -242,6 +247,16 @@ type Versioned interface {
 	// WriteVersioned updates the row if its version is still v: it
 	// reports whether it did.
 	WriteVersioned(ctx context.Context, c *Client, v int64) (bool, error)
+}
+
+// Terminator is a store whose server can end a client's sessions from its
+// side (the terminate(cN) step): an administrator's kill, an idle-session
+// timeout, a pooler closing an idle connection. A lock that lives in a
+// session ends with it.
+type Terminator interface {
+	// Terminate ends client c's sessions on the server and returns once
+	// the server has ended them, with how many it ended.
+	Terminate(ctx context.Context, c *Client) (int, error)
 }
 
 // ErrStopped is what a store's client gets for an operation once its

@@ -43,6 +43,13 @@ func init() {
 		Open:     func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
 		MultiNode: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
 			"agree on every write before it is acknowledged",
+		NA: func(sc *harness.Scenario) string {
+			if sc.EndsSessions() {
+				return "the session is etcd-lease's lease, which the server ends only when its holder falls silent past its TTL: pause-past-ttl " +
+					"(a lease revoked by hand ends the same way)"
+			}
+			return ""
+		},
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,

@@ -50,8 +50,9 @@ func init() {
 		Columns:    []string{"pg-lock-table", "pg-for-update", "pg-advisory"},
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
 			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, node.Failover) }}},
-		Versioned: true,
-		Bench:     bench,
+		Versioned:  true,
+		Terminates: true,
+		Bench:      bench,
 		Abbreviations: func(common string) string {
 			return common + " @30.001s: a time on the run's clock, from its start (a row's expiry, say). " +
 				"A statement is shown by its verb and table; an advisory lock's number is shown as K."

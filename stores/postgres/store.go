@@ -335,6 +335,24 @@ func (s *pgStore) Advance(ctx context.Context, _ int, d time.Duration) (int, err
 			}
 		}
 	}
+	return s.terminate(ctx, "the isolated clients", pids)
+}
+
+// Terminate ends client c's sessions from the server's side, as an
+// administrator's pg_terminate_backend or an idle_session_timeout would
+// (terminate(cN)): their advisory locks and open transactions end with
+// them, and c's next statement on each fails.
+func (s *pgStore) Terminate(ctx context.Context, c *harness.Client) (int, error) {
+	var pids []int32
+	for _, pid := range s.snapshot()[c] {
+		pids = append(pids, int32(pid))
+	}
+	return s.terminate(ctx, fmt.Sprintf("c%d", c.ID()), pids)
+}
+
+// terminate ends the backends pids of who and waits until they have
+// ended. It returns how many it ended.
+func (s *pgStore) terminate(ctx context.Context, who string, pids []int32) (int, error) {
 	if len(pids) == 0 {
 		return 0, nil
 	}
@@ -355,7 +373,7 @@ func (s *pgStore) Advance(ctx context.Context, _ int, d time.Duration) (int, err
 		s.ended[uint32(pid)] = true
 	}
 	s.mu.Unlock()
-	return len(ended), s.waitEnded(ctx, "the isolated clients", gone)
+	return len(ended), s.waitEnded(ctx, who, gone)
 }
 
 // Crashed closes c's connections: a process that dies closes its sockets,
@@ -466,7 +484,10 @@ func (s *pgStore) Close(ctx context.Context) error {
 	return err
 }
 
-var _ harness.Store = (*pgStore)(nil)
+var (
+	_ harness.Store      = (*pgStore)(nil)
+	_ harness.Terminator = (*pgStore)(nil)
+)
 
 // isPGCode reports a server error with SQLSTATE code.
 func isPGCode(err error, code string) bool {

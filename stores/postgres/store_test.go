@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,6 +322,47 @@ func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 	// The versioned scenarios are for the database locks only.
 	if cs, err := harness.Resolve("pause-past-ttl-versioned", "set-nx-px"); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
 		t.Error("pause-past-ttl-versioned applies to set-nx-px")
+	}
+}
+
+// TestTerminateEndsSessionLocks: terminate(c1) ends the holder's sessions
+// from the server's side. A lock held in a session ends with it, and the
+// paused holder's write after its successor's is accepted (no fence);
+// the lock table's row outlives the session, and the successor is
+// refused. The -versioned resource refuses the stale write.
+func TestTerminateEndsSessionLocks(t *testing.T) {
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
+	for _, tc := range []struct {
+		scenario, strategy string
+		want               harness.Outcome
+	}{
+		{"pause-session-killed", "pg-advisory", harness.Violated},
+		{"pause-session-killed", "pg-lock-table", harness.Safe},
+		{"pause-session-killed-versioned", "pg-advisory", harness.Safe},
+	} {
+		cs := harnesstest.Case(t, tc.scenario, tc.strategy)
+		sched := "c1 c1 terminate(c1) c2 c2 c1"
+		h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: sched})
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.strategy, tc.scenario, err)
+		}
+		if h.Verdict.Outcome != tc.want {
+			t.Errorf("%s on %s (%s): %v, want %v", tc.strategy, tc.scenario, sched, h.Verdict, tc.want)
+		}
+		ended := false
+		for _, e := range h.Events {
+			ended = ended || slices.ContainsFunc(e.Notes, func(n string) bool { return strings.HasPrefix(n, "the server ended c1's") })
+		}
+		if !ended {
+			t.Errorf("%s on %s: no event says the server ended c1's sessions", tc.strategy, tc.scenario)
+		}
+	}
+	// The scenarios are for stores whose server ends sessions.
+	for _, st := range []string{"set-nx-px", "etcd-lease", "zk-recipe"} {
+		if cs, err := harness.Resolve("pause-session-killed", st); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
+			t.Errorf("pause-session-killed applies to %s", st)
+		}
 	}
 }
 

@@ -11,6 +11,9 @@ const (
 		"ends; advisory locks, held until released or the session ends)"
 	srcPGReplication = "PostgreSQL documentation, \"High Availability, Load Balancing, and Replication\" " +
 		"(asynchronous streaming replication, promoting a standby)"
+	srcPGSessionEnd = "PostgreSQL documentation, \"Server Signaling Functions\" (pg_terminate_backend) and \"Client " +
+		"Connection Defaults\" (idle_in_transaction_session_timeout, idle_session_timeout); \"Explicit Locking\" " +
+		"(advisory locks, held until released or the session ends)"
 	srcPGTable = "the notes \"分布式锁 Distributed Lock\", section 0 (RMDB 数据库实现分布式锁: a lock table, " +
 		"SELECT ... FOR UPDATE)"
 )
@@ -72,6 +75,32 @@ var tellings = map[string]harness.Telling{
 			"reach the server to learn it lost the lock; it writes again.",
 		Source: "Martin Kleppmann, \"How to do distributed locking\" (2016); " + srcPGLocking,
 	},
+	"pause-session-killed": {
+		Title: "the server ends a paused holder's session (no fencing)",
+		Story: "C1 acquires, then stops (a GC pause) for 5s, well within its lock's 30s expiry. Meanwhile the " +
+			"server ends C1's session: a DBA's pg_terminate_backend, idle_in_transaction_session_timeout on " +
+			"pg-for-update's open transaction, idle_session_timeout on pg-advisory's idle session, or a pooler " +
+			"closing it. The advisory lock and the transaction's row lock end with the session: C2 acquires " +
+			"and writes, and C1 wakes up, still believing it holds the lock, and writes too; it learns " +
+			"otherwise only at its next statement, its release. The lock table's row is data: it outlives the " +
+			"session, and C2 is refused until its expiry.",
+		Source: srcPGSessionEnd,
+	},
+	"pause-session-killed-fenced": {
+		Title: "the same ended session against a resource that checks fence numbers",
+		Story: "As in pause-session-killed, but the resource refuses a write whose fence number is lower than " +
+			"one it has seen. None of the three locks issues one (Lease.Fence is 0): C1's stale write carries " +
+			"the same 0 as C2's, and the resource cannot tell them apart.",
+		Source: srcPGSessionEnd,
+	},
+	"pause-session-killed-versioned": {
+		Title: "the same ended session against a row with a version column",
+		Story: "As in pause-session-killed, but the protected resource is a row with a version column on the " +
+			"same server: C1 read the version when it took the lock, C2 writes first and moves it on, and " +
+			"C1's UPDATE ... WHERE key = $1 AND version = $2 updates no row: its stale write is refused, " +
+			"whatever the lock let through.",
+		Source: "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); " + srcPGSessionEnd,
+	},
 	"failover-loses-lock": {
 		Title: "the primary dies and its asynchronous standby is promoted",
 		Story: "C1 takes the lock on the primary. The primary dies and its asynchronous streaming standby is " +
@@ -114,6 +143,9 @@ var known = map[string]map[string][]string{
 		"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
 		"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1", "c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},
 	},
+	"pause-session-killed": {
+		"pg-advisory": {"c1 c1 terminate(c1) c2 c2 c1"},
+	},
 	"failover-loses-lock": {
 		"pg-for-update": {"c1 c1 c1 failover(n1) c2 c2 c2"},
 	},
@@ -131,4 +163,13 @@ var playLevels = []harness.PlayLevel{
 			"data directory (a lock table's row would still be there), but every session ends, and C1's lock with " +
 			"it. C2 acquires while C1, which has sent nothing since and does not know, works on; C1's release then " +
 			"fails on its dead connection."},
+	{ID: "pg-session-killed", Scenario: "pause-session-killed", Strategy: "pg-advisory", Docs: "postgres.md",
+		Title: "PostgreSQL: the server ends a paused holder's session",
+		Goal: "pg-advisory's lock lasts as long as C1's database session. C1 will pause for 5s, well within any " +
+			"timeout you would call dangerous. End its session from the server at the right moment (terminate(c1)) " +
+			"and make C1 write after C2 has.",
+		Story: "C1 takes pg-advisory's lock in its session and pauses. The server ends that session, as a DBA's " +
+			"pg_terminate_backend, an idle_session_timeout or a pooler closing idle connections does, and the lock " +
+			"ends with it. Nothing tells C1: C2 acquires and writes, and C1 wakes and writes after it. It learns " +
+			"only at its release, on a dead connection. The lock table's row would have outlived the session."},
 }

@@ -52,6 +52,13 @@ func init() {
 		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
 		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
 			"servers agree on every write before it is acknowledged",
+		NA: func(sc *harness.Scenario) string {
+			if sc.EndsSessions() {
+				return "the session is the lock's ZooKeeper session, which the server ends only when its holder falls silent " +
+					"past its timeout: pause-past-ttl"
+			}
+			return ""
+		},
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,
