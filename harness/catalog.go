@@ -214,6 +214,28 @@ var catalog = []*Scenario{
 		Applies:    versionedRow,
 	},
 	{
+		Name:  "lost-reply",
+		Title: "the server carries out a request whose reply never reaches the client",
+		Story: "C1 sends a request, and the server carries it out, but the connection drops before the reply " +
+			"reaches C1: its client sees the connection lost, not what the server did, and C1 tries again on a " +
+			"new one, as a client whose acquire failed does. An acquire that succeeded unheard leaves a lock " +
+			"that nobody knows is held: the retry finds the key taken, by C1 itself, and is refused, and so is " +
+			"everyone else until the key expires. Where the acquire is SETNX or INCR and then EXPIRE, the " +
+			"EXPIRE is never sent: the key has no TTL, and nobody acquires again, as after crash-before-expire " +
+			"but with C1 alive. A release that succeeded unheard did what it was asked; one that only read " +
+			"first gives up. The explorer loses the reply to each of C1's requests in turn. " +
+			"On Redlock the reply lost is one node's: C1 counts that node as failed, and its majority decides.",
+		Source:    "ZOOKEEPER-1262 (a create whose reply is lost, and Apache Curator's protected mode); samuel/go-zookeeper#229",
+		Property:  NoDeadlock,
+		Programs:  progs("acquire*2 write release", "acquire write release"),
+		Faults:    []string{"lose(c1)"},
+		MaxFaults: 1,
+		Several:   &Several{NoPreemption: true},
+		Known: map[string][]string{
+			"incr-expire": {"lose(c1) c1 c1 c2"},
+		},
+	},
+	{
 		Name:  "pause-session-killed",
 		Title: "the server ends a paused holder's session (no fencing)",
 		Story: "C1 acquires, then stops (a GC pause) for 5s, well within its lock's TTL. Meanwhile the server " +

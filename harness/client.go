@@ -68,6 +68,8 @@ type client struct {
 	crashed  bool
 	paused   bool
 	isolated bool
+	// loseReply: the reply to the client's next request is lost (lose).
+	loseReply bool
 	// sleeping: the client is in a sleep step, its whole process paused,
 	// its renewal with it (renew.go); renewLost: a renewal of its lease
 	// failed, and its watchdog stopped; renewer is the strategy on the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -108,6 +109,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		return nil, err
 	}
 	w := r.watchRelease(c, node)
+	lose := r.takeLost(c, q)
 	var v any
 	if strings.EqualFold(call.Cmd, "WAIT") {
 		v, err = k.wait(q, func() (any, error) { return send(bg) })
@@ -122,11 +124,26 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		// a history made of such answers would judge nothing.
 		r.fail(fmt.Errorf("harness: %s refused %s: %w", r.slot.nodes[node-1].Name(), call.Cmd, err))
 	}
+	if lose {
+		// The server ran the command; the client hears only that its
+		// connection dropped, which ends the connection's transaction.
+		k.freeEval = false
+		r.mu.Lock()
+		k.own.multi = false
+		r.mu.Unlock()
+		r.reply(q, v, err, false)
+		w.judge(q)
+		return nil, errLostReply
+	}
 	k.transaction(call, err)
 	r.reply(q, v, err, k.freeEval)
 	w.judge(q)
 	return v, err
 }
+
+// errLostReply is what a command whose reply a lose step lost returns: a
+// read that met the end of the connection.
+var errLostReply = fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, wrapconn.ErrDropped)
 
 func (k *conn) lastEvent(c *client) *Event {
 	if c.lastEvent < 0 || c.lastEvent >= len(k.r.hist.Events) {

@@ -62,6 +62,8 @@ func (r *run) event(st Step) error {
 		c.isolated = true
 	case StepRejoin:
 		c.isolated = false
+	case StepLose:
+		c.loseReply = true
 	case StepSkew:
 		c.skew += st.Dur
 		e.Notes = append(e.Notes, fmt.Sprintf("c%d's clock is off by %s", c.id, signed(c.skew)))
@@ -96,6 +98,21 @@ func (r *run) event(st Step) error {
 		err = r.nodeFault(st)
 	}
 	return err
+}
+
+// takeLost reports whether the reply to c's request q is to be lost
+// (lose(cN)): once per lose step, for the next request the client sends
+// after it, which q's event then says.
+func (r *run) takeLost(c *client, q *request) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !c.loseReply {
+		return false
+	}
+	c.loseReply = false
+	e := &r.hist.Events[q.event]
+	e.Notes = append(e.Notes, fmt.Sprintf("the reply is lost: c%d's connection drops", c.id))
+	return true
 }
 
 // terminate has the server end c's sessions (terminate(cN)) and notes how

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func mustLookup(t testing.TB, scenario string) *Scenario {
 
 func TestScheduleRoundTrip(t *testing.T) {
 	text := "c3 time c1 c2 c1@n2 time(+5s) crash(c1) pause(c2) resume(c2) skew(c2,+32s) skew(c1,-1s) " +
-		"isolate(c1) rejoin(c1) terminate(c2) expire(n2) kill(n1) restart(n1) restart(n2,keep) restart(n3,delayed) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
+		"isolate(c1) rejoin(c1) terminate(c2) lose(c1) expire(n2) kill(n1) restart(n1) restart(n2,keep) restart(n3,delayed) pause(n3) resume(n3) partition(n1) heal(n1) failover(n1)"
 	s, err := ParseSchedule(text + " # comment\n")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +71,30 @@ func TestTerminateNeedsAStoreThatEndsSessions(t *testing.T) {
 		Schedule: "c1 terminate(c1) c2"})
 	if err == nil || !strings.Contains(err.Error(), "cannot end a client's sessions") {
 		t.Fatalf("terminate on Redis: %v", err)
+	}
+}
+
+// TestLostReply: lose(c1) lets the server carry out c1's next command and
+// drops the reply. incr-expire's INCR then leaves a key that no EXPIRE
+// follows: every later client is refused for good, c1's own retry too.
+// The one-script acquire set the TTL with the key: the lock comes back a
+// TTL later. The step's event says the reply was lost and shows what the
+// server answered.
+func TestLostReply(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	for strategy, want := range map[string]Outcome{"incr-expire": Deadlock, "incr-expire-lua": Safe} {
+		h, err := Run(context.Background(), RunOptions{Case: mustCase(t, "lost-reply", strategy), Nodes: nodes,
+			Schedule: "lose(c1) c1 c1 c2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Verdict.Outcome != want {
+			t.Errorf("%s: %v, want %s\n%s", strategy, h.Verdict, want, h.Schedule)
+		}
+		e := h.Events[1]
+		if !slices.Contains(e.Notes, "the reply is lost: c1's connection drops") || e.Reply == "" || strings.Contains(e.Reply, "EOF") {
+			t.Errorf("%s: the lost step's event: reply %q, notes %q", strategy, e.Reply, e.Notes)
+		}
 	}
 }
 

@@ -26,6 +26,8 @@ import (
 //	skew(c1,+40s)  client 1's clock jumps by +40s (or -40s)
 //	isolate(c1) rejoin(c1)  client 1 is cut off from every node (its
 //	            commands fail as unreachable) and comes back
+//	lose(c1)    client 1's next request runs on the server, and its reply
+//	            is lost with the connection: the client sees it drop
 //	terminate(c1)  the server ends client 1's sessions (an administrator's
 //	            kill, an idle-session timeout): what they hold ends with
 //	            them, and client 1 learns it at its next request
@@ -61,6 +63,9 @@ const (
 	StepRejoin  StepKind = "rejoin"
 	// StepTerminate: the server ends the client's sessions (Terminator).
 	StepTerminate StepKind = "terminate"
+	// StepLose: the reply to the client's next request is lost
+	// (Sent.LoseReply).
+	StepLose StepKind = "lose"
 	// Events on a node. A node's pause and resume are written pause(nN)
 	// and resume(nN).
 	StepExpire     StepKind = "expire"
@@ -77,7 +82,7 @@ const (
 type Schedule []Step
 
 var clientEvents = map[StepKind]bool{StepCrash: true, StepPause: true, StepResume: true, StepSkew: true,
-	StepIsolate: true, StepRejoin: true, StepTerminate: true}
+	StepIsolate: true, StepRejoin: true, StepTerminate: true, StepLose: true}
 var nodeEvents = map[StepKind]bool{StepExpire: true, StepKill: true, StepRestart: true, StepNodePause: true,
 	StepNodeResume: true, StepPartition: true, StepHeal: true, StepFailover: true}
 

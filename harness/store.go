@@ -377,6 +377,13 @@ type Sent struct {
 	watch *releaseWatch
 }
 
+// LoseReply reports whether the operation's reply is to be lost
+// (lose(cN)): the store sends it, lets the server answer, then drops the
+// connection the answer would come on, so that the client's library sees
+// the connection drop with the operation done on the server; Done records
+// what the server answered. It is true for one operation per lose step.
+func (s *Sent) LoseReply() bool { return s.c.r.takeLost(s.c.c, s.q) }
+
 // Done records the operation's answer (v, shown as the step's reply, or
 // err) and ends the step.
 func (s *Sent) Done(v any, err error) {

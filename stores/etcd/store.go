@@ -20,6 +20,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
@@ -318,9 +320,19 @@ func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc 
 	} else {
 		shown = etcdError(err)
 	}
+	if step.LoseReply() {
+		// The server did it; the client reads what a connection that
+		// drops before the answer gives gRPC.
+		step.Done(v, shown)
+		return errLostReply
+	}
 	step.Done(v, shown)
 	return err
 }
+
+// errLostReply is what a request whose reply a lose step lost returns: the
+// error gRPC gives a call whose connection drops before the answer.
+var errLostReply = status.Error(codes.Unavailable, "error reading from server: EOF")
 
 // names is how the run's timeline names keys and leases: keys under the
 // lock's prefix as P/..., leases by their names. The caller holds s.mu.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,30 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 	if !before.Running() || before.Pid() == pid {
 		t.Errorf("the leader %s (pid %d) was not killed and started again: running %v, pid %d",
 			before.Name, pid, before.Running(), before.Pid())
+	}
+}
+
+// TestEtcdLostReply: the Txn that puts c1's key is carried out and its
+// reply lost (lose): etcd's client does not retry a Txn, etcd-lease's
+// failed acquire revokes its lease and the key with it, and c1's retry
+// acquires on a new lease; c2 is refused while c1 holds it.
+func TestEtcdLostReply(t *testing.T) {
+	cl := etcdtest.Start(t, etcdproc.Options{})
+	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	cs := harnesstest.Case(t, "lost-reply", "etcd-lease")
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 lose(c1) c1 c1 c1 c1 c2 c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != harness.Safe || !harnesstest.Noted(h, "c1 acquire failed") || !harnesstest.Noted(h, "c1 acquired") ||
+		!harnesstest.Noted(h, "c2 refused") {
+		t.Fatalf("%v\n%s", h.Verdict, h.Schedule)
+	}
+	if !slices.ContainsFunc(h.Events, func(e harness.Event) bool {
+		return e.Label == "c1" && strings.Contains(e.Reply, "then") &&
+			slices.Contains(e.Notes, "the reply is lost: c1's connection drops")
+	}) {
+		t.Errorf("no Txn of c1's shows its reply lost: %s", h.Schedule)
 	}
 }
 

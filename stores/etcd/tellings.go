@@ -16,6 +16,15 @@ const (
 
 // tellings are the scenarios' stories on etcd, by scenario.
 var tellings = map[string]harness.Telling{
+	"lost-reply": {
+		Title: "the cluster carries out a request whose reply never reaches the client",
+		Story: "C1's request is carried out, but the reply is lost with the connection: etcd's client " +
+			"returns Unavailable, and retries only the requests that read. A Txn that put C1's key under " +
+			"the lock's prefix, unheard, fails etcd-lease's acquire, which revokes its lease on any error: the " +
+			"key goes with it, and C1's retry, on a new lease, finds the lock free. A lease granted unheard " +
+			"carries nothing and runs out.",
+		Source: srcEtcdLease + "; ZOOKEEPER-1262 (the same question on ZooKeeper)",
+	},
 	"stale-recovery": {
 		Title: "two clients take a crashed holder's lock at once",
 		Story: "C3 takes the lock and crashes; its lease runs out and the leader deletes its key. C1 and C2 " +

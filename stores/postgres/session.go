@@ -43,6 +43,22 @@ type pgSocket struct {
 	// value is what the statement running on the connection returned
 	// (pgValue), read by the tracer on the connection's goroutine.
 	value pgValue
+	// lose: the answer of the statement under way is lost (lost.go);
+	// in, pass, cut and lostTag are readLosing's, on the connection's
+	// goroutine.
+	lose    atomic.Bool
+	in      []byte
+	pass    []byte
+	cut     bool
+	lostTag string
+}
+
+// Read reads the server's answers, losing the one a lose step said to.
+func (c *pgSocket) Read(b []byte) (int, error) {
+	if c.lose.Load() {
+		return c.readLosing(b)
+	}
+	return c.Conn.Read(b)
 }
 
 func (c *pgSocket) Close() error {

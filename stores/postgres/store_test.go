@@ -366,6 +366,32 @@ func TestTerminateEndsSessionLocks(t *testing.T) {
 	}
 }
 
+// TestLostReplyEndsTheSession: a statement carried out whose answer is
+// lost (lose) drops its connection. The advisory lock it took ends with
+// the session, and c1's retry acquires at once; the lock table's row
+// stays, c1's retry meets it and is refused, as c2 is, and the probe a
+// TTL later acquires.
+func TestLostReplyEndsTheSession(t *testing.T) {
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
+	for _, tc := range []struct{ strategy, schedule, retry string }{
+		{"pg-advisory", "lose(c1) c1 c1", "c1 acquired"},
+		{"pg-lock-table", "lose(c1) c1 c1 c1 c2 c2", "c1 refused"},
+	} {
+		cs := harnesstest.Case(t, "lost-reply", tc.strategy)
+		h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: tc.schedule})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.strategy, err)
+		}
+		if h.Verdict.Outcome != harness.Safe || !harnesstest.Noted(h, "c1 acquire failed") || !harnesstest.Noted(h, tc.retry) {
+			t.Errorf("%s (%s): %v, want SAFE with %q\n%s", tc.strategy, tc.schedule, h.Verdict, tc.retry, h.Schedule)
+		}
+		if e := h.Events[1]; !slices.Contains(e.Notes, "the reply is lost: c1's connection drops") || strings.Contains(e.Reply, "error") {
+			t.Errorf("%s: the lost statement's event: reply %q, notes %q", tc.strategy, e.Reply, e.Notes)
+		}
+	}
+}
+
 // TestPostgresWorkersAgree: an exploration on PostgreSQL runs the same
 // schedules to the same verdict and counterexample on one worker as on
 // four, each worker locking a key of its own (its rows, its advisory

@@ -20,6 +20,16 @@ const (
 
 // tellings are the scenarios' stories on PostgreSQL, by scenario.
 var tellings = map[string]harness.Telling{
+	"lost-reply": {
+		Title: "the server carries out a statement whose answer never reaches the client",
+		Story: "C1's statement runs, and commits outside a transaction, but the connection drops before the " +
+			"answer comes: pgx reports it lost, and C1 tries again on a new connection. The end of the " +
+			"connection ends its session, and an advisory lock or an open transaction's row lock with it: " +
+			"the retry finds the lock free. The lock table's row is data: the retry's INSERT meets C1's own " +
+			"row and is refused, and so is everyone until its expiry passes. A lost answer costs the lock " +
+			"table one expiry of a lock nobody holds.",
+		Source: srcPGLocking + "; " + srcPGTable,
+	},
 	"stale-recovery": {
 		Title: "two clients recover a crashed holder's stale lock at once",
 		Story: "C3 takes the lock and crashes; its expiry passes. C1 and C2 both find the lock taken and both " +
@@ -125,6 +135,9 @@ var tellings = map[string]harness.Telling{
 // scenario and then strategy (harness.Driver.Known): each cell replays
 // them before its search, and the pages pin them.
 var known = map[string]map[string][]string{
+	"lost-reply": {
+		"pg-lock-table": {"lose(c1) c1 c1 c1 c2 c2"},
+	},
 	"clock-skew": {
 		"pg-lock-table": {"c1 skew(c2,+32s) c2 c2 c2"},
 	},

@@ -88,6 +88,9 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 	if err != nil {
 		return cancelled(ctx, err)
 	}
+	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok && sent.LoseReply() {
+		sock.lose.Store(true)
+	}
 	return context.WithValue(ctx, pgStepKey{}, &pgStep{sent: sent, stmt: st, session: h})
 }
 
@@ -99,8 +102,15 @@ func (t *pgTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.T
 	var v any
 	err := data.Err
 	value := ""
+	lost := ""
 	if sock, ok := conn.PgConn().Conn().(*pgSocket); ok {
 		value = sock.value.last
+		lost, sock.lostTag = sock.lostTag, ""
+	}
+	if lost != "" {
+		// The server's answer, which the client never read.
+		err = nil
+		data.CommandTag = pgconn.NewCommandTag(lost)
 	}
 	t.s.mu.Lock()
 	st.session.answered(st.stmt, err, value)

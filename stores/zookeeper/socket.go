@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -35,6 +36,12 @@ type socket struct {
 	// session is the session the handshake's answer gave (0: none yet,
 	// or expired).
 	session int64
+	// lose is the xid of the request whose answer is lost (lose(cN)), 0
+	// for none, and lost says it was; pass is what the connection has
+	// yet to read of the whole frames read.
+	lose int32
+	pass []byte
+	lost bool
 }
 
 // pendingReq is a granted request.
@@ -79,6 +86,9 @@ func (s *socket) Write(b []byte) (int, error) {
 	}
 	s.mu.Lock()
 	s.pending[q.xid] = &pendingReq{req: q, sent: sent}
+	if sent.LoseReply() {
+		s.lose = q.xid
+	}
 	s.mu.Unlock()
 	n, err := s.Conn.Write(b)
 	if err != nil {
@@ -107,17 +117,46 @@ func (s *socket) SetReadDeadline(t time.Time) error {
 }
 
 // Read reads the server's answers, and ends the step of each request
-// answered.
+// answered. The connection reads whole frames only, so that an answer to
+// lose (lose(cN)) is held back whole: its step ends with what the server
+// answered, the socket closes, and the connection reads errLostReply where
+// the answer was, as from a connection that dropped before it came
+// (go-zookeeper then reconnects to the session).
 func (s *socket) Read(b []byte) (int, error) {
-	n, err := s.Conn.Read(b)
-	if n > 0 {
-		s.frames(b[:n])
+	for {
+		s.mu.Lock()
+		if len(s.pass) > 0 {
+			n := copy(b, s.pass)
+			s.pass = s.pass[n:]
+			s.mu.Unlock()
+			return n, nil
+		}
+		lost := s.lost
+		s.mu.Unlock()
+		if lost {
+			return 0, errLostReply
+		}
+		var buf [4096]byte
+		n, err := s.Conn.Read(buf[:])
+		if n > 0 {
+			s.frames(buf[:n])
+		}
+		if err != nil {
+			s.mu.Lock()
+			more := len(s.pass) > 0 || s.lost
+			s.mu.Unlock()
+			if more {
+				continue
+			}
+			s.failPending(err)
+			return 0, err
+		}
 	}
-	if err != nil {
-		s.failPending(err)
-	}
-	return n, err
 }
+
+// errLostReply is what the connection reads where a lost answer was: the
+// end of the connection.
+var errLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
 
 // Close closes the socket; the requests still unanswered fail.
 func (s *socket) Close() error {
@@ -143,6 +182,21 @@ func (s *socket) frames(b []byte) {
 	s.answered = s.answered || len(frames) > 0
 	s.mu.Unlock()
 	for i, f := range frames {
+		s.mu.Lock()
+		if s.lost {
+			s.mu.Unlock()
+			return // what came after a lost answer is lost with it
+		}
+		if len(f) >= 4 && s.lose != 0 && int32(binary.BigEndian.Uint32(f)) == s.lose {
+			s.lose, s.lost = 0, true
+			s.mu.Unlock()
+			s.answerFrame(f)
+			s.Conn.Close()
+			return
+		}
+		s.pass = binary.BigEndian.AppendUint32(s.pass, uint32(len(f)))
+		s.pass = append(s.pass, f...)
+		s.mu.Unlock()
 		if i == 0 && first {
 			if sess, err := readConnectResponse(f); err == nil {
 				s.mu.Lock()

@@ -54,6 +54,15 @@ func TestZooKeeperStore(t *testing.T) {
 		// of its own session fails it.
 		{"zk-golib", "partitioned-holder", "c2 c1 c1 c1 c2 c2 c2 c1", harness.Safe, "c1 acquired"},
 		{"zk-golib", "pause-past-ttl", "c1 c1 c1 c2 c2 c2 c2 c1", harness.Violated, "c2 acquired"},
+		// A create whose reply is lost (lose): zk-recipe finds its node
+		// by its GUID and goes on; zk-ephemeral's retry meets its own
+		// node, which its live session keeps; zk.Lock returns an error
+		// with its node left in line, and its retry waits behind it
+		// (go-zookeeper#229): every later client is refused for good.
+		{"zk-recipe", "lost-reply", "lose(c1) c1 c1 c1 c1", harness.Safe, "c1 acquired"},
+		{"zk-ephemeral", "lost-reply", "c2 lose(c1) c2 c2 c2 c2 c1 c1", harness.Deadlock, "c1 refused"},
+		{"zk-golib", "lost-reply", "c2 c1 lose(c1) c1 c1 c1 c1 c2 c2 c2", harness.Deadlock,
+			"c1 acquire failed: locklab: server unreachable or failed: zk: connection closed"},
 		{"zk-golib", "partitioned-holder", "c2 c1 c1 c1 c2 c2 isolate(c1) time c2",
 			harness.Safe, "c1 acquire failed: locklab: server unreachable or failed: zk: session has been expired by the server"},
 	} {

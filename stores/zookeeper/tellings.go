@@ -19,6 +19,20 @@ const (
 
 // tellings are the scenarios' stories on ZooKeeper, by scenario.
 var tellings = map[string]harness.Telling{
+	"lost-reply": {
+		Title: "the ensemble carries out a request whose reply never reaches the client",
+		Story: "C1's request is carried out, but its connection drops before the reply comes: go-zookeeper " +
+			"fails the request with \"connection closed\" and reconnects to the same session, which lives on, " +
+			"and with it every ephemeral node the request made. zk-ephemeral's create made the lock's node: " +
+			"its retry is refused by its own node, which no one deletes while C1 lives, so every client is " +
+			"refused for good. zk.Lock's create is protected (its node's name carries a GUID, and after a lost " +
+			"reply it looks for it), but its wait is not: a lost reply to its getChildren returns an error with " +
+			"its node left behind, its retry queues a second node behind the first, and C1 waits for itself " +
+			"while everyone waits for C1. zk-recipe, as Curator does, finds its node by the GUID and deletes " +
+			"what a failed acquire made.",
+		Source: "ZOOKEEPER-1262 and Apache Curator's protected mode (CreateBuilder.withProtection); " +
+			"samuel/go-zookeeper#229; " + srcZKRecipe,
+	},
 	"stale-recovery": {
 		Title: "two clients take a crashed holder's lock at once",
 		Story: "C3 takes the lock and crashes; nothing is heard from its session for the session timeout, " +
@@ -86,6 +100,9 @@ var tellings = map[string]harness.Telling{
 // scenario and then strategy (harness.Driver.Known): each cell replays
 // them before its search, and the pages pin them.
 var known = map[string]map[string][]string{
+	"lost-reply": {
+		"zk-golib": {"c2 c1 lose(c1) c1 c1 c1 c1 c2 c2 c2"},
+	},
 	"pause-past-ttl": {
 		"zk-golib":  {"c1 c1 c1 c2 c2 c2 c2 c1"},
 		"zk-recipe": {"c1 c1 c1 c1 c2 c2 c2 c2 c2 c1"},

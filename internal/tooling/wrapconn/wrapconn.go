@@ -23,6 +23,13 @@ import (
 // ErrClosed is the error of a command on a closed connection.
 var ErrClosed = errors.New("wrapconn: connection closed")
 
+// ErrDropped marks the error a Do hook returns for an exchange whose
+// connection dropped before the reply came: the connection is then done,
+// as a redigo connection is after a failed read (Err returns the error,
+// every later exchange fails with it), and its real connection goes back
+// to its source at once.
+var ErrDropped = errors.New("connection dropped before the reply came")
+
 // Call is one exchange with the server.
 type Call struct {
 	// Cmd and Args are the command; Cmd is "" for a Flush or a Do("")
@@ -96,6 +103,8 @@ type Conn struct {
 	closed  bool
 	queued  [][]any
 	replies []any
+	// err is why the connection is done (ErrDropped).
+	err error
 }
 
 var (
@@ -118,8 +127,12 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// Err is the real connection's error, nil before it is taken.
+// Err is why the connection dropped, else the real connection's error,
+// nil before it is taken.
 func (c *Conn) Err() error {
+	if c.err != nil {
+		return c.err
+	}
 	if c.real != nil {
 		return c.real.Err()
 	}
@@ -143,6 +156,9 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 	if c.closed {
 		return nil, ErrClosed
 	}
+	if c.err != nil {
+		return nil, c.err
+	}
 	if cmd == "" && len(c.queued) == 0 {
 		return nil, nil
 	}
@@ -152,7 +168,15 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 	if c.hooks.Do == nil {
 		return send(ctx)
 	}
-	return c.hooks.Do(ctx, call, send)
+	v, err := c.hooks.Do(ctx, call, send)
+	if errors.Is(err, ErrDropped) {
+		c.err = err
+		if c.real != nil {
+			c.real.Close()
+			c.real = nil
+		}
+	}
+	return v, err
 }
 
 func (c *Conn) send(ctx context.Context, call Call) (any, error) {
@@ -183,6 +207,9 @@ func (c *Conn) send(ctx context.Context, call Call) (any, error) {
 func (c *Conn) Send(cmd string, args ...any) error {
 	if c.closed {
 		return ErrClosed
+	}
+	if c.err != nil {
+		return c.err
 	}
 	c.queued = append(c.queued, append([]any{cmd}, args...))
 	return nil

@@ -171,3 +171,42 @@ func TestPubSub(t *testing.T) {
 	_, err = c2.Receive()
 	assert.ErrorIs(t, err, noPush)
 }
+
+// TestDroppedEndsTheConnection: a hook that sends a command and answers
+// with ErrDropped leaves the command done on the server and the
+// connection done for its user: Err says why, every later command and
+// Send fails with it, and the real connection has gone back to the pool,
+// which can hand it out again.
+func TestDroppedEndsTheConnection(t *testing.T) {
+	srv := redistest.StartOne(t)
+	ctx := context.Background()
+	drop := true
+	src := &wrapconn.Source{Src: srv.Pool, Open: func(context.Context) (wrapconn.Hooks, error) {
+		return wrapconn.Hooks{Do: func(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (any, error) {
+			v, err := send(ctx)
+			if drop && err == nil {
+				return nil, errors.Join(errors.New("reply lost"), wrapconn.ErrDropped)
+			}
+			return v, err
+		}}, nil
+	}}
+	idle := srv.Pool.IdleCount()
+	c, err := src.GetContext(ctx)
+	require.NoError(t, err)
+	_, err = redis.DoContext(c, ctx, "SET", "dropped", "v")
+	require.ErrorIs(t, err, wrapconn.ErrDropped)
+	require.ErrorIs(t, c.Err(), wrapconn.ErrDropped)
+	_, err = redis.DoContext(c, ctx, "GET", "dropped")
+	assert.ErrorIs(t, err, wrapconn.ErrDropped, "a dropped connection runs nothing more")
+	assert.ErrorIs(t, c.Send("GET", "dropped"), wrapconn.ErrDropped)
+	assert.Equal(t, idle+1, srv.Pool.IdleCount(), "the real connection went back at the drop")
+	require.NoError(t, c.Close())
+
+	drop = false
+	c2, err := src.GetContext(ctx)
+	require.NoError(t, err)
+	defer c2.Close()
+	v, err := redis.String(redis.DoContext(c2, ctx, "GET", "dropped"))
+	require.NoError(t, err)
+	assert.Equal(t, "v", v, "the server carried out the command whose reply was dropped")
+}
