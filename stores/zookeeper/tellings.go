@@ -123,4 +123,13 @@ var playLevels = []harness.PlayLevel{
 		Goal: "zk-golib is go-zookeeper's zk.NewLock on a three-server ZooKeeper ensemble: the lock is an ephemeral " +
 			"node that lives as long as C1's session. C1 sleeps past its session timeout, and the resource refuses a " +
 			"fence lower than one it has seen. Make C1's stale write go through after C2's."},
+	{ID: "zk-lost-reply", Scenario: "lost-reply", Strategy: "zk-golib", Docs: "zookeeper.md",
+		Title: "ZooKeeper: a lost reply, and zk.Lock waits for itself",
+		Goal: "zk.Lock on a three-server ensemble. You may lose the reply to one of C1's requests (lose(c1)): the " +
+			"ensemble carries it out, and C1's connection drops before the answer comes. C1 tries again once. Lock " +
+			"everyone out for good while every client lives.",
+		Story: "zk.Lock creates its node with a GUID in the name, so a lost create is found again; but if the reply " +
+			"to the getChildren after it is lost, Lock returns an error and leaves its node in line, kept by C1's " +
+			"session, which reconnects and lives on. C1's retry queues a second node behind its own first one: C1 " +
+			"waits for itself, and every later client waits for C1 (go-zookeeper#229)."},
 }
