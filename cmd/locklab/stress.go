@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/node"
@@ -24,15 +25,19 @@ import (
 	"github.com/locklab/locklab/strategies"
 )
 
+// stressArgs are stress's flags: the run's options and how its report
+// is given.
+type stressArgs struct {
+	o      stress.Options
+	asJSON bool
+	fail   bool
+	nodes  int
+	faults []string
+	html   string
+}
+
 func newStressCmd(g *globals) *cobra.Command {
-	var (
-		o      stress.Options
-		asJSON bool
-		fail   bool
-		nodes  int
-		faults []string
-		html   string
-	)
+	var a stressArgs
 	cmd := &cobra.Command{
 		Use:   "stress --strategy S",
 		Short: "Run many clients on real time with pauses and crashes, and count the damage",
@@ -120,116 +125,16 @@ its sessions with it.`,
   locklab stress --strategy pg-lock-table --duration 10s`,
 		Args: usageArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if o.Strategy == "" {
-				return errors.New("stress needs --strategy (see locklab list)")
-			}
-			if err := g.strategies(cmd, "strategy", []string{o.Strategy}); err != nil {
-				return err
-			}
-			d, err := strategies.Info(o.Strategy)
-			if err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("porcupine-html") {
-				if err := checkOut(html); err != nil {
-					return g.args.badFlag(cmd, "porcupine-html", html, "%v", err)
-				}
-			}
-			// The store the strategy locks on, when it is not Redis.
-			sd := stress.LookupStore(d.Family)
-			if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || sd != nil) {
-				where := "locks on one Redis node"
-				if sd != nil && sd.Servers != "" {
-					where = "runs on " + sd.Servers
-				}
-				return g.args.badFlag(cmd, "nodes", strconv.Itoa(nodes), "%s %s; --nodes is the Redis nodes of a multi-node strategy (%s)",
-					o.Strategy, where, strings.Join(multiNodeStrategies(), ", "))
-			}
-			if !d.Properties.MultiNode {
-				nodes = 1
-			}
-			// 0 turns a fault off on the command line; the library's off
-			// is negative.
-			o.PauseProb, o.CrashProb = off(o.PauseProb), off(o.CrashProb)
-			errNoFaults := fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
-			for _, f := range faults {
-				if _, err := stress.ParseFaults([]string{f}); err != nil {
-					return g.args.badFlag(cmd, "node-faults", f, "%s", unknownFault())
-				}
-			}
-			if o.Faults, err = stress.ParseFaults(faults); err != nil {
-				return err
-			}
-			if len(o.Faults) > 0 && g.addrsBackend() {
-				return errNoFaults
-			}
-			// A failover of the store's own (a standby promoted) is not a
-			// Sentinel group's.
-			failover := slices.Contains(o.Faults, node.Failover) && !injects(sd, node.Failover)
-			if failover {
-				if err := checkFailover(o.Faults, d); err != nil {
-					return err
-				}
-				nodes = 1
-			} else if cmd.Flags().Changed("sentinel-refresh") {
-				return g.args.badFlag(cmd, "sentinel-refresh", o.SentinelRefresh.String(),
-					"the clients ask Sentinels only on a Sentinel group, which --node-faults failover starts on a Redis strategy")
-			}
-			cfailover := slices.Contains(o.Faults, node.ClusterFailover) && !injects(sd, node.ClusterFailover)
-			if cfailover {
-				if err := checkClusterFailover(o.Faults, d); err != nil {
-					return err
-				}
-				nodes = 1
-			}
-			errw := cmd.ErrOrStderr()
-			if sd != nil {
-				return runStressStore(cmd, g, sd, o, asJSON, fail, html)
-			}
-			if err := storeFault(o.Faults); err != nil {
-				return err
-			}
-			c, _, err := g.cluster(ctx, errw, nodes)
-			if err != nil {
-				return err
-			}
-			defer closeAndTell(cmd.ErrOrStderr(), c)
-			if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
-				return errNoFaults
-			}
-			o.Shared = c.Backend() == node.BackendAddrs
-			if failover {
-				if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
-					return err
-				}
-				defer closeAndTell(cmd.ErrOrStderr(), o.Sentinels)
-			}
-			if cfailover {
-				if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
-					return err
-				}
-				defer closeAndTell(cmd.ErrOrStderr(), o.RedisCluster)
-			}
-			for _, n := range c.Nodes() {
-				if failover || cfailover {
-					break
-				}
-				o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
-				o.Addrs = append(o.Addrs, n.URL())
-				o.FaultNodes = append(o.FaultNodes, n)
-				if slices.Contains(o.Faults, node.RestartKeep) {
-					// A restart with its data brings the keys back only
-					// from an append-only file.
-					if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
-						return err
-					}
-				}
-			}
-			return runStress(cmd, o, asJSON, fail, html)
+			return g.stress(cmd, &a)
 		},
 	}
-	f := cmd.Flags()
+	stressFlags(cmd.Flags(), &a)
+	return serverCmd(cmd)
+}
+
+// stressFlags registers stress's flags on f, bound to a.
+func stressFlags(f *pflag.FlagSet, a *stressArgs) {
+	o := &a.o
 	f.StringVarP(&o.Strategy, "strategy", "s", "", "strategy to stress (required)")
 	intFlag(f, &o.Clients, "clients", "", 8, atLeast(1), "concurrent clients")
 	durFlag(f, &o.Duration, "duration", 30*time.Second, durRange{positive: true}, "how long the clients run; then each finishes the cycle it is in, a paused holder woken at once")
@@ -241,18 +146,158 @@ its sessions with it.`,
 	f.BoolVar(&o.NoFence, "no-fence", false, "the register does not check fence numbers")
 	f.BoolVar(&o.StopOnViolation, "first", false, "stop at the first violation")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for pauses, crashes, skews and holds")
-	intFlag(f, &nodes, "nodes", "", 5, atLeast(1), "Redis nodes for a multi-node strategy")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	intFlag(f, &a.nodes, "nodes", "", 5, atLeast(1), "Redis nodes for a multi-node strategy")
+	f.BoolVar(&a.asJSON, "json", false, "print the report as JSON")
 	durFlag(f, &o.CheckTimeout, "porcupine-timeout", 10*time.Second, durRange{zero: "no check"}, "bound of the linearizability check of the history (past it: unknown)")
-	f.StringVar(&html, "porcupine-html", "", "write porcupine's HTML visualization of the history to this file")
-	f.BoolVar(&fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
+	f.StringVar(&a.html, "porcupine-html", "", "write porcupine's HTML visualization of the history to this file")
+	f.BoolVar(&a.fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
-	f.StringSliceVar(&faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
+	f.StringSliceVar(&a.faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
 		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd or ZooKeeper strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.SentinelRefresh, "sentinel-refresh", locklab.DefaultSentinelRefresh, durRange{positive: true}, "with --node-faults failover: how often each client asks the Sentinels which server is the master")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
-	return serverCmd(cmd)
+}
+
+// stressPlan is where a checked stress run goes: the store the strategy
+// locks on when it is not Redis (sd), else whether it runs on a Sentinel
+// group (failover) or a Redis Cluster (cfailover) rather than plain nodes.
+type stressPlan struct {
+	sd                  *stress.StoreDriver
+	failover, cfailover bool
+}
+
+// stress runs "locklab stress": it checks a's flags, then runs the
+// clients on the strategy's store, or on the Redis servers it starts.
+func (g *globals) stress(cmd *cobra.Command, a *stressArgs) error {
+	p, err := g.checkStress(cmd, a)
+	if err != nil {
+		return err
+	}
+	if p.sd != nil {
+		return runStressStore(cmd, g, p.sd, a.o, a.asJSON, a.fail, a.html)
+	}
+	if err := storeFault(a.o.Faults); err != nil {
+		return err
+	}
+	return g.stressRedis(cmd, a, p)
+}
+
+// errNoFaults refuses node faults on servers the run does not control.
+var errNoFaults = fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+
+// checkStress checks stress's flags against each other and the strategy,
+// sets the options they imply in a (the Redis nodes, the faults, the
+// probabilities turned off) and tells where the run goes.
+func (g *globals) checkStress(cmd *cobra.Command, a *stressArgs) (stressPlan, error) {
+	o := &a.o
+	var p stressPlan
+	if o.Strategy == "" {
+		return p, errors.New("stress needs --strategy (see locklab list)")
+	}
+	if err := g.strategies(cmd, "strategy", []string{o.Strategy}); err != nil {
+		return p, err
+	}
+	d, err := strategies.Info(o.Strategy)
+	if err != nil {
+		return p, err
+	}
+	if cmd.Flags().Changed("porcupine-html") {
+		if err := checkOut(a.html); err != nil {
+			return p, g.args.badFlag(cmd, "porcupine-html", a.html, "%v", err)
+		}
+	}
+	// The store the strategy locks on, when it is not Redis.
+	p.sd = stress.LookupStore(d.Family)
+	if cmd.Flags().Changed("nodes") && (!d.Properties.MultiNode || p.sd != nil) {
+		where := "locks on one Redis node"
+		if p.sd != nil && p.sd.Servers != "" {
+			where = "runs on " + p.sd.Servers
+		}
+		return p, g.args.badFlag(cmd, "nodes", strconv.Itoa(a.nodes), "%s %s; --nodes is the Redis nodes of a multi-node strategy (%s)",
+			o.Strategy, where, strings.Join(multiNodeStrategies(), ", "))
+	}
+	if !d.Properties.MultiNode {
+		a.nodes = 1
+	}
+	// 0 turns a fault off on the command line; the library's off
+	// is negative.
+	o.PauseProb, o.CrashProb = off(o.PauseProb), off(o.CrashProb)
+	for _, f := range a.faults {
+		if _, err := stress.ParseFaults([]string{f}); err != nil {
+			return p, g.args.badFlag(cmd, "node-faults", f, "%s", unknownFault())
+		}
+	}
+	if o.Faults, err = stress.ParseFaults(a.faults); err != nil {
+		return p, err
+	}
+	if len(o.Faults) > 0 && g.addrsBackend() {
+		return p, errNoFaults
+	}
+	// A failover of the store's own (a standby promoted) is not a
+	// Sentinel group's.
+	p.failover = slices.Contains(o.Faults, node.Failover) && !injects(p.sd, node.Failover)
+	if p.failover {
+		if err := checkFailover(o.Faults, d); err != nil {
+			return p, err
+		}
+		a.nodes = 1
+	} else if cmd.Flags().Changed("sentinel-refresh") {
+		return p, g.args.badFlag(cmd, "sentinel-refresh", o.SentinelRefresh.String(),
+			"the clients ask Sentinels only on a Sentinel group, which --node-faults failover starts on a Redis strategy")
+	}
+	p.cfailover = slices.Contains(o.Faults, node.ClusterFailover) && !injects(p.sd, node.ClusterFailover)
+	if p.cfailover {
+		if err := checkClusterFailover(o.Faults, d); err != nil {
+			return p, err
+		}
+		a.nodes = 1
+	}
+	return p, nil
+}
+
+// stressRedis starts a.nodes Redis nodes, and on them the Sentinel group
+// or Redis Cluster p asks for, and runs the clients on them.
+func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) error {
+	ctx, o := cmd.Context(), &a.o
+	errw := cmd.ErrOrStderr()
+	c, _, err := g.cluster(ctx, errw, a.nodes)
+	if err != nil {
+		return err
+	}
+	defer closeAndTell(cmd.ErrOrStderr(), c)
+	if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
+		return errNoFaults
+	}
+	o.Shared = c.Backend() == node.BackendAddrs
+	if p.failover {
+		if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
+			return err
+		}
+		defer closeAndTell(cmd.ErrOrStderr(), o.Sentinels)
+	}
+	if p.cfailover {
+		if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
+			return err
+		}
+		defer closeAndTell(cmd.ErrOrStderr(), o.RedisCluster)
+	}
+	for _, n := range c.Nodes() {
+		if p.failover || p.cfailover {
+			break
+		}
+		o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
+		o.Addrs = append(o.Addrs, n.URL())
+		o.FaultNodes = append(o.FaultNodes, n)
+		if slices.Contains(o.Faults, node.RestartKeep) {
+			// A restart with its data brings the keys back only
+			// from an append-only file.
+			if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
+				return err
+			}
+		}
+	}
+	return runStress(cmd, *o, a.asJSON, a.fail, a.html)
 }
 
 // runStress runs o and writes its report.
