@@ -246,22 +246,7 @@ func (r *measuredRow) cycleOnce(ctx context.Context, l locklab.Locker) error {
 // row in one run and prints the table or, with --json, the document.
 func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error) {
 	ctx := cmd.Context()
-	var rows []*measuredRow
-	var others []string // strategies of the other stores to start
-	for _, st := range o.stores {
-		var skipped string
-		if st != storeRedis {
-			if err := stores.Installed(st); err != nil {
-				skipped = fmt.Sprintf("%s is not installed: %v", st, err)
-			}
-		}
-		for _, r := range storeRows(st) {
-			rows = append(rows, &measuredRow{storeRow: r, skipped: skipped})
-			if skipped == "" && st != storeRedis {
-				others = append(others, r.strategy)
-			}
-		}
-	}
+	rows, others := storesRows(o.stores)
 	var servers []storesServer
 	var srv *stores.Servers
 	if len(others) > 0 {
@@ -280,80 +265,26 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 		}()
 	}
 	for _, st := range o.stores {
-		switch st {
-		case storeRedis:
-			c, _, err := g.cluster(ctx, io.Discard, 5)
-			if err != nil {
-				return err
-			}
-			defer closeAndTell(cmd.ErrOrStderr(), c)
-			servers = append(servers, storesServer{storeRedis, c.Describe()})
-			var nodes []locklab.ConnSource
-			for _, n := range c.Nodes() {
-				nodes = append(nodes, n.Pool())
-			}
-			// The keys are a namespace's of their own, deleted at the
-			// end: on a server the user runs, bench touches nothing else.
-			ns := namespace.New()
-			defer func() {
-				if err := namespace.SweepAll(ns, nodes); err != nil && rerr == nil {
-					rerr = err
-				}
-			}()
-			for _, r := range rows {
-				if r.store != storeRedis {
-					continue
-				}
-				if r.nodes > len(nodes) {
-					r.skipped = fmt.Sprintf("it takes %d Redis servers, and --addr gives %d", r.nodes, len(nodes))
-					continue
-				}
-				cfg := locklab.Config{Pool: nodes[0]}
-				if r.nodes > 1 {
-					cfg = locklab.Config{Nodes: nodes[:r.nodes]}
-				}
-				r.key = ns.Key(fmt.Sprintf("bench:%s:%d", r.strategy, r.nodes))
-				r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
-			}
-		default:
-			n := srv.First(st)
-			if n == nil {
-				continue
-			}
-			d, err := harness.LookupStore(st)
-			if err != nil {
-				return err
-			}
-			cfg, server, closeBench, err := d.Bench.Open(ctx, n, o.contenders)
-			if lim, ok := errors.AsType[*harness.BenchLimit](err); ok {
-				return g.args.badFlag(cmd, "contenders", strconv.Itoa(o.contenders), "%s", lim.Msg)
-			}
-			if err != nil {
-				return err
-			}
-			defer closeBench()
-			servers = append(servers, storesServer{st, server})
-			for _, r := range rows {
-				if r.store == st {
-					r.key = "bench:" + r.strategy
-					r.waitsInLock = d.Bench.Lock
-					r.counting = d.Bench.Contender != nil && d.Bench.CountsRequests
-					r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
-					if open := d.Bench.Contender; open != nil {
-						// A client of its own for each locker, counting
-						// its requests where the store can.
-						r.newLocker = func() (locklab.Locker, error) {
-							cfg, closeC, err := open(ctx, n, &r.requests)
-							if err != nil {
-								return nil, err
-							}
-							r.opened = append(r.opened, closeC)
-							return strategies.New(r.strategy, cfg)
-						}
-					}
-				}
-			}
+		var s *storesServer
+		var closeRows func() error
+		var err error
+		if st == storeRedis {
+			s, closeRows, err = g.openRedisRows(cmd, rows)
+		} else {
+			s, closeRows, err = g.openStoreRows(cmd, srv, st, rows, o.contenders)
 		}
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			continue
+		}
+		defer func() {
+			if err := closeRows(); err != nil && rerr == nil {
+				rerr = err
+			}
+		}()
+		servers = append(servers, *s)
 	}
 	var live []*measuredRow
 	for _, r := range rows {
@@ -378,6 +309,112 @@ func benchStoresRun(cmd *cobra.Command, g *globals, o storesOptions) (rerr error
 		err = errors.New("no lock was measured: every row was skipped")
 	}
 	return err
+}
+
+// storesRows is the rows of the stores named, a store's skipped, saying
+// why, where its servers are not installed, and the strategies whose
+// servers are to start: the rows' of the other stores than Redis that
+// are not skipped.
+func storesRows(names []string) (rows []*measuredRow, others []string) {
+	for _, st := range names {
+		var skipped string
+		if st != storeRedis {
+			if err := stores.Installed(st); err != nil {
+				skipped = fmt.Sprintf("%s is not installed: %v", st, err)
+			}
+		}
+		for _, r := range storeRows(st) {
+			rows = append(rows, &measuredRow{storeRow: r, skipped: skipped})
+			if skipped == "" && st != storeRedis {
+				others = append(others, r.strategy)
+			}
+		}
+	}
+	return rows, others
+}
+
+// openRedisRows starts 5 Redis nodes and sets up the Redis rows among
+// rows on them, each on a key of a namespace of its own (a row that
+// takes more nodes than --addr gives is skipped). It returns the
+// servers' description, and what deletes the namespace's keys and then
+// stops the nodes.
+func (g *globals) openRedisRows(cmd *cobra.Command, rows []*measuredRow) (*storesServer, func() error, error) {
+	c, _, err := g.cluster(cmd.Context(), io.Discard, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes []locklab.ConnSource
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, n.Pool())
+	}
+	// The keys are a namespace's of their own, deleted at the
+	// end: on a server the user runs, bench touches nothing else.
+	ns := namespace.New()
+	closeRows := func() error {
+		err := namespace.SweepAll(ns, nodes)
+		closeAndTell(cmd.ErrOrStderr(), c)
+		return err
+	}
+	for _, r := range rows {
+		if r.store != storeRedis {
+			continue
+		}
+		if r.nodes > len(nodes) {
+			r.skipped = fmt.Sprintf("it takes %d Redis servers, and --addr gives %d", r.nodes, len(nodes))
+			continue
+		}
+		cfg := locklab.Config{Pool: nodes[0]}
+		if r.nodes > 1 {
+			cfg = locklab.Config{Nodes: nodes[:r.nodes]}
+		}
+		r.key = ns.Key(fmt.Sprintf("bench:%s:%d", r.strategy, r.nodes))
+		r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
+	}
+	return &storesServer{storeRedis, c.Describe()}, closeRows, nil
+}
+
+// openStoreRows opens store st's bench (harness.Bench.Open) on its first
+// server of srv for contenders clients, and sets up st's rows among rows
+// on it. It returns the server's description, or nil where st has no
+// server started, and what closes the bench.
+func (g *globals) openStoreRows(cmd *cobra.Command, srv *stores.Servers, st string, rows []*measuredRow, contenders int) (*storesServer, func() error, error) {
+	ctx := cmd.Context()
+	n := srv.First(st)
+	if n == nil {
+		return nil, nil, nil
+	}
+	d, err := harness.LookupStore(st)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, server, closeBench, err := d.Bench.Open(ctx, n, contenders)
+	if lim, ok := errors.AsType[*harness.BenchLimit](err); ok {
+		return nil, nil, g.args.badFlag(cmd, "contenders", strconv.Itoa(contenders), "%s", lim.Msg)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range rows {
+		if r.store == st {
+			r.key = "bench:" + r.strategy
+			r.waitsInLock = d.Bench.Lock
+			r.counting = d.Bench.Contender != nil && d.Bench.CountsRequests
+			r.newLocker = func() (locklab.Locker, error) { return strategies.New(r.strategy, cfg) }
+			if open := d.Bench.Contender; open != nil {
+				// A client of its own for each locker, counting
+				// its requests where the store can.
+				r.newLocker = func() (locklab.Locker, error) {
+					cfg, closeC, err := open(ctx, n, &r.requests)
+					if err != nil {
+						return nil, err
+					}
+					r.opened = append(r.opened, closeC)
+					return strategies.New(r.strategy, cfg)
+				}
+			}
+		}
+	}
+	return &storesServer{st, server}, func() error { closeBench(); return nil }, nil
 }
 
 // benchTTL is every lease's: long enough that none expires during a
