@@ -50,7 +50,18 @@ func wrap[T locklab.Locker](f func(locklab.Config) (T, error)) Factory {
 	}
 }
 
+// init registers the built-in Redis strategies, family by family.
 func init() {
+	registerSetNXGetSet()
+	registerIncrExpire()
+	registerSetNXEx()
+	registerReentrant()
+	registerRedlock()
+}
+
+// registerSetNXGetSet registers the strategies whose lock is a
+// client-written expiry stamp: SETNX, then DEL or GETSET on a stale one.
+func registerSetNXGetSet() {
 	MustRegister(Description{
 		Name:    "setnx-del",
 		Family:  FamilySetNXGetSet,
@@ -105,7 +116,11 @@ func init() {
 		Properties:     Properties{AtomicAcquire: true},
 		NoExpiry:       true,
 	}, wrap(setnx_getset.NewSetNXForever))
+}
 
+// registerIncrExpire registers the INCR-based strategies: INCR wins at 1,
+// the TTL set by a second command, a script or a transaction.
+func registerIncrExpire() {
 	MustRegister(Description{
 		Name:    "incr-expire",
 		Family:  FamilyIncrExpire,
@@ -143,7 +158,11 @@ func init() {
 		BrokenByDesign: "every failed try pushes the TTL forward, so a crashed holder's lock lives as long as others keep trying",
 		Properties:     Properties{AtomicAcquire: true, ServerTTL: true},
 	}, wrap(incr_expire.NewIncrExpireMulti))
+}
 
+// registerSetNXEx registers the strategies of a key set with a token:
+// SETNX then EXPIRE, or SET NX PX, with each form of release.
+func registerSetNXEx() {
 	MustRegister(Description{
 		Name:    "setnx-expire",
 		Family:  FamilySetNXEx,
@@ -221,7 +240,10 @@ func init() {
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true},
 		Replica:    true,
 	}, wrap(setnxex.NewSetNXPXWait))
+}
 
+// registerReentrant registers Redisson's re-entrant hash lock.
+func registerReentrant() {
 	MustRegister(Description{
 		Name:    "hash-reentrant",
 		Family:  FamilyReentrant,
@@ -235,7 +257,10 @@ func init() {
 		Properties: Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Extend: true},
 		Options:    []string{OptNotify, OptWatchdog, OptNoWatchdog},
 	}, wrap(reentrant.New))
+}
 
+// registerRedlock registers Redlock on N independent masters.
+func registerRedlock() {
 	MustRegister(Description{
 		Name:    "redlock",
 		Family:  FamilyRedlock,
