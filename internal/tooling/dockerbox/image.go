@@ -59,11 +59,49 @@ func Ensure(ctx context.Context, cli *dc.Client, img Image) error {
 // build builds img FROM scratch: img's files, /bin/sh and the shared
 // libraries of every ELF file, /tmp, /data and an /etc/passwd.
 func build(ctx context.Context, cli *dc.Client, img Image) error {
-	files := map[string]string{"/bin/sh": "/bin/sh"}
+	files, links, err := imageFiles(img)
+	if err != nil {
+		return err
+	}
+	buf, err := buildContext(img, files, links)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{"locklab.image": "1"}
+	for k, v := range img.Labels {
+		labels[k] = v
+	}
+	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err = cli.BuildImage(dc.BuildImageOptions{
+		Name:                img.Tag,
+		InputStream:         buf,
+		OutputStream:        &out,
+		RmTmpContainer:      true,
+		ForceRmTmpContainer: true,
+		Labels:              labels,
+		Context:             bctx,
+	})
+	if err != nil {
+		return fmt.Errorf("docker: building %s: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
+	}
+	if _, err := cli.InspectImage(img.Tag); err != nil {
+		return fmt.Errorf("docker: build finished but %s is missing: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
+	}
+	return nil
+}
+
+// imageFiles is what img holds from the host, by path in the image:
+// files (img.Files, /bin/sh, the regular files of img.Trees and the
+// shared libraries of every ELF file among them, each → its host path)
+// and links (the symbolic links of img.Trees → their targets).
+func imageFiles(img Image) (files, links map[string]string, err error) {
+	files = map[string]string{"/bin/sh": "/bin/sh"}
 	for dst, src := range img.Files {
 		files[dst] = src
 	}
-	links := map[string]string{}
+	links = map[string]string{}
 	for dst, root := range img.Trees {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -90,7 +128,7 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("docker: image %s: %w", img.Tag, err)
+			return nil, nil, fmt.Errorf("docker: image %s: %w", img.Tag, err)
 		}
 	}
 	for _, src := range slices.Collect(maps.Values(files)) {
@@ -99,7 +137,7 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 		}
 		libs, err := SharedLibs(src)
 		if err != nil {
-			return fmt.Errorf("docker: image %s: %w", img.Tag, err)
+			return nil, nil, fmt.Errorf("docker: image %s: %w", img.Tag, err)
 		}
 		for _, l := range libs {
 			if _, ok := files[l]; !ok {
@@ -107,60 +145,85 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 			}
 		}
 	}
+	return files, links, nil
+}
+
+// rootfs writes an image's root file system under rootfs/ of a build
+// context: each directory once, before what it holds, its parents first.
+type rootfs struct {
+	tw   *tar.Writer
+	now  time.Time
+	dirs map[string]bool
+}
+
+// dir adds directory d with mode, and its parents not yet added with
+// mode 0755.
+func (r *rootfs) dir(d string, mode int64) error {
+	if d == "/" || d == "." || r.dirs[d] {
+		return nil
+	}
+	if err := r.dir(filepath.Dir(d), 0o755); err != nil {
+		return err
+	}
+	r.dirs[d] = true
+	return r.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "rootfs" + d + "/", Mode: mode, ModTime: r.now})
+}
+
+// file adds the file name with mode and contents data.
+func (r *rootfs) file(name string, mode int64, data []byte) error {
+	if err := r.dir(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	if err := r.tw.WriteHeader(&tar.Header{Name: "rootfs" + name, Mode: mode, Size: int64(len(data)), ModTime: r.now}); err != nil {
+		return err
+	}
+	_, err := r.tw.Write(data)
+	return err
+}
+
+// link adds the symbolic link name → target.
+func (r *rootfs) link(name, target string) error {
+	if err := r.dir(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	return r.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "rootfs" + name, Linkname: target, Mode: 0o777, ModTime: r.now})
+}
+
+// buildContext is the tar stream docker builds img from: under rootfs/,
+// /tmp, /data, files and links (imageFiles'), /etc/passwd, /etc/group and
+// img.Data, each in the order of its path; then a Dockerfile that copies
+// rootfs/ into an empty image and sets img.Env.
+func buildContext(img Image, files, links map[string]string) (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
-	dirs := map[string]bool{}
-	var addDir func(d string, mode int64) error
-	addDir = func(d string, mode int64) error {
-		if d == "/" || d == "." || dirs[d] {
-			return nil
-		}
-		if err := addDir(filepath.Dir(d), 0o755); err != nil {
-			return err
-		}
-		dirs[d] = true
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "rootfs" + d + "/", Mode: mode, ModTime: now})
+	r := &rootfs{tw: tw, now: now, dirs: map[string]bool{}}
+	if err := r.dir("/tmp", 0o1777); err != nil {
+		return nil, err
 	}
-	addFile := func(name string, mode int64, data []byte) error {
-		if err := addDir(filepath.Dir(name), 0o755); err != nil {
-			return err
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: "rootfs" + name, Mode: mode, Size: int64(len(data)), ModTime: now}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
-	if err := addDir("/tmp", 0o1777); err != nil {
-		return err
-	}
-	if err := addDir("/data", 0o777); err != nil {
-		return err
+	if err := r.dir("/data", 0o777); err != nil {
+		return nil, err
 	}
 	for _, dst := range slices.Sorted(maps.Keys(files)) {
 		real, err := filepath.EvalSymlinks(files[dst])
 		if err != nil {
-			return fmt.Errorf("docker: image %s: %w", img.Tag, err)
+			return nil, fmt.Errorf("docker: image %s: %w", img.Tag, err)
 		}
 		st, err := os.Stat(real)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		data, err := os.ReadFile(real)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := addFile(dst, int64(st.Mode().Perm()), data); err != nil {
-			return err
+		if err := r.file(dst, int64(st.Mode().Perm()), data); err != nil {
+			return nil, err
 		}
 	}
 	for _, dst := range slices.Sorted(maps.Keys(links)) {
-		if err := addDir(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "rootfs" + dst, Linkname: links[dst], Mode: 0o777, ModTime: now}); err != nil {
-			return err
+		if err := r.link(dst, links[dst]); err != nil {
+			return nil, err
 		}
 	}
 	data := map[string][]byte{
@@ -171,8 +234,8 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 		data[k] = v
 	}
 	for _, dst := range slices.Sorted(maps.Keys(data)) {
-		if err := addFile(dst, 0o644, data[dst]); err != nil {
-			return err
+		if err := r.file(dst, 0o644, data[dst]); err != nil {
+			return nil, err
 		}
 	}
 	dockerfile := "FROM scratch\nCOPY rootfs/ /\nENV PATH=/usr/local/bin:/usr/bin:/bin\n"
@@ -181,35 +244,13 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 	}
 	dockerfile += "WORKDIR /data\n"
 	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: now}); err != nil {
-		return err
+		return nil, err
 	}
 	tw.Write([]byte(dockerfile))
 	if err := tw.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	labels := map[string]string{"locklab.image": "1"}
-	for k, v := range img.Labels {
-		labels[k] = v
-	}
-	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	err := cli.BuildImage(dc.BuildImageOptions{
-		Name:                img.Tag,
-		InputStream:         &buf,
-		OutputStream:        &out,
-		RmTmpContainer:      true,
-		ForceRmTmpContainer: true,
-		Labels:              labels,
-		Context:             bctx,
-	})
-	if err != nil {
-		return fmt.Errorf("docker: building %s: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
-	}
-	if _, err := cli.InspectImage(img.Tag); err != nil {
-		return fmt.Errorf("docker: build finished but %s is missing: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
-	}
-	return nil
+	return &buf, nil
 }
 
 // User is the uid and gid of the unprivileged user "locklab" of the
