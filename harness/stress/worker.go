@@ -95,109 +95,155 @@ func workerArgs(o *Options, store StoreRun, id int, seed uint64, skew time.Durat
 // accesses' answers as WorkerReply lines from in. It returns nil when in is
 // closed (the parent is gone or done) or ctx ends.
 func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		strategy, key string
-		addrs         []string
-		sentinels     []string
-		cluster       []string
-		store         string
-		storeArgs     []string
-		masterName    string
-		ttl, holdMax  time.Duration
-		skew, stagger time.Duration
-		refresh       time.Duration
-		seed          uint64
-		id            int
-	)
-	fs.StringVar(&strategy, "strategy", "", "")
-	fs.StringVar(&key, "key", "locklab:stress", "")
-	fs.Func("addr", "", func(s string) error { addrs = append(addrs, s); return nil })
-	fs.Func("sentinel", "", func(s string) error { sentinels = append(sentinels, s); return nil })
-	fs.Func("cluster", "", func(s string) error { cluster = append(cluster, s); return nil })
-	fs.StringVar(&store, "store", "", "")
-	fs.Func("store-arg", "", func(s string) error { storeArgs = append(storeArgs, s); return nil })
-	fs.StringVar(&masterName, "master-name", "", "")
-	fs.DurationVar(&ttl, "ttl", 100*time.Millisecond, "")
-	fs.DurationVar(&holdMax, "hold-max", 2*time.Millisecond, "")
-	fs.DurationVar(&skew, "skew", 0, "")
-	fs.DurationVar(&stagger, "stagger", 0, "")
-	fs.DurationVar(&refresh, "sentinel-refresh", 0, "")
-	fs.Uint64Var(&seed, "seed", 1, "")
-	fs.IntVar(&id, "id", 0, "")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	if len(addrs) == 0 && len(sentinels) == 0 && len(cluster) == 0 && store == "" {
-		return errors.New("worker: no --addr, --sentinel, --cluster or --store")
-	}
-	desc, factory, err := strategies.Lookup(strategy)
+	w, err := parseWorkerFlags(args)
 	if err != nil {
 		return err
 	}
-	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl / 4}}
-	if len(sentinels) > 0 {
-		if len(addrs) > 0 || desc.Properties.MultiNode {
-			return errors.New("worker: --sentinel takes a single-node strategy and no --addr")
+	l, retry, closeAll, err := w.locker(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	w.run(ctx, l, retry, in, out)
+	return nil
+}
+
+// workerFlags are a worker's flags, as workerArgs builds them.
+type workerFlags struct {
+	strategy, key string
+	addrs         []string
+	sentinels     []string
+	cluster       []string
+	store         string
+	storeArgs     []string
+	masterName    string
+	ttl, holdMax  time.Duration
+	skew, stagger time.Duration
+	refresh       time.Duration
+	seed          uint64
+	id            int
+}
+
+// parseWorkerFlags parses a worker's flags, and refuses a worker given no
+// servers.
+func parseWorkerFlags(args []string) (*workerFlags, error) {
+	w := &workerFlags{}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&w.strategy, "strategy", "", "")
+	fs.StringVar(&w.key, "key", "locklab:stress", "")
+	fs.Func("addr", "", func(s string) error { w.addrs = append(w.addrs, s); return nil })
+	fs.Func("sentinel", "", func(s string) error { w.sentinels = append(w.sentinels, s); return nil })
+	fs.Func("cluster", "", func(s string) error { w.cluster = append(w.cluster, s); return nil })
+	fs.StringVar(&w.store, "store", "", "")
+	fs.Func("store-arg", "", func(s string) error { w.storeArgs = append(w.storeArgs, s); return nil })
+	fs.StringVar(&w.masterName, "master-name", "", "")
+	fs.DurationVar(&w.ttl, "ttl", 100*time.Millisecond, "")
+	fs.DurationVar(&w.holdMax, "hold-max", 2*time.Millisecond, "")
+	fs.DurationVar(&w.skew, "skew", 0, "")
+	fs.DurationVar(&w.stagger, "stagger", 0, "")
+	fs.DurationVar(&w.refresh, "sentinel-refresh", 0, "")
+	fs.Uint64Var(&w.seed, "seed", 1, "")
+	fs.IntVar(&w.id, "id", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if len(w.addrs) == 0 && len(w.sentinels) == 0 && len(w.cluster) == 0 && w.store == "" {
+		return nil, errors.New("worker: no --addr, --sentinel, --cluster or --store")
+	}
+	return w, nil
+}
+
+// locker makes the worker's locker on the servers its flags give, with
+// the retry policy its acquires wait with; closeAll closes the pools and
+// the store's connections it opened, the last opened first.
+func (w *workerFlags) locker(ctx context.Context) (l locklab.Locker, retry locklab.RetryPolicy, closeAll func(), err error) {
+	var closers []func()
+	closeOpened := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
-		sp, err := sentinelPool(masterName, sentinels, refresh)
+	}
+	defer func() {
 		if err != nil {
-			return err
+			closeOpened()
 		}
-		defer sp.Close()
+	}()
+	desc, factory, err := strategies.Lookup(w.strategy)
+	if err != nil {
+		return nil, retry, nil, err
+	}
+	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: w.ttl / 4}}
+	if len(w.sentinels) > 0 {
+		if len(w.addrs) > 0 || desc.Properties.MultiNode {
+			return nil, retry, nil, errors.New("worker: --sentinel takes a single-node strategy and no --addr")
+		}
+		sp, err := sentinelPool(w.masterName, w.sentinels, w.refresh)
+		if err != nil {
+			return nil, retry, nil, err
+		}
+		closers = append(closers, func() { sp.Close() })
 		cfg.Pool = sp
 	}
-	if len(cluster) > 0 {
-		if len(addrs) > 0 || len(sentinels) > 0 {
-			return errors.New("worker: --cluster takes no --addr and no --sentinel")
+	if len(w.cluster) > 0 {
+		if len(w.addrs) > 0 || len(w.sentinels) > 0 {
+			return nil, retry, nil, errors.New("worker: --cluster takes no --addr and no --sentinel")
 		}
-		cp, err := newClusterPool(cluster)
+		cp, err := newClusterPool(w.cluster)
 		if err != nil {
-			return err
+			return nil, retry, nil, err
 		}
-		defer cp.Close()
+		closers = append(closers, func() { cp.Close() })
 		cfg.Pool = cp
 	}
-	if store != "" {
-		if len(addrs) > 0 || len(sentinels) > 0 || len(cluster) > 0 {
-			return errors.New("worker: --store takes no --addr, --sentinel or --cluster")
+	if w.store != "" {
+		if len(w.addrs) > 0 || len(w.sentinels) > 0 || len(w.cluster) > 0 {
+			return nil, retry, nil, errors.New("worker: --store takes no --addr, --sentinel or --cluster")
 		}
-		d := LookupStore(store)
+		d := LookupStore(w.store)
 		if d == nil {
-			return fmt.Errorf("worker: --store %s: no such store is registered", store)
+			return nil, retry, nil, fmt.Errorf("worker: --store %s: no such store is registered", w.store)
 		}
-		closeStore, err := d.Worker(ctx, storeArgs, &cfg)
+		closeStore, err := d.Worker(ctx, w.storeArgs, &cfg)
 		if err != nil {
-			return err
+			return nil, retry, nil, err
 		}
-		defer closeStore()
+		closers = append(closers, func() { closeStore() })
 	}
 	var pools []*redis.Pool
-	for _, a := range addrs {
+	for _, a := range w.addrs {
 		o, err := node.ParseAddr(a)
 		if err != nil {
-			return err
+			return nil, retry, nil, err
 		}
 		p, err := locklab.NewPoolOptions(o)
 		if err != nil {
-			return err
+			return nil, retry, nil, err
 		}
-		defer p.Close()
+		closers = append(closers, func() { p.Close() })
 		pools = append(pools, p)
 		cfg.Nodes = append(cfg.Nodes, p)
 	}
 	if !desc.Properties.MultiNode && len(pools) > 0 {
 		cfg.Pool, cfg.Nodes = pools[0], nil
 	}
-	if skew != 0 {
-		cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(skew) })
+	if w.skew != 0 {
+		cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(w.skew) })
 	}
-	l, err := factory(cfg)
+	l, err = factory(cfg)
 	if err != nil {
-		return err
+		return nil, retry, nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, uint64(id)))
+	return l, cfg.Retry, closeOpened, nil
+}
+
+// run is the worker's loop on l, after --stagger: it says it is ready,
+// then acquires (waiting with retry), asks the parent for the register's
+// value, holds the lock up to --hold-max, writes value+1 and releases,
+// reporting each step on out, until ctx ends or the parent closes the
+// pipe.
+func (w *workerFlags) run(ctx context.Context, l locklab.Locker, retry locklab.RetryPolicy, in io.Reader, out io.Writer) {
+	rng := rand.New(rand.NewPCG(w.seed, uint64(w.id)))
 	enc := json.NewEncoder(out)
 	dec := json.NewDecoder(in)
 	ask := func(e WorkerEvent) (WorkerReply, error) {
@@ -207,41 +253,40 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		}
 		return rep, dec.Decode(&rep)
 	}
-	sleepCtx(ctx, stagger)
+	sleepCtx(ctx, w.stagger)
 	if enc.Encode(WorkerEvent{Ev: EvReady}) != nil {
-		return nil
+		return
 	}
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		lease, err := locklab.Wait(ctx, l, key, ttl, cfg.Retry)
+		lease, err := locklab.Wait(ctx, l, w.key, w.ttl, retry)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			if enc.Encode(WorkerEvent{Ev: EvError, Err: err.Error()}) != nil {
-				return nil
+				return
 			}
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		if enc.Encode(WorkerEvent{Ev: EvAcquired, Fence: lease.Fence, Token: lease.Token, Wait: time.Since(t0)}) != nil {
-			return nil
+			return
 		}
 		read, err := ask(WorkerEvent{Ev: EvEnter, Fence: lease.Fence})
 		if err != nil {
-			return nil // the parent closed the pipe
+			return // the parent closed the pipe
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(holdMax) + 1)))
+		time.Sleep(time.Duration(rng.Int64N(int64(w.holdMax) + 1)))
 		if _, err := ask(WorkerEvent{Ev: EvLeave, Fence: lease.Fence, Value: read.Value + 1}); err != nil {
-			return nil
+			return
 		}
 		ev := WorkerEvent{Ev: EvReleased}
 		if err := l.Release(context.WithoutCancel(ctx), lease); err != nil {
 			ev.Err = err.Error()
 		}
 		if enc.Encode(ev) != nil {
-			return nil
+			return
 		}
 	}
-	return nil
 }
