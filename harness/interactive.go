@@ -144,98 +144,10 @@ func StartInteractive(ctx context.Context, o InteractiveOptions) (*Interactive, 
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Interactive{cancel: cancel, done: make(chan struct{}), reqs: make(chan stepReq)}
-	first := make(chan error, 1)
-	var pending chan error // the reply of the step being run
-	played := 0            // steps chosen by the prefix or the player
-	answered := false
-	answer := func(err error) {
-		if pending != nil {
-			pending <- err
-			pending = nil
-		}
-		if !answered {
-			answered = true
-			first <- err
-		}
-	}
-	choose := func(r *run, enabled []Step) (Step, bool) {
-		r.mu.Lock()
-		if i := len(r.steps); i < len(prefix) {
-			st := prefix[i]
-			err := checkStep(r, st, alphabet, sc.MaxFaults)
-			r.mu.Unlock()
-			if err != nil {
-				r.fail(fmt.Errorf("step %d of the prefix (%s): %w", i+1, st, err))
-				return Step{}, false
-			}
-			played = i + 1
-			return st, true
-		}
-		if len(enabled) == 0 {
-			def, ok := r.defaultStepLocked(enabled)
-			r.mu.Unlock()
-			return def, ok
-		}
-		st := snapshotLocked(r, enabled, alphabet, sc.MaxFaults)
-		r.mu.Unlock()
-		p.mu.Lock()
-		p.state = st
-		p.mu.Unlock()
-		answer(nil)
-		for {
-			select {
-			case q := <-p.reqs:
-				r.mu.Lock()
-				err := checkStep(r, q.st, alphabet, sc.MaxFaults)
-				r.mu.Unlock()
-				if err != nil {
-					q.reply <- err
-					continue
-				}
-				pending = q.reply
-				played = len(r.steps) + 1
-				return q.st, true
-			case <-rctx.Done():
-				return Step{}, false
-			}
-		}
-	}
-	go func() {
-		defer close(p.done)
-		var (
-			h   *History
-			r   *run
-			err error
-		)
-		sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, prefix, alphabet)
-		if err == nil {
-			r = newRun(rctx, spec, sl)
-			h, err = r.execute(choose)
-			if cerr := sl.close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-		final := InteractiveState{Done: true}
-		if err == nil && r.err != nil {
-			err = r.err
-		}
-		if err != nil {
-			// The history so far, as the last snapshot had it.
-			p.mu.Lock()
-			final = p.state
-			p.mu.Unlock()
-			final.Done = true
-			final.Err = err.Error()
-		} else {
-			final = finalState(h, r.steps[:min(played, len(r.steps))])
-		}
-		p.mu.Lock()
-		p.state, p.over = final, true
-		p.mu.Unlock()
-		answer(nil)
-	}()
+	pl := &player{p: p, ctx: rctx, prefix: prefix, alphabet: alphabet, maxFaults: sc.MaxFaults, first: make(chan error, 1)}
+	go pl.play(spec, o)
 	select {
-	case err := <-first:
+	case err := <-pl.first:
 		if err != nil {
 			p.Close()
 			return nil, err
@@ -256,6 +168,119 @@ func StartInteractive(ctx context.Context, o InteractiveOptions) (*Interactive, 
 		return nil, errors.New(msg)
 	}
 	return p, nil
+}
+
+// player chooses the steps of an Interactive's run: its prefix's, then
+// the player's, each asked for through p.reqs once a snapshot of the run
+// is published.
+type player struct {
+	p         *Interactive
+	ctx       context.Context // the run's: canceled by Close
+	prefix    Schedule
+	alphabet  []Step
+	maxFaults int
+	first     chan error // the first answer: StartInteractive waits for it
+	pending   chan error // the reply of the step being run
+	played    int        // steps chosen by the prefix or the player
+	answered  bool
+}
+
+// answer replies err to the step being run, if any, and to
+// StartInteractive the first time.
+func (pl *player) answer(err error) {
+	if pl.pending != nil {
+		pl.pending <- err
+		pl.pending = nil
+	}
+	if !pl.answered {
+		pl.answered = true
+		pl.first <- err
+	}
+}
+
+// choose is the run's chooser: the prefix's next step, checked; the
+// default step where none is enabled; else the player's, once the run's
+// snapshot is published and the previous step answered.
+func (pl *player) choose(r *run, enabled []Step) (Step, bool) {
+	r.mu.Lock()
+	if i := len(r.steps); i < len(pl.prefix) {
+		st := pl.prefix[i]
+		err := checkStep(r, st, pl.alphabet, pl.maxFaults)
+		r.mu.Unlock()
+		if err != nil {
+			r.fail(fmt.Errorf("step %d of the prefix (%s): %w", i+1, st, err))
+			return Step{}, false
+		}
+		pl.played = i + 1
+		return st, true
+	}
+	if len(enabled) == 0 {
+		def, ok := r.defaultStepLocked(enabled)
+		r.mu.Unlock()
+		return def, ok
+	}
+	st := snapshotLocked(r, enabled, pl.alphabet, pl.maxFaults)
+	r.mu.Unlock()
+	pl.p.mu.Lock()
+	pl.p.state = st
+	pl.p.mu.Unlock()
+	pl.answer(nil)
+	for {
+		select {
+		case q := <-pl.p.reqs:
+			r.mu.Lock()
+			err := checkStep(r, q.st, pl.alphabet, pl.maxFaults)
+			r.mu.Unlock()
+			if err != nil {
+				q.reply <- err
+				continue
+			}
+			pl.pending = q.reply
+			pl.played = len(r.steps) + 1
+			return q.st, true
+		case <-pl.ctx.Done():
+			return Step{}, false
+		}
+	}
+}
+
+// play runs the case of o on a slot of its own, the steps chosen by
+// choose, then publishes the final state (the last snapshot with the
+// error, where the run failed) and closes p.done.
+func (pl *player) play(spec runSpec, o InteractiveOptions) {
+	p := pl.p
+	defer close(p.done)
+	var (
+		h   *History
+		r   *run
+		err error
+	)
+	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, pl.prefix, pl.alphabet)
+	if err == nil {
+		r = newRun(pl.ctx, spec, sl)
+		h, err = r.execute(pl.choose)
+		if cerr := sl.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	final := InteractiveState{Done: true}
+	if err == nil && r.err != nil {
+		err = r.err
+	}
+	if err != nil {
+		// The history so far, as the last snapshot had it.
+		p.mu.Lock()
+		final = p.state
+		p.mu.Unlock()
+		final.Done = true
+		final.Err = err.Error()
+	} else {
+		final = finalState(h, r.steps[:min(pl.played, len(r.steps))])
+	}
+	p.mu.Lock()
+	p.state, p.over = final, true
+	p.mu.Unlock()
+	pl.answer(nil)
 }
 
 // State returns the run's state now.
