@@ -64,6 +64,45 @@ type explorer struct {
 // within the bounds (preemption bounding: schedules switch clients at most
 // MaxPreemptions times beyond the natural order), or a random sample.
 func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
+	e, err := newExplorer(opts)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := e.placeWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.stack = []prefix{{used: make([]int, len(e.alphabet))}}
+	e.start = time.Now()
+	e.runWorkers(workers)
+	if e.err != nil {
+		return nil, e.err
+	}
+	e.countToFirst()
+	r := &e.res
+	r.Scenario, r.Strategy = e.sc.Name, opts.Case.Strategy.Name
+	r.Elapsed = time.Since(e.start)
+	if r.Elapsed > 0 {
+		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
+	}
+	if r.Complete && !e.opts.Random && r.Skipped == 0 && !e.sleepSets {
+		r.Naive = int64(r.Schedules)
+	}
+	r.Outcome = Safe
+	if r.Counterexample != nil {
+		r.Outcome = r.Counterexample.Verdict.Outcome
+	}
+	if opts.Progress != nil {
+		opts.Progress(e.progress(true))
+	}
+	return r, nil
+}
+
+// newExplorer checks opts and makes the explorer of its case: the runs'
+// spec with opts' clients and steps, the bounds with their defaults (the
+// scenario's where it sets them), the fault alphabet, and the reductions
+// that apply.
+func newExplorer(opts ExploreOptions) (*explorer, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
@@ -121,9 +160,18 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	if e.sleepSets && !opts.NoSymmetry && opts.Case.Symmetric {
 		e.twin = twins(spec, e.alphabet)
 	}
+	return e, nil
+}
+
+// placeWorkers sets the explorer's context, nodes and worker slots, and
+// returns how many workers start at once: opts.Workers (one where the
+// scenario needs nodes that no moreNodes lends), or one on a pool, which
+// it takes a place of unless the first worker runs outside it (poolFree).
+func (e *explorer) placeWorkers(ctx context.Context) (int, error) {
+	opts := e.opts
 	nodes := opts.Case.nodesFor(opts.Nodes)
 	workers := min(max(opts.Workers, 1), MaxWorkers)
-	if len(sc.Needs) > 0 && opts.moreNodes == nil {
+	if len(e.sc.Needs) > 0 && opts.moreNodes == nil {
 		workers = 1
 	}
 	e.ctx, e.nodes, e.workers, e.pool = ctx, nodes, workers, opts.pool
@@ -133,24 +181,28 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 		// a cell whose nodes keep an append-only file for it runs one.
 		if !opts.poolFree {
 			if err := e.pool.acquire(ctx); err != nil {
-				return nil, err
+				return 0, err
 			}
 			e.pooled[0] = true
 		}
-		if spec.appendFsync != "" {
+		if e.spec.appendFsync != "" {
 			e.workers = 1
 		}
 		workers = 1
 	}
-	e.stack = []prefix{{used: make([]int, len(e.alphabet))}}
-	e.start = time.Now()
+	return workers, nil
+}
+
+// runWorkers starts workers workers and waits for every worker to end,
+// calling opts.Progress meanwhile about four times a second.
+func (e *explorer) runWorkers(workers int) {
 	// The progress goroutine is waited for, not only told to stop: a call
 	// it has begun ends before the last one (Done) and before Explore
 	// returns, so the callback never runs concurrently with itself or
 	// after its caller has moved on.
 	stopProgress := make(chan struct{})
 	var progressWG sync.WaitGroup
-	if opts.Progress != nil {
+	if progress := e.opts.Progress; progress != nil {
 		progressWG.Go(func() {
 			t := time.NewTicker(250 * time.Millisecond)
 			defer t.Stop()
@@ -159,7 +211,7 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 				case <-stopProgress:
 					return
 				case <-t.C:
-					opts.Progress(e.progress(false))
+					progress(e.progress(false))
 				}
 			}
 		})
@@ -175,27 +227,6 @@ func Explore(ctx context.Context, opts ExploreOptions) (*ExploreResult, error) {
 	e.wg.Wait()
 	close(stopProgress)
 	progressWG.Wait()
-	if e.err != nil {
-		return nil, e.err
-	}
-	e.countToFirst()
-	r := &e.res
-	r.Scenario, r.Strategy = sc.Name, opts.Case.Strategy.Name
-	r.Elapsed = time.Since(e.start)
-	if r.Elapsed > 0 {
-		r.PerSecond = float64(r.Schedules) / r.Elapsed.Seconds()
-	}
-	if r.Complete && !e.opts.Random && r.Skipped == 0 && !e.sleepSets {
-		r.Naive = int64(r.Schedules)
-	}
-	r.Outcome = Safe
-	if r.Counterexample != nil {
-		r.Outcome = r.Counterexample.Verdict.Outcome
-	}
-	if opts.Progress != nil {
-		opts.Progress(e.progress(true))
-	}
-	return r, nil
 }
 
 func (e *explorer) progress(done bool) ExploreProgress {
