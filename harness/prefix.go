@@ -93,130 +93,162 @@ func preemptive(st Step, last int, enabled []Step) bool {
 // checks it on every cell of the matrix). The alternatives not taken are
 // counted in skipped.
 func (e *explorer) runPrefix(ctx context.Context, spec runSpec, sl *slot, p prefix) (*History, []prefix, int, error) {
-	var children []prefix
-	skipped, mirrored := 0, 0
-	preem, faults := p.preem, p.faults
-	used := slices.Clone(p.used)
-	// The sleep set (sleep.go): the steps this run does not take where it
-	// stands, and the alternatives of the last choice, which learn what
-	// the step taken there did once it is over.
-	var asleep []sleeper
-	var lastAlts []pendingAlt
-	var lastFaults []pendingFault
-	var lastTaken Step
-	chosen := 0 // the steps this choose took, the prefix's included
-	choose := func(r *run, enabled []Step) (st Step, ok bool) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		i := len(r.steps)
-		defer func() { chosen = i + b2i(ok) }()
-		if e.sleepSets && i > 0 && i > len(p.steps)-1 {
-			eff := r.effects[i-1]
-			if i == len(p.steps) {
-				asleep = awake(p.sleep, eff)
-			} else {
-				// The faults this run left where it took lastTaken: it
-				// sleeps in their runs when this run branches to the same
-				// faults right here, after it (faultsHere).
-				faultsHere := len(enabled) > 0 && !(e.atomic && r.transactionLocked() > 0)
-				sleepIn := func(child int, keeps bool) {
-					if keeps {
-						children[child].sleep = append(children[child].sleep, sleeper{step: lastTaken, eff: eff})
-					}
-				}
-				for _, a := range lastAlts {
-					sleepIn(a.child, a.keeps(lastTaken, eff, enabled))
-				}
-				for _, f := range lastFaults {
-					sleepIn(f.child, faultsHere && f.keeps(lastTaken, eff, enabled))
-				}
-				asleep = awake(asleep, eff)
-			}
-		}
-		lastAlts, lastFaults = nil, nil
-		if i < len(p.steps) {
-			return p.steps[i], true
-		}
-		if len(enabled) == 0 {
-			return r.defaultStepLocked(enabled)
-		}
-		cost := func(st Step) int {
-			if st.IsClient() && preemptive(st, r.last, enabled) {
-				return 1
-			}
-			return 0
-		}
-		awakeSteps := enabled
-		if len(asleep) > 0 {
-			awakeSteps = slices.DeleteFunc(slices.Clone(enabled), func(st Step) bool { return isAsleep(asleep, st) })
-		}
-		def, ok := e.continuation(r, enabled, awakeSteps, preem)
-		atomic := false
-		if tx := r.transactionLocked(); tx > 0 && e.atomic {
-			for _, st := range enabled {
-				if st.Client == tx {
-					def, ok, atomic = st, !isAsleep(asleep, st), true
-					break
-				}
-			}
-		}
-		var alts []prefix
-		var infos []pendingAlt
-		base := slices.Clone(r.steps)
-		for _, alt := range awakeSteps {
-			if ok && alt == def {
-				continue
-			}
-			if e.mirrored(alt, r.steps, def, ok, awakeSteps, cost, e.opts.MaxPreemptions-preem) {
-				mirrored++
-				continue
-			}
-			c := cost(alt)
-			np := preem + c
-			if np > e.opts.MaxPreemptions {
-				continue
-			}
-			infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: c, taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
-			alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: faults, used: slices.Clone(used), sleep: slices.Clone(asleep)})
-		}
-		faultAlts, faultInfos := e.faultAlternatives(base, enabled, def, ok, cost, asleep, preem, faults, used)
-		for i := range faultInfos {
-			faultInfos[i].child += len(alts)
-		}
-		alts = append(alts, faultAlts...)
-		if atomic {
-			skipped += len(alts)
-		} else {
-			for _, a := range infos {
-				a.child += len(children)
-				lastAlts = append(lastAlts, a)
-			}
-			for _, f := range faultInfos {
-				f.child += len(children)
-				lastFaults = append(lastFaults, f)
-			}
-			children = append(children, alts...)
-		}
-		if !ok {
-			// Every step this run could take here has its schedules run
-			// elsewhere: the run ends, its alternatives kept.
-			r.redundant = true
-			return Step{}, false
-		}
-		preem += cost(def)
-		lastTaken = def
-		return def, true
-	}
+	pr := &prefixRun{e: e, p: p, preem: p.preem, faults: p.faults, used: slices.Clone(p.used)}
 	r := newRun(ctx, spec, sl)
-	h, err := r.execute(choose)
+	h, err := r.execute(pr.choose)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("schedule %q: %w", p.steps, err)
 	}
 	r.mu.Lock()
-	h.trace = traceKey(r.steps, r.effects, chosen)
-	h.mirrored = mirrored
+	h.trace = traceKey(r.steps, r.effects, pr.chosen)
+	h.mirrored = pr.mirrored
 	r.mu.Unlock()
-	return h, children, skipped, nil
+	return h, pr.children, pr.skipped, nil
+}
+
+// prefixRun is what runPrefix's chooser keeps along one run of prefix p:
+// the alternatives it leaves (children, skipped, mirrored), the bounds
+// used so far, and the sleep sets.
+type prefixRun struct {
+	e                 *explorer
+	p                 prefix
+	children          []prefix
+	skipped, mirrored int
+	preem, faults     int
+	used              []int
+	// The sleep set (sleep.go): the steps this run does not take where it
+	// stands, and the alternatives of the last choice, which learn what
+	// the step taken there did once it is over.
+	asleep     []sleeper
+	lastAlts   []pendingAlt
+	lastFaults []pendingFault
+	lastTaken  Step
+	chosen     int // the steps this choose took, the prefix's included
+}
+
+// choose is the run's chooser: p's steps, then the default schedule's,
+// leaving the alternatives within the bounds to children.
+func (pr *prefixRun) choose(r *run, enabled []Step) (st Step, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := len(r.steps)
+	defer func() { pr.chosen = i + b2i(ok) }()
+	if pr.e.sleepSets && i > 0 && i > len(pr.p.steps)-1 {
+		pr.learnLocked(r, i, enabled)
+	}
+	pr.lastAlts, pr.lastFaults = nil, nil
+	if i < len(pr.p.steps) {
+		return pr.p.steps[i], true
+	}
+	if len(enabled) == 0 {
+		return r.defaultStepLocked(enabled)
+	}
+	def, ok, defCost := pr.branchLocked(r, enabled)
+	if !ok {
+		// Every step this run could take here has its schedules run
+		// elsewhere: the run ends, its alternatives kept.
+		r.redundant = true
+		return Step{}, false
+	}
+	pr.preem += defCost
+	pr.lastTaken = def
+	return def, true
+}
+
+// learnLocked updates the sleep sets once step i-1 is over, its effects
+// known: at the end of p, the sleepers p inherited that it wakes; past
+// it, the last choice's alternatives and faults in whose runs the step
+// taken sleeps, and the sleepers it wakes.
+func (pr *prefixRun) learnLocked(r *run, i int, enabled []Step) {
+	eff := r.effects[i-1]
+	if i == len(pr.p.steps) {
+		pr.asleep = awake(pr.p.sleep, eff)
+		return
+	}
+	// The faults this run left where it took lastTaken: it
+	// sleeps in their runs when this run branches to the same
+	// faults right here, after it (faultsHere).
+	faultsHere := len(enabled) > 0 && !(pr.e.atomic && r.transactionLocked() > 0)
+	sleepIn := func(child int, keeps bool) {
+		if keeps {
+			pr.children[child].sleep = append(pr.children[child].sleep, sleeper{step: pr.lastTaken, eff: eff})
+		}
+	}
+	for _, a := range pr.lastAlts {
+		sleepIn(a.child, a.keeps(pr.lastTaken, eff, enabled))
+	}
+	for _, f := range pr.lastFaults {
+		sleepIn(f.child, faultsHere && f.keeps(pr.lastTaken, eff, enabled))
+	}
+	pr.asleep = awake(pr.asleep, eff)
+}
+
+// branchLocked picks the default step among enabled (the transaction's
+// client's where one is open and the reduction applies), and keeps as
+// children the alternatives within the bounds, awake and not mirrored,
+// client steps and faults; inside a transaction they are only counted
+// in skipped. It returns the default step, whether there is one to take,
+// and its preemption cost.
+func (pr *prefixRun) branchLocked(r *run, enabled []Step) (Step, bool, int) {
+	e, preem := pr.e, pr.preem
+	cost := func(st Step) int {
+		if st.IsClient() && preemptive(st, r.last, enabled) {
+			return 1
+		}
+		return 0
+	}
+	awakeSteps := enabled
+	if len(pr.asleep) > 0 {
+		awakeSteps = slices.DeleteFunc(slices.Clone(enabled), func(st Step) bool { return isAsleep(pr.asleep, st) })
+	}
+	def, ok := e.continuation(r, enabled, awakeSteps, preem)
+	atomic := false
+	if tx := r.transactionLocked(); tx > 0 && e.atomic {
+		for _, st := range enabled {
+			if st.Client == tx {
+				def, ok, atomic = st, !isAsleep(pr.asleep, st), true
+				break
+			}
+		}
+	}
+	var alts []prefix
+	var infos []pendingAlt
+	base := slices.Clone(r.steps)
+	for _, alt := range awakeSteps {
+		if ok && alt == def {
+			continue
+		}
+		if e.mirrored(alt, r.steps, def, ok, awakeSteps, cost, e.opts.MaxPreemptions-preem) {
+			pr.mirrored++
+			continue
+		}
+		c := cost(alt)
+		np := preem + c
+		if np > e.opts.MaxPreemptions {
+			continue
+		}
+		infos = append(infos, pendingAlt{child: len(alts), step: alt, cost: c, taken: cost(def), nodeCost: b2i(nodePreemptive(alt, enabled))})
+		alts = append(alts, prefix{steps: append(slices.Clone(base), alt), preem: np, faults: pr.faults, used: slices.Clone(pr.used), sleep: slices.Clone(pr.asleep)})
+	}
+	faultAlts, faultInfos := e.faultAlternatives(base, enabled, def, ok, cost, pr.asleep, preem, pr.faults, pr.used)
+	for i := range faultInfos {
+		faultInfos[i].child += len(alts)
+	}
+	alts = append(alts, faultAlts...)
+	if atomic {
+		pr.skipped += len(alts)
+	} else {
+		for _, a := range infos {
+			a.child += len(pr.children)
+			pr.lastAlts = append(pr.lastAlts, a)
+		}
+		for _, f := range faultInfos {
+			f.child += len(pr.children)
+			pr.lastFaults = append(pr.lastFaults, f)
+		}
+		pr.children = append(pr.children, alts...)
+	}
+	return def, ok, cost(def)
 }
 
 // faultAlternatives returns the prefixes that take, after base, each fault
