@@ -21,7 +21,13 @@
 // Every server runs with a tickTime of 200ms (ZooKeeper's default is 2s):
 // a session's timeout is held between 400ms and 4s (2 and 20 ticks), a
 // follower that hears nothing from its leader for 1s (syncLimit, 5 ticks)
-// drops it, and a killed leader is replaced in about half a second.
+// drops it, and a killed leader is replaced in about half a second: its
+// followers see its sockets close at once, and their election waits 200ms
+// for a better vote once a quorum agrees (finalizeWait, a constant of
+// ZooKeeper 3.8), whatever the tick. A shorter tick would speed up no
+// fault, only narrow the silence a follower survives on a loaded machine;
+// TestNoElectionUnderLoad holds the timings to no election with every
+// core busy.
 // Servers die with the process that started them (Pdeathsig), Close
 // removes every process and directory, a SIGINT closes every open
 // ensemble (internal/tooling/cleanup), and the directories of a run
