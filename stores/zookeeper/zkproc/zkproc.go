@@ -276,22 +276,18 @@ func (s *Server) config() []string {
 // class data sharing (a start in a fraction of the time), a fresh data
 // directory trusted without a snapshot, no admin server (its port 8080
 // would collide), and the log, with times, on stderr. A server that hears
-// nothing in an election asks again after 50ms (200ms by default), then
-// twice as long each time, up to 1s (or 5 ticks) here rather than a
-// minute: the last JVM of three to start, on a loaded machine, is seconds
-// behind the others. A follower whose connection to the leader it has just
-// elected is refused (the leader is still opening its port) tries again
-// after 10ms, not 100ms. The last wait of an election, 200ms for a better
-// vote once a quorum agrees, is a constant of ZooKeeper 3.8's
-// FastLeaderElection (finalizeWait) that no property changes.
+// nothing in an election asks again after 200ms, then twice as long each
+// time, up to 1s (or 5 ticks) here rather than a minute: the last JVM of
+// three to start, on a loaded machine, is seconds behind the others. The
+// last wait of an election, 200ms for a better vote once a quorum agrees,
+// is a constant of ZooKeeper 3.8's FastLeaderElection (finalizeWait) that
+// no property changes.
 func (s *Server) javaArgs() []string {
 	return []string{
 		"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-XX:-UsePerfData", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
 		"-Dzookeeper.snapshot.trust.empty=true",
-		"-Dzookeeper.fastleader.minNotificationInterval=50",
 		"-Dzookeeper.fastleader.maxNotificationInterval=" + strconv.FormatInt(max(1000, 5*s.e.opts.TickTime.Milliseconds()), 10),
-		"-Dzookeeper.leaderConnectDelayDuringRetryMs=10",
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.jmx.log4j.disable=true",
 		"-Dzookeeper.log.dir=" + filepath.Dir(s.ConfigPath),
