@@ -23,10 +23,10 @@ import (
 )
 
 // RestartSchedules bounds a cell whose scenario restarts or kills the
-// leader: each fault waits for an election (about a third of a second,
-// etcdproc's timings). It is a safety net above the cells' own counts
-// (restart-loses-lock: 280 schedules): every cell of the documented matrix
-// is explored to the end of its bound.
+// leader: each fault waits for an election (about half a second). It is a
+// safety net above the cells' own counts (restart-loses-lock: 280
+// schedules): every cell of the documented matrix is explored to the end
+// of its bound.
 const RestartSchedules = 2000
 
 func init() {

@@ -11,20 +11,21 @@
 // The binary is Debian's etcd-server package (etcd 3.4 on Debian 12;
 // scripts/ensure-etcd.sh installs it), or $LOCKLAB_ETCD.
 //
-// Every member is started with a heartbeat interval of 20ms and an
-// election timeout of 200ms (etcd's defaults are 100ms and 1s), timings
-// for peers on loopback: a killed or paused leader is replaced within 0.2
-// to 0.4s (a follower stands after one to two election timeouts without a
-// heartbeat), and the smallest lease the server grants is still 1s (etcd
-// raises a shorter TTL to 1.5 election timeouts, rounded up to whole
-// seconds: 2s with its default settings). They go no shorter because of
-// load, not of the network: on two cores, every one busy, a leader's
-// heartbeat went out up to about 100ms late, which an election timeout of
-// 100ms would take for a dead leader; TestNoElectionUnderLoad holds the
-// defaults to no election under such load. Options changes both.
-// Members die with the process that started them (Pdeathsig), and Close
-// removes every process and directory; directories of a run killed before
-// it could close are removed by the next run's first Start.
+// Every member is started with a heartbeat interval of 50ms and an
+// election timeout of 500ms (etcd's defaults are 100ms and 1s): a killed
+// or paused leader is replaced within 0.5 to 1s, and the smallest lease the
+// server grants is 1s (etcd raises a shorter TTL to 1.5 election timeouts,
+// rounded up to whole seconds: 2s with its default settings). Shorter
+// timings elect faster (from a leader's kill to the next leader, 0.32s at
+// 20ms and 200ms against 0.62s here) but not only when asked: on two
+// cores at a load average near 60 a cluster at 20ms and 200ms went
+// through five elections in 200 writes with no fault, and at 10ms and
+// 100ms a leader's heartbeat went out 105ms apart at a load of 35.
+// TestNoElectionUnderLoad holds the defaults to no election with every
+// core busy. Options changes both. Members die with the process that
+// started them (Pdeathsig), and Close removes every process and
+// directory; directories of a run killed before it could close are
+// removed by the next run's first Start.
 package etcdproc
 
 import (
@@ -51,8 +52,8 @@ const InstallHint = "etcd not found on PATH: run scripts/ensure-etcd.sh " +
 
 // The timing every member starts with unless Options says otherwise.
 const (
-	DefaultHeartbeatInterval = 20 * time.Millisecond
-	DefaultElectionTimeout   = 200 * time.Millisecond
+	DefaultHeartbeatInterval = 50 * time.Millisecond
+	DefaultElectionTimeout   = 500 * time.Millisecond
 )
 
 // DefaultMembers is the size of a cluster when Options.Members is 0.
