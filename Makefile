@@ -158,6 +158,10 @@ DOCS_TIMEOUT ?= 20m
 test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (about 12 minutes on 2 cores)
 	@$(MAKE) --no-print-directory test SHORT= PKGS=$(DOCGEN) DOCS_ENV=LOCKLAB_DOCS_MATRIX=all DOCS_TIMEOUT=75m
 
+.PHONY: test-load
+test-load: servers ## The tests that hold etcd's and ZooKeeper's timings to no election with every core busy, alone
+	LOCKLAB_LOAD_TESTS=1 $(GO) test -count=1 -run '^TestNoElectionUnderLoad$$' -timeout 20m ./stores/etcd/etcdproc/ ./stores/zookeeper/zkproc/
+
 .PHONY: test-adapters
 test-adapters: servers ## go test on the go-redis and rueidis adapter modules alone (quick unless CI is set)
 	@$(WORK) $(GO) test $(TESTBUILD) $(RACE) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_PKGS)

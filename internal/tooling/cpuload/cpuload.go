@@ -3,11 +3,25 @@
 package cpuload
 
 import (
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
+
+// Env is the variable that runs the tests that load the machine (make
+// test-load): they would make the other packages' tests, which go test
+// runs beside them, wait for cores, so the other runs skip them.
+const Env = "LOCKLAB_LOAD_TESTS"
+
+// Skip skips tb unless Env is set.
+func Skip(tb testing.TB) {
+	tb.Helper()
+	if os.Getenv(Env) == "" {
+		tb.Skipf("loads every core: set %s=1 to run it (make test-load)", Env)
+	}
+}
 
 // Burn starts a goroutine that spins for each of the machine's cores, on
 // as many processors added to GOMAXPROCS (so that the test's own

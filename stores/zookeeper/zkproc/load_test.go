@@ -47,9 +47,7 @@ func roles(ctx context.Context, t *testing.T, e *zkproc.Ensemble) map[string]rol
 // its leader would have gone looking, and the election it started would
 // have raised the epoch, whoever won.
 func TestNoElectionUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a minute or more on a loaded machine")
-	}
+	cpuload.Skip(t)
 	const rounds = 100
 	e := zktest.Start(t, zkproc.Options{})
 	start := roles(ctxFor(t), t, e)
