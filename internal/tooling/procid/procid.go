@@ -4,6 +4,7 @@
 package procid
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,20 +12,26 @@ import (
 	"syscall"
 )
 
-// Start returns the start time of process pid (field 22 of /proc/pid/stat),
-// or "" where /proc is not available.
-func Start(pid int) string {
+// Stat returns the fields of /proc/pid/stat after the command name: the
+// state is [0], the parent's pid [1], the start time [19].
+func Stat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return ""
+		return nil, errors.New("malformed /proc/" + strconv.Itoa(pid) + "/stat")
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
+	return strings.Fields(s[i+1:]), nil
+}
+
+// Start returns the start time of process pid (field 22 of /proc/pid/stat),
+// or "" where /proc is not available.
+func Start(pid int) string {
+	f, err := Stat(pid)
+	if err != nil || len(f) < 20 {
 		return ""
 	}
 	return f[19]

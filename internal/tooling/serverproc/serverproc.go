@@ -2,8 +2,10 @@
 // servers (an etcdproc member, a zkproc server): a local process, or one
 // inside a container (dockerbox), started again on the same flags after a
 // kill, and the faults done to it: a crash (Kill) and a frozen host (Stop,
-// then Cont). A store's package embeds a Proc in its server type and says
-// how to launch it.
+// then Cont). A store's package embeds (or holds) a Proc in its server type
+// and says how to launch it. A server whose children serve its clients
+// (postgres's backends) is a Proc WithChildren: its faults strike them too
+// (see tree.go).
 package serverproc
 
 import (
@@ -12,9 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 )
@@ -24,13 +29,20 @@ import (
 type Proc struct {
 	// What names the process in errors: "etcdproc: member m1".
 	What string
-	// Timeout bounds a container's answer to a start, a kill or a signal.
+	// Timeout bounds a container's answer to a start, a kill or a signal,
+	// and the wait until the children of a killed process have exited.
 	Timeout time.Duration
+	// WithChildren makes the process's children part of it: Stop pauses
+	// them too and Cont resumes them, Kill returns once they have exited
+	// too (they are resumed, so that they notice their parent's death).
+	WithChildren bool
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{}
 	stopped bool
+	// paused are the children Stop paused, for Cont (WithChildren).
+	paused []int
 	// box is the process's container on the docker backend, and pid the
 	// process's id there (0: not running); cmd and done stay nil.
 	box *dockerbox.Container
@@ -47,11 +59,32 @@ type Spec struct {
 	// container.
 	Local, InBox []string
 	// Dir is the local process's working directory, and LogPath the file
-	// its output is appended to.
+	// its output is appended to ("": the output is discarded).
 	Dir, LogPath string
+	// Env are variables the local process's environment starts with,
+	// before this process's own.
+	Env []string
 	// DropEnv, when set, leaves out of the local process's environment
 	// the variables it reports (etcd reads ETCD_* as flags).
 	DropEnv func(kv string) bool
+	// Cred, when set, is the user the local process runs as.
+	Cred *syscall.Credential
+}
+
+// Command prepares spec.Local to run on this host as Launch runs it, in a
+// process group of its own and dying with this process (Pdeathsig), for a
+// program that is no supervised server (postgres's initdb).
+func (spec Spec) Command() *exec.Cmd {
+	cmd := exec.Command(spec.Local[0], spec.Local[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = append([]string(nil), spec.Env...)
+	for _, kv := range os.Environ() {
+		if spec.DropEnv == nil || !spec.DropEnv(kv) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Cred}
+	return cmd
 }
 
 // SetBox makes the process one in box, from the next Launch.
@@ -89,32 +122,27 @@ func (p *Proc) Launch(spec Spec) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.What, err)
 		}
-		p.pid, p.stopped = pid, false
+		p.pid, p.stopped, p.paused = pid, false, nil
 		return nil
 	}
 	if len(spec.Local) == 0 {
 		return fmt.Errorf("%s: no program to start", p.What)
 	}
-	log, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	cmd := exec.Command(spec.Local[0], spec.Local[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Stdout, cmd.Stderr = log, log
-	for _, kv := range os.Environ() {
-		if spec.DropEnv == nil || !spec.DropEnv(kv) {
-			cmd.Env = append(cmd.Env, kv)
+	cmd := spec.Command()
+	if spec.LogPath != "" {
+		log, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
 		}
+		defer log.Close()
+		cmd.Stdout, cmd.Stderr = log, log
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", p.What, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	p.cmd, p.done, p.stopped = cmd, done, false
+	p.cmd, p.done, p.stopped, p.paused = cmd, done, false, nil
 	return nil
 }
 
@@ -159,55 +187,109 @@ func (p *Proc) Running() bool {
 }
 
 // Kill kills the process with SIGKILL, as a crash would, and waits for it
-// to exit. What it wrote stays, for the next Launch. Killing a process
-// that is not running does nothing.
+// to exit (WithChildren: its children too). What it wrote stays, for the
+// next Launch. Killing a process that is not running does nothing.
 func (p *Proc) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.killLocked()
+}
+
+func (p *Proc) killLocked() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	defer cancel()
 	if p.box != nil {
 		if p.pid != 0 && p.box.Sup != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
-			p.box.Do(ctx, "kill", nil) // a container that fails to answer is removed by its Close
-			cancel()
+			// A container that fails to answer is removed by its Close.
+			kids := p.stopChildrenLocked(ctx)
+			p.box.Do(ctx, "kill", nil)
+			p.signalChildren(ctx, syscall.SIGCONT, kids)
+			p.waitGone(ctx, kids)
 		}
-		p.pid, p.stopped = 0, false
+		p.pid, p.stopped, p.paused = 0, false, nil
 		return
 	}
 	if p.cmd == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
+	kids := p.stopChildrenLocked(ctx)
+	if kids == nil {
+		p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot be reaped
+	}
 	p.cmd.Process.Kill()
 	<-p.done
-	p.cmd, p.stopped = nil, false
+	p.signalChildren(ctx, syscall.SIGCONT, kids)
+	p.waitGone(ctx, kids)
+	p.cmd, p.stopped, p.paused = nil, false, nil
 }
 
 // Stop pauses the process with SIGSTOP, as a frozen host would: its
 // connections stay open and it answers nothing, to clients or peers.
-func (p *Proc) Stop() error { return p.signal(syscall.SIGSTOP, "STOP", true) }
-
-// Cont resumes a process paused by Stop.
-func (p *Proc) Cont() error { return p.signal(syscall.SIGCONT, "CONT", false) }
-
-func (p *Proc) signal(sig syscall.Signal, name string, stopped bool) error {
+// WithChildren, it pauses the process, then each of its children.
+func (p *Proc) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.signalLocked(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.stopped = true
+	if !p.WithChildren {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	defer cancel()
+	kids, err := p.childrenLocked(ctx)
+	if err != nil {
+		return err
+	}
+	p.signalChildren(ctx, syscall.SIGSTOP, kids) // a child that exited meanwhile fails its signal alone
+	for _, k := range kids {
+		p.paused = append(p.paused, k.Pid)
+	}
+	return nil
+}
+
+// Cont resumes a process paused by Stop. WithChildren, it resumes what
+// Stop paused, the children before the process, and fails on nothing: a
+// process that exited meanwhile is not resumed.
+func (p *Proc) Cont() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.WithChildren {
+		if err := p.signalLocked(syscall.SIGCONT); err != nil {
+			return err
+		}
+		p.stopped = false
+		return nil
+	}
+	p.contLocked()
+	return nil
+}
+
+// Signal sends sig to the process (not to its children), leaving what
+// Running says as it was.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.signalLocked(sig)
+}
+
+func (p *Proc) signalLocked(sig syscall.Signal) error {
 	switch {
 	case p.box != nil && p.pid != 0:
 		ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
 		defer cancel()
-		if err := p.box.Do(ctx, "signal "+name+" "+strconv.Itoa(p.pid), nil); err != nil {
-			return err
-		}
+		return p.box.Do(ctx, "signal "+signalName(sig)+" "+strconv.Itoa(p.pid), nil)
 	case p.box == nil && p.cmd != nil:
-		if err := p.cmd.Process.Signal(sig); err != nil {
-			return err
-		}
+		return p.cmd.Process.Signal(sig)
 	default:
 		return fmt.Errorf("%s not running", p.What)
 	}
-	p.stopped = stopped
-	return nil
+}
+
+// signalName is sig's name as kill(1) takes it: "STOP".
+func signalName(sig syscall.Signal) string {
+	return strings.TrimPrefix(unix.SignalName(sig), "SIG")
 }
 
 // BoxAlive reports whether the process runs in its container (a stopped

@@ -1,15 +1,19 @@
 package serverproc
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // TestProc: a local process launched, paused, resumed and killed; a
@@ -72,4 +76,62 @@ func TestProc(t *testing.T) {
 	assert.Contains(t, missing.LogTail(filepath.Join(dir, "none.log"), 5), "no log")
 	_, err := os.Stat(log)
 	require.NoError(t, err)
+}
+
+// TestProcWithChildren: a process whose children are part of it, as a
+// postmaster's backends are: Stop pauses them too and Cont resumes them,
+// SignalChild strikes one, and Kill returns once they have exited.
+func TestProcWithChildren(t *testing.T) {
+	dir := t.TempDir()
+	p := &Proc{What: "test: server s1", Timeout: 10 * time.Second, WithChildren: true}
+	// Each child exits once its parent is gone, as a backend does.
+	const child = `(while kill -0 $p 2>/dev/null; do sleep 0.02; done) &`
+	require.NoError(t, p.Launch(Spec{Local: []string{"sh", "-c", `p=$$; ` + child + child + child + ` wait`}, Dir: dir}))
+	t.Cleanup(p.Kill)
+	ctx := context.Background()
+	var kids []Child
+	for end := time.Now().Add(time.Minute); len(kids) < 3; time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(end), "no three children after a minute: %v", kids)
+		var err error
+		kids, err = p.Children(ctx)
+		require.NoError(t, err)
+	}
+	// paused waits until pid's state says paused (T) or not, as want:
+	// a signal is delivered once the process next runs.
+	paused := func(pid int, want bool) {
+		for end := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			st, err := procid.Stat(pid)
+			require.NoError(t, err)
+			if (st[0] == "T") == want {
+				return
+			}
+			require.True(t, time.Now().Before(end), "process %d: state %s", pid, st[0])
+		}
+	}
+	require.NoError(t, p.Stop())
+	assert.False(t, p.Running())
+	for _, pid := range append([]int{p.Pid()}, kids[0].Pid, kids[1].Pid, kids[2].Pid) {
+		paused(pid, true)
+	}
+	require.NoError(t, p.Cont())
+	assert.True(t, p.Running())
+	for _, pid := range append([]int{p.Pid()}, kids[0].Pid, kids[1].Pid, kids[2].Pid) {
+		paused(pid, false)
+	}
+	require.NoError(t, p.Cont(), "nothing to resume")
+
+	require.NoError(t, p.SignalChild(ctx, kids[0], syscall.SIGKILL))
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, p.WaitGone(wctx, kids[:1]))
+	require.Error(t, p.SignalChild(ctx, kids[0], syscall.SIGKILL), "a child that exited")
+
+	require.NoError(t, p.Stop())
+	p.Kill() // paused, children too
+	for _, k := range kids {
+		assert.True(t, k.gone(), "child %d exited with its parent", k.Pid)
+	}
+	none, err := p.Children(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, none)
 }
