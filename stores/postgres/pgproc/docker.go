@@ -24,14 +24,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
@@ -130,6 +127,7 @@ func startDocker(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{DataDir: dockerData, BinDir: bin, opts: opts, net: &boxNet{Network: nw, image: img.Tag, refs: 1}, Port: dockerPort}
+	s.initProc()
 	cleanup.Track(s)
 	defer func() {
 		if err != nil {
@@ -146,7 +144,8 @@ func startDocker(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.mu.Lock()
 	closed := s.closed
-	s.box, s.Host = box, box.IP
+	s.proc.SetBox(box)
+	s.Host = box.IP
 	s.mu.Unlock()
 	if closed { // Close ran meanwhile, on a signal
 		box.Remove()
@@ -189,6 +188,7 @@ func (s *Server) startDockerStandby(ctx context.Context, opts Options) (_ *Serve
 	nw.mu.Unlock()
 	opts.Backend = BackendDocker
 	sb := &Server{DataDir: dockerData, BinDir: s.BinDir, opts: opts, net: nw, Port: dockerPort}
+	sb.initProc()
 	cleanup.Track(sb)
 	defer func() {
 		if err != nil {
@@ -202,7 +202,8 @@ func (s *Server) startDockerStandby(ctx context.Context, opts Options) (_ *Serve
 	}
 	sb.mu.Lock()
 	closed = sb.closed
-	sb.box, sb.Host = box, box.IP
+	sb.proc.SetBox(box)
+	sb.Host = box.IP
 	sb.mu.Unlock()
 	if closed { // Close ran meanwhile, on a signal
 		box.Remove()
@@ -223,60 +224,14 @@ func (s *Server) startDockerStandby(ctx context.Context, opts Options) (_ *Serve
 	return sb, nil
 }
 
-// launchBox starts the postmaster in the container and waits until it
-// accepts connections; s.mu is held.
-func (s *Server) launchBox(ctx context.Context) error {
-	all := DefaultSettings()
-	all["jit"] = "off" // the image has no LLVM
-	maps.Copy(all, s.opts.Settings)
-	args := []string{filepath.Join(s.BinDir, "postgres"), "-D", dockerData, "-p", strconv.Itoa(dockerPort), "-h", "0.0.0.0", "-k", "/data"}
-	for _, k := range slices.Sorted(maps.Keys(all)) {
-		args = append(args, "-c", k+"="+all[k])
-	}
-	pid, err := s.box.Start(ctx, args...)
-	if err != nil {
-		return err
-	}
-	s.pm, s.stopped = pid, nil
-	timeout := s.opts.StartTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	// The postmaster's exit, asked every 100ms, ends the wait.
-	exited := make(chan struct{})
-	stop := make(chan struct{})
-	defer close(stop)
-	box := s.box
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if alive, err := box.Alive(wctx); err == nil && !alive {
-				close(exited)
-				return
-			}
-		}
-	}()
-	if err := s.waitReady(wctx, exited); err != nil {
-		s.killBox()
-		return fmt.Errorf("postgres in container %s did not come up: %w\n%s", box.Name, err, box.LogTail(10))
-	}
-	return nil
-}
-
 // closeBox removes the container and, when no other server of the
 // primary's is on it any more, the network; s.mu is held.
 func (s *Server) closeBox() error {
 	var err error
-	if s.box != nil {
-		err = s.box.Remove()
+	if box := s.proc.Box(); box != nil {
+		err = box.Remove()
 	}
-	s.pm, s.stopped = 0, nil
+	s.proc.Kill() // its container gone, nothing runs
 	return errors.Join(err, s.net.release())
 }
 
@@ -293,10 +248,8 @@ func (s *Server) Backend() string {
 // (...)".
 func (s *Server) Describe() string {
 	what := "process"
-	s.mu.Lock()
-	if s.box != nil {
-		what = "container " + s.box.Name + " at"
+	if box := s.proc.Box(); box != nil {
+		what = "container " + box.Name + " at"
 	}
-	s.mu.Unlock()
 	return fmt.Sprintf("%s %s:%d (%s)", what, s.Host, s.Port, Version(s.BinDir))
 }

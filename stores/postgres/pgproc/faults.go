@@ -1,5 +1,7 @@
 // The faults done to a server: kill or restart the postmaster, end or crash
-// one backend, pause and resume every process.
+// one backend, pause and resume every process. The postmaster is a
+// serverproc.Proc WithChildren, here or in its container: its faults
+// strike its backends too.
 
 package pgproc
 
@@ -7,31 +9,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"syscall"
 	"time"
+
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
-// Pid is the postmaster's process id, or 0 when it is not running.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.pm
-	}
-	if s.cmd == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
+// boxTimeout bounds a container's answer to a signal or a start, and the
+// wait until a killed postmaster's backends have exited.
+const boxTimeout = 10 * time.Second
+
+// initProc names the postmaster's process in errors and makes its
+// backends part of it.
+func (s *Server) initProc() {
+	s.proc.What, s.proc.Timeout, s.proc.WithChildren = "pgproc: server", boxTimeout, true
 }
 
+// Pid is the postmaster's process id, or 0 when it is not running.
+func (s *Server) Pid() int { return s.proc.Pid() }
+
 // Exited is closed when the current postmaster has exited (nil when none
-// was started).
-func (s *Server) Exited() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done
-}
+// was started, and on the docker backend).
+func (s *Server) Exited() <-chan struct{} { return s.proc.Exited() }
 
 // KillPostmaster kills the postmaster with SIGKILL, as a crash would, and
 // returns once its backends have noticed and exited too, so that every
@@ -39,27 +38,7 @@ func (s *Server) Exited() <-chan struct{} {
 func (s *Server) KillPostmaster() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.killLocked()
-}
-
-func (s *Server) killLocked() {
-	if s.box != nil {
-		s.killBox()
-		return
-	}
-	if s.cmd == nil {
-		return
-	}
-	pm := s.cmd.Process.Pid
-	syscall.Kill(pm, syscall.SIGSTOP) // forks no more children while they are counted
-	kids := children(pm)
-	syscall.Kill(pm, syscall.SIGKILL)
-	<-s.done
-	for _, k := range kids {
-		syscall.Kill(k.pid, syscall.SIGCONT) // a paused backend cannot notice its postmaster's death
-	}
-	waitGone(kids, 10*time.Second)
-	s.cmd, s.stopped = nil, nil
+	s.proc.Kill()
 }
 
 // Restart kills the postmaster if it runs (SIGKILL: the server goes
@@ -70,7 +49,7 @@ func (s *Server) killLocked() {
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.killLocked()
+	s.proc.Kill()
 	var err error
 	delay := 5 * time.Millisecond
 	for range 20 { // the port may linger for a moment
@@ -109,24 +88,35 @@ func (s *Server) KillBackend(ctx context.Context, pid int) error {
 func (s *Server) CrashBackend(ctx context.Context, pid int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.crashBox(ctx, pid)
-	}
-	if s.cmd == nil {
+	pm := s.proc.Pid()
+	if pm == 0 {
 		return errors.New("pgproc: server not running")
 	}
-	kids := children(s.cmd.Process.Pid)
-	if !slices.ContainsFunc(kids, func(p proc) bool { return p.pid == pid }) {
-		return fmt.Errorf("pgproc: %d is no backend of postmaster %d", pid, s.cmd.Process.Pid)
+	kids, err := s.proc.Children(ctx)
+	if err != nil {
+		return err
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	var backend *serverproc.Child
+	for i := range kids {
+		if kids[i].Pid == pid {
+			backend = &kids[i]
+		}
+	}
+	if backend == nil {
+		return fmt.Errorf("pgproc: %d is no backend of postmaster %d", pid, pm)
+	}
+	if err := s.proc.SignalChild(ctx, *backend, syscall.SIGKILL); err != nil {
 		return err
 	}
 	// The postmaster ends every child it had, then starts over: once they
 	// are all gone, the next connection that succeeds is to the new
 	// incarnation.
-	waitGone(kids, 10*time.Second)
-	return s.waitReady(ctx, s.done)
+	wctx, cancel := context.WithTimeout(ctx, boxTimeout)
+	defer cancel()
+	if err := s.proc.WaitGone(wctx, kids); err != nil {
+		return err
+	}
+	return s.waitReady(ctx, s.proc.Exited())
 }
 
 // Stop pauses the postmaster and every backend with SIGSTOP, as a frozen
@@ -134,42 +124,14 @@ func (s *Server) CrashBackend(ctx context.Context, pid int) error {
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.stopBox()
-	}
-	if s.cmd == nil {
-		return errors.New("pgproc: server not running")
-	}
-	pm := s.cmd.Process.Pid
-	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	s.stopped = []int{pm}
-	for _, k := range children(pm) {
-		if syscall.Kill(k.pid, syscall.SIGSTOP) == nil {
-			s.stopped = append(s.stopped, k.pid)
-		}
-	}
-	return nil
+	return s.proc.Stop()
 }
 
 // Cont resumes what Stop paused, the backends before the postmaster.
 func (s *Server) Cont() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.contLocked()
-	return nil
-}
-
-func (s *Server) contLocked() {
-	if s.box != nil {
-		s.contBox()
-		return
-	}
-	for i := len(s.stopped) - 1; i >= 0; i-- {
-		syscall.Kill(s.stopped[i], syscall.SIGCONT)
-	}
-	s.stopped = nil
+	return s.proc.Cont()
 }
 
 // Backends returns the process ids of the postmaster's children (client
@@ -177,15 +139,12 @@ func (s *Server) contLocked() {
 func (s *Server) Backends() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.box != nil {
-		return s.backendsBox()
-	}
-	if s.cmd == nil {
-		return nil
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), boxTimeout)
+	defer cancel()
+	kids, _ := s.proc.Children(ctx)
 	var out []int
-	for _, k := range children(s.cmd.Process.Pid) {
-		out = append(out, k.pid)
+	for _, k := range kids {
+		out = append(out, k.Pid)
 	}
 	return out
 }

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,29 +20,24 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
-// command prepares bin (a program of BinDir) to run as the server's user,
-// in Dir, with no PG* variables of this process's environment, and dying
-// with this process where the system allows it.
-func (s *Server) command(bin string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(s.BinDir, bin), args...)
-	cmd.Dir = s.Dir
-	env := []string{"LC_ALL=C"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "LC_") {
-			env = append(env, kv)
-		}
+// spec is how bin (a program of BinDir) runs here: as the server's user,
+// in Dir, with no PG* or LC_* variables of this process's environment, and
+// dying with this process where the system allows it.
+func (s *Server) spec(bin string, args ...string) serverproc.Spec {
+	return serverproc.Spec{
+		Local: append([]string{filepath.Join(s.BinDir, bin)}, args...),
+		Dir:   s.Dir, Env: []string{"LC_ALL=C"}, Cred: s.cred,
+		DropEnv: func(kv string) bool { return strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "LC_") },
 	}
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
-	return cmd
 }
 
 // run runs a short-lived program (initdb, pg_basebackup, pg_ctl) to its
 // end; a failure carries what it printed.
 func (s *Server) run(ctx context.Context, bin string, args ...string) error {
-	cmd := s.command(bin, args...)
+	cmd := s.spec(bin, args...).Command()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// A process the program forked may hold its output open after it is
@@ -89,7 +83,8 @@ func (s *Server) run(ctx context.Context, bin string, args ...string) error {
 // end as the server's user: here (run), or in the server's container on
 // the docker backend, where a failure carries the tail of its log.
 func (s *Server) tool(ctx context.Context, bin string, args ...string) error {
-	if s.box == nil {
+	box := s.proc.Box()
+	if box == nil {
 		return s.run(ctx, bin, args...)
 	}
 	for _, a := range args {
@@ -97,8 +92,8 @@ func (s *Server) tool(ctx context.Context, bin string, args ...string) error {
 			return fmt.Errorf("%s: argument %q: empty or with white space, which the container's supervisor cannot pass", bin, a)
 		}
 	}
-	if err := s.box.Do(ctx, "run "+filepath.Join(s.BinDir, bin)+" "+strings.Join(args, " "), nil); err != nil {
-		return fmt.Errorf("%s: %w\n%s", bin, err, s.box.LogTail(10))
+	if err := box.Do(ctx, "run "+filepath.Join(s.BinDir, bin)+" "+strings.Join(args, " "), nil); err != nil {
+		return fmt.Errorf("%s: %w\n%s", bin, err, box.LogTail(10))
 	}
 	return nil
 }
@@ -106,8 +101,8 @@ func (s *Server) tool(ctx context.Context, bin string, args ...string) error {
 // where names the server in messages: "on port N", or "in container
 // NAME" on the docker backend, where every server's port is 5432.
 func (s *Server) where() string {
-	if s.box != nil {
-		return "in container " + s.box.Name
+	if box := s.proc.Box(); box != nil {
+		return "in container " + box.Name
 	}
 	return "on port " + strconv.Itoa(s.Port)
 }
@@ -130,9 +125,11 @@ func (s *Server) startFresh(ctx context.Context) error {
 	return err
 }
 
-// settings returns the -c arguments.
-func (s *Server) settings() []string {
+// settings returns the -c arguments: DefaultSettings, over them over, and
+// over those Options.Settings.
+func (s *Server) settings(over map[string]string) []string {
 	all := DefaultSettings()
+	maps.Copy(all, over)
 	maps.Copy(all, s.opts.Settings)
 	var args []string
 	for _, k := range slices.Sorted(maps.Keys(all)) {
@@ -155,33 +152,48 @@ func (s *Server) launchLocked(ctx context.Context, port int) error {
 	if s.Port != port { // a Restart keeps it: no write under readers of DSN
 		s.Port = port
 	}
-	if s.box != nil {
-		return s.launchBox(ctx)
+	var spec serverproc.Spec
+	if box := s.proc.Box(); box != nil {
+		spec.InBox = append([]string{filepath.Join(s.BinDir, "postgres"), "-D", dockerData, "-p", strconv.Itoa(dockerPort),
+			"-h", "0.0.0.0", "-k", "/data"}, s.settings(map[string]string{"jit": "off"})...) // the image has no LLVM
+	} else {
+		spec = s.spec("postgres", append([]string{"-D", s.DataDir, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", s.Dir},
+			s.settings(nil)...)...)
+		spec.LogPath = s.LogPath
 	}
-	log, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := s.proc.Launch(spec); err != nil {
 		return err
 	}
-	defer log.Close()
-	args := append([]string{"-D", s.DataDir, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", s.Dir}, s.settings()...)
-	cmd := s.command("postgres", args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("postgres on port %d: %w", port, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	s.cmd, s.done, s.stopped = cmd, done, nil
-
 	timeout := s.opts.StartTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := s.waitReady(wctx, done); err != nil {
-		s.killLocked()
-		return fmt.Errorf("postgres on port %d did not come up: %w\n%s", port, err, s.LogTail(10))
+	exited := s.proc.Exited()
+	if s.proc.Box() != nil {
+		// The postmaster's exit, asked every 100ms, ends the wait.
+		gone := make(chan struct{})
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if !s.proc.BoxAlive(wctx) {
+					close(gone)
+					return
+				}
+			}
+		}()
+		exited = gone
+	}
+	if err := s.waitReady(wctx, exited); err != nil {
+		s.proc.Kill()
+		return fmt.Errorf("postgres %s did not come up: %w\n%s", s.where(), err, s.LogTail(10))
 	}
 	return nil
 }
@@ -262,38 +274,14 @@ func (s *Server) Close() error {
 		killGroup(p)
 		<-done
 	}
-	if s.cmd != nil {
-		s.contLocked()
-		pm := s.cmd.Process.Pid
-		kids := children(pm)
-		syscall.Kill(pm, syscall.SIGQUIT) // immediate shutdown: ends the backends, removes the shared memory
-		select {
-		case <-s.done:
-			waitGone(kids, 10*time.Second)
-			s.cmd = nil
-		case <-time.After(10 * time.Second):
-			s.killLocked()
-		}
-	}
+	s.proc.Quit(syscall.SIGQUIT, 10*time.Second) // immediate shutdown: ends the backends, removes the shared memory
 	removeShm(s.DataDir)
 	return s.removeDir()
 }
 
-// LogTail returns the last n lines of the server's log.
-func (s *Server) LogTail(n int) string {
-	if s.box != nil {
-		return s.box.LogTail(n)
-	}
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
+// LogTail returns the last n lines of the server's log (its container's,
+// on the docker backend).
+func (s *Server) LogTail(n int) string { return s.proc.LogTail(s.LogPath, n) }
 
 // freePort asks the kernel for a free loopback TCP port.
 func freePort() (int, error) {

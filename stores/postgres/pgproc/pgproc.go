@@ -43,7 +43,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
-	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // InstallHint tells how to get the PostgreSQL server where it is missing.
@@ -176,11 +176,12 @@ type Server struct {
 	opts Options
 	cred *syscall.Credential // nil: run as this process's user
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	stopped []int // pids paused by Stop, for Cont
-	closed  bool
+	// proc is the postmaster, here or in the server's container, and its
+	// backends.
+	proc serverproc.Proc
+
+	mu     sync.Mutex
+	closed bool
 	// tools are the short-lived programs running on the server's
 	// directory (initdb, pg_basebackup): Close ends them before it
 	// removes the directory they write.
@@ -189,12 +190,9 @@ type Server struct {
 	// StartStreaming.
 	conninfo string
 
-	// On the docker backend: the server's network (its primary's, for a
-	// standby) and container, and the postmaster's pid there (0: not
-	// running); cmd and done stay nil.
+	// net is the docker backend's network (its primary's, for a standby);
+	// the server's container is proc's.
 	net *boxNet
-	box *dockerbox.Container
-	pm  int
 }
 
 // Start makes a cluster with initdb and starts postgres on it, and returns

@@ -41,6 +41,7 @@ func newServer(opts Options) (*Server, error) {
 	}
 	s := &Server{Host: "127.0.0.1", Dir: dir, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "postgres.log"),
 		BinDir: bin, opts: opts, cred: cred}
+	s.initProc()
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)
