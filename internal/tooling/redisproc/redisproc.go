@@ -1,10 +1,9 @@
 // Package redisproc starts and stops redis-server processes on loopback
-// ports. Tests use it through redistest; the harness's process backend builds
-// its nodes on it.
+// ports, each a serverproc.Proc. Tests use it through redistest; the
+// harness's process backend builds its nodes on it.
 package redisproc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // InstallHint tells how to get redis-server where it is missing.
@@ -105,8 +105,7 @@ type Server struct {
 
 	opts    Options
 	ownsDir bool
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    serverproc.Proc
 }
 
 // Start launches redis-server and waits until it answers PING. A server that
@@ -123,9 +122,10 @@ func Start(opts Options) (*Server, error) {
 		opts.Args = append(slices.Clone(opts.Args), "--sentinel")
 	}
 	s := &Server{Bin: bin, opts: opts, Dir: opts.Dir}
+	s.proc.What = "redis-server"
 	if s.Dir == "" {
 		sweep.Do(func() { RemoveStale() })
-		d, err := os.MkdirTemp("", dirPrefix+procid.Tag())
+		d, err := procid.MkdirTemp(dirPrefix)
 		if err != nil {
 			return nil, err
 		}
@@ -163,9 +163,9 @@ func Start(opts Options) (*Server, error) {
 	return nil, lastErr
 }
 
-// dirPrefix starts the name of the temporary directories Start creates:
-// dirPrefix + pid + "-" + start time + "-" + random, naming the process that
-// owns it.
+// dirPrefix starts the name of the temporary directories Start creates, in
+// memory where it can (procid.MkdirTemp): dirPrefix + pid + "-" + start
+// time + "-" + random, naming the process that owns it.
 const dirPrefix = "locklab-redis-"
 
 var sweep sync.Once
@@ -176,7 +176,7 @@ var sweep sync.Once
 // per process before creating its first directory. It returns the
 // directories it removed.
 func RemoveStale() []string {
-	return procid.RemoveStale(os.TempDir(), dirPrefix, nil)
+	return procid.RemoveStaleTemp(dirPrefix)
 }
 
 // launch starts the process on port and waits for PING.
@@ -209,28 +209,24 @@ func (s *Server) launch(port int) error {
 		args = append(args, "--cluster-port", strconv.Itoa(s.BusPort))
 	}
 	args = append(args, s.opts.Args...)
-	cmd := exec.Command(s.Bin, args...)
-	cmd.Dir = s.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Its log is LogPath, which --logfile names: what it prints is
+	// discarded.
+	if err := s.proc.Launch(serverproc.Spec{Local: append([]string{s.Bin}, args...), Dir: s.Dir}); err != nil {
 		return fmt.Errorf("redis-server on %s: %w", s.Addr, err)
 	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
-	go func() { cmd.Wait(); close(s.done) }()
 
 	timeout := s.opts.StartTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	if err := WaitPing(s.Addr, timeout, s.done); err != nil {
-		s.kill()
+	if err := WaitPing(s.Addr, timeout, s.proc.Exited()); err != nil {
+		s.proc.Kill()
 		return fmt.Errorf("redis-server on %s did not come up: %w\n%s", s.Addr, err, s.LogTail(10))
 	}
 	// Another process may have taken the port between FreePort and our
 	// bind, and its server answered the PING: make sure it is ours.
-	if pid, err := serverPid(s.Addr, time.Second); err != nil || pid != s.cmd.Process.Pid {
-		s.kill()
+	if pid, err := serverPid(s.Addr, time.Second); err != nil || pid != s.proc.Pid() {
+		s.proc.Kill()
 		if err == nil {
 			err = fmt.Errorf("port taken by process %d", pid)
 		}
@@ -296,44 +292,22 @@ func Ping(addr string, timeout time.Duration) error {
 }
 
 // Pid is the process id, or 0 when it is not running.
-func (s *Server) Pid() int {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
+func (s *Server) Pid() int { return s.proc.Pid() }
 
 // Exited is closed when the process has exited.
-func (s *Server) Exited() <-chan struct{} { return s.done }
+func (s *Server) Exited() <-chan struct{} { return s.proc.Exited() }
 
 // Signal sends sig to the process.
-func (s *Server) Signal(sig os.Signal) error {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return errors.New("redis-server not running")
-	}
-	return s.cmd.Process.Signal(sig)
-}
+func (s *Server) Signal(sig syscall.Signal) error { return s.proc.Signal(sig) }
 
 // Kill stops the process at once (SIGKILL) and waits for it, keeping its
 // directory so that a Restart can find its files.
-func (s *Server) Kill() {
-	s.kill()
-}
-
-func (s *Server) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot die gracefully
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // Restart starts the server again on the same port and directory, with the
 // same options: with AppendOnly, what the AOF holds comes back.
 func (s *Server) Restart() error {
-	s.kill()
+	s.proc.Kill()
 	if s.ConfigPath != "" {
 		if _, err := os.Stat(s.ConfigPath); errors.Is(err, os.ErrNotExist) {
 			if err := os.WriteFile(s.ConfigPath, []byte(s.opts.Config), 0o600); err != nil {
@@ -353,7 +327,7 @@ func (s *Server) Restart() error {
 
 // Stop kills the process and removes a directory Start created.
 func (s *Server) Stop() {
-	s.kill()
+	s.proc.Kill()
 	s.cleanup()
 }
 
@@ -364,17 +338,7 @@ func (s *Server) cleanup() {
 }
 
 // LogTail returns the last n lines of the server's log.
-func (s *Server) LogTail(n int) string {
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
+func (s *Server) LogTail(n int) string { return s.proc.LogTail(s.LogPath, n) }
 
 // freePort is FreePort; a test makes it hand out a port that is taken.
 var freePort = FreePort
