@@ -219,25 +219,8 @@ func (s *dockerServer) waitUp(ctx context.Context, exited func(context.Context) 
 	if s.partitioned {
 		return nil
 	}
-	gone := make(chan struct{})
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done(): // Close cuts the start short
-				close(gone)
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			if exited(ctx) {
-				close(gone)
-				return
-			}
-		}
-	}()
+	gone, stop := dockerbox.Watch(ctx, 250*time.Millisecond, exited) // ctx: Close cuts the start short
+	defer stop()
 	if err := redisproc.WaitPing(s.addr(), s.b.timeout, gone); err != nil {
 		return fmt.Errorf("redis in container %s at %s did not come up: %w\n%s", s.container, s.addr(), err, s.logTailOf(s.id, 15))
 	}

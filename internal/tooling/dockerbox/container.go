@@ -255,3 +255,29 @@ func (c *Container) Remove() error {
 	c.ID = ""
 	return nil
 }
+
+// Watch asks exited every interval whether a container's server is gone,
+// and closes gone once it says so or ctx ends: a wait for the server to
+// come up selects on it as on a local process's exit. stop ends the
+// asking.
+func Watch(ctx context.Context, every time.Duration, exited func(context.Context) bool) (gone <-chan struct{}, stop func()) {
+	g := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				close(g)
+				return
+			case <-time.After(every):
+			}
+			if exited(ctx) {
+				close(g)
+				return
+			}
+		}
+	}()
+	return g, sync.OnceFunc(func() { close(done) })
+}

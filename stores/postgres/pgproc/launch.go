@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
+	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
@@ -173,22 +174,8 @@ func (s *Server) launchLocked(ctx context.Context, port int) error {
 	exited := s.proc.Exited()
 	if s.proc.Box() != nil {
 		// The postmaster's exit, asked every 100ms, ends the wait.
-		gone := make(chan struct{})
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				if !s.proc.BoxAlive(wctx) {
-					close(gone)
-					return
-				}
-			}
-		}()
+		gone, stop := dockerbox.Watch(wctx, 100*time.Millisecond, func(ctx context.Context) bool { return !s.proc.BoxAlive(ctx) })
+		defer stop()
 		exited = gone
 	}
 	if err := s.waitReady(wctx, exited); err != nil {
