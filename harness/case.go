@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -87,7 +87,7 @@ func (c Case) spec() runSpec {
 		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
 		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced, versioned: sc.Versioned,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
-		prepare: slices.Contains(sc.Needs, node.Failover), appendFsync: sc.AppendFsync,
+		prepare: slices.Contains(sc.Needs, fault.Failover), appendFsync: sc.AppendFsync,
 		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),
 		// A strategy that renews by default is run renewing, by the run
 		// (renew.go); so is one whose users renew as a rule (RunSetting).

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -290,7 +290,7 @@ var catalog = []*Scenario{
 		Faults:    []string{"restart(n2)"},
 		MaxFaults: 1,
 		MultiNode: true,
-		Needs:     []node.Fault{node.Restart},
+		Needs:     []fault.Fault{fault.Restart},
 	},
 	{
 		Name:  "redlock-restart-delayed",
@@ -309,7 +309,7 @@ var catalog = []*Scenario{
 		MaxFaults:    1,
 		NoPreemption: true,
 		MultiNode:    true,
-		Needs:        []node.Fault{node.Restart},
+		Needs:        []fault.Fault{fault.Restart},
 	},
 	{
 		Name:  "redlock-restart-fsync",
@@ -327,7 +327,7 @@ var catalog = []*Scenario{
 		MaxFaults:    1,
 		NoPreemption: true,
 		MultiNode:    true,
-		Needs:        []node.Fault{node.RestartKeep},
+		Needs:        []fault.Fault{fault.RestartKeep},
 		AppendFsync:  "always",
 	},
 	{
@@ -359,7 +359,7 @@ var catalog = []*Scenario{
 		MaxFaults:    1,
 		NoPreemption: true,
 		MultiNode:    true,
-		Needs:        []node.Fault{node.Partition},
+		Needs:        []fault.Fault{fault.Partition},
 	},
 	{
 		Name:  "redlock-pause",
@@ -393,7 +393,7 @@ var catalog = []*Scenario{
 		Schedule:  "c1 failover(n1) c2",
 		Faults:    []string{"failover(n1)"},
 		MaxFaults: 1,
-		Needs:     []node.Fault{node.Failover},
+		Needs:     []fault.Fault{fault.Failover},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 		Known: map[string][]string{
 			"set-nx-px-wait": {"c1 c1 failover(n1) c1 c1 c2"},
@@ -413,7 +413,7 @@ var catalog = []*Scenario{
 		Schedule:  "c1 c1 restart(n1) c2",
 		Faults:    []string{"restart(n1)"},
 		MaxFaults: 1,
-		Needs:     []node.Fault{node.Restart},
+		Needs:     []fault.Fault{fault.Restart},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 restart(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 	},
 }

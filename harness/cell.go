@@ -9,14 +9,14 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // exploreCell runs cs's cell on nodes, in database db.
 func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db int) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
-	if slices.Contains(sc.Needs, node.Failover) {
+	if slices.Contains(sc.Needs, fault.Failover) {
 		// Leave the replica in sync for the cells that share the node next
 		// (jobFor): the last run may have failed over, or cut it off.
 		defer func() {
@@ -136,7 +136,7 @@ func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known 
 func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
-	failover := slices.Contains(sc.Needs, node.Failover)
+	failover := slices.Contains(sc.Needs, fault.Failover)
 	if failover {
 		// The cells that follow run on a lone primary, as before.
 		defer func() {

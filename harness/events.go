@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // crashLocked marks c crashed; the caller tells the store (Store.Crashed)
@@ -178,17 +178,17 @@ func (r *run) nodeFault(st Step) error {
 	}
 	var err error
 	if end {
-		err = node.End(r.ctx, n, f)
+		err = fault.End(r.ctx, n, f)
 	} else {
-		err = node.Begin(r.ctx, n, f)
+		err = fault.Begin(r.ctx, n, f)
 	}
-	if errors.Is(err, node.ErrNotImplemented) {
+	if errors.Is(err, fault.ErrNotImplemented) {
 		return fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
 	}
-	if f == node.Kill || f == node.Restart || f == node.RestartKeep || f == node.Failover {
+	if f == fault.Kill || f == fault.Restart || f == fault.RestartKeep || f == fault.Failover {
 		r.slot.store.Reconnect(st.Node - 1)
 	}
-	if f != node.Failover {
+	if f != fault.Failover {
 		r.mu.Lock()
 		r.down[st.Node-1] = !end
 		r.faulted[st.Node-1] = 0
@@ -214,7 +214,7 @@ func (r *run) endFaults() error {
 			continue
 		}
 		n := r.slot.nodes[i]
-		if err := node.End(context.WithoutCancel(r.ctx), n, f); err != nil {
+		if err := fault.End(context.WithoutCancel(r.ctx), n, f); err != nil {
 			errs = append(errs, fmt.Errorf("ending %s on %s after the run: %w", f, n.Name(), err))
 		}
 		r.slot.store.Reconnect(i)
@@ -241,21 +241,21 @@ func (r *run) delayRestart(st Step) error {
 }
 
 // fault is the node fault a node step begins or ends.
-func (s Step) fault() (f node.Fault, end bool) {
+func (s Step) fault() (f fault.Fault, end bool) {
 	switch s.Kind {
 	case StepKill:
-		return node.Kill, false
+		return fault.Kill, false
 	case StepRestart:
 		if s.Keep {
-			return node.RestartKeep, true
+			return fault.RestartKeep, true
 		}
-		return node.Restart, true
+		return fault.Restart, true
 	case StepNodePause, StepNodeResume:
-		return node.Pause, s.Kind == StepNodeResume
+		return fault.Pause, s.Kind == StepNodeResume
 	case StepPartition, StepHeal:
-		return node.Partition, s.Kind == StepHeal
+		return fault.Partition, s.Kind == StepHeal
 	case StepFailover:
-		return node.Failover, false
+		return fault.Failover, false
 	}
 	return 0, false
 }

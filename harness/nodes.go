@@ -18,8 +18,8 @@ import (
 // it through its own connections to Addr (one database per parallel worker),
 // so a Node needs only a name and an address. The nodes of harness/node
 // satisfy it, and so does PoolNode. Schedules and scenarios that fault a node
-// need it to implement node's fault interfaces (node.Pauser, node.Killer,
-// node.Restarter, node.Partitioner, node.FailingOver).
+// need it to implement node's fault interfaces (fault.Pauser, fault.Killer,
+// fault.Restarter, fault.Partitioner, fault.FailingOver).
 type Node interface {
 	Name() string
 	Addr() string

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // dbCount is the number of databases a redis-server has by default.
@@ -66,7 +66,7 @@ func newPlacer(nodes, workers, parallel int) *placer {
 func jobFor(index int, cs Case, nodes []Node) cellJob {
 	j := cellJob{index: index, cs: cs, exclusive: len(cs.Scenario.Needs) > 0}
 	k := len(cs.nodesFor(nodes))
-	first := cs.Strategy.Replica || slices.Contains(cs.Scenario.Needs, node.Failover)
+	first := cs.Strategy.Replica || slices.Contains(cs.Scenario.Needs, fault.Failover)
 	if k > 1 || first || len(nodes) == 1 {
 		all := make([]int, k)
 		for i := range all {

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -157,7 +157,7 @@ type run struct {
 	down  []bool // node unreachable (killed, paused, partitioned)
 	// faulted is the fault each node is under (0 for none): what the run
 	// ends when it is over, so the next run finds every node up.
-	faulted    []node.Fault
+	faulted    []fault.Fault
 	reqs       int
 	acqs       int
 	maxFence   int64
@@ -183,7 +183,7 @@ func newRun(ctx context.Context, spec runSpec, sl *slot) *run {
 		shown = spec.key // a Redis namespace's tag shows
 	}
 	r := &run{spec: spec, slot: sl, ctx: ctx, wake: make(chan struct{}, 1),
-		down: make([]bool, len(sl.nodes)), faulted: make([]node.Fault, len(sl.nodes)), tickedAt: -1}
+		down: make([]bool, len(sl.nodes)), faulted: make([]fault.Fault, len(sl.nodes)), tickedAt: -1}
 	r.hist = &History{Strategy: spec.strategy, Scenario: spec.scenario, Key: shown, TTL: spec.ttl}
 	for _, n := range sl.nodes {
 		r.hist.Nodes = append(r.hist.Nodes, n.Name())

@@ -9,7 +9,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -78,9 +78,9 @@ type Scenario struct {
 	// Nodes is how many servers the scenario needs (default 1, or 3 for
 	// multi-node ones).
 	Nodes int `json:"nodes,omitempty"`
-	// Needs lists the node faults the scenario uses (node.Restart,
-	// node.Failover): it is n/a on nodes that cannot do them.
-	Needs []node.Fault `json:"needs,omitempty"`
+	// Needs lists the node faults the scenario uses (fault.Restart,
+	// fault.Failover): it is n/a on nodes that cannot do them.
+	Needs []fault.Fault `json:"needs,omitempty"`
 	// Several, on a story told for one node, is how it plays on several
 	// (Redlock's independent masters); nil when it has no meaning there,
 	// which the story then says.
@@ -252,10 +252,10 @@ func (s *Scenario) unsupported(nodes []Node) (string, error) {
 		}
 		n := nodes[st.Node-1]
 		f, _ := st.fault()
-		if !node.Supports(n, f) {
+		if !fault.Supports(n, f) {
 			return fmt.Sprintf("n%d cannot %s", st.Node, f), nil
 		}
-		if _, ok := n.(appendOnly); s.AppendFsync != "" && f == node.RestartKeep && !ok {
+		if _, ok := n.(appendOnly); s.AppendFsync != "" && f == fault.RestartKeep && !ok {
 			return fmt.Sprintf("n%d cannot write an append-only file", st.Node), nil
 		}
 	}

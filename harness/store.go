@@ -14,8 +14,8 @@
 //
 //   - its servers: starting and stopping them on a backend (process or
 //     docker), and their faults, as Nodes implementing harness/node's
-//     fault interfaces (node.Killer, node.Restarter, node.Pauser,
-//     node.FailingOver);
+//     fault interfaces (fault.Killer, fault.Restarter, fault.Pauser,
+//     fault.FailingOver);
 //   - its Driver: its name and title, its Store for a slot's runs, which
 //     scenarios have no meaning on it and why, its tellings of the
 //     scenarios, its schedule bounds, the short names of its timelines;

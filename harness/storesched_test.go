@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // TestStoreTurns: the store with the most cells that fault a server takes
@@ -13,7 +13,7 @@ import (
 // order does not depend on the map's.
 func TestStoreTurns(t *testing.T) {
 	plain := &Scenario{Name: "plain"}
-	restart := &Scenario{Name: "restart", Needs: []node.Fault{node.Restart}}
+	restart := &Scenario{Name: "restart", Needs: []fault.Fault{fault.Restart}}
 	jobs := func(plains, faults int) []cellJob {
 		var js []cellJob
 		for range plains {

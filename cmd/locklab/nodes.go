@@ -19,6 +19,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
@@ -167,7 +168,7 @@ func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, nee
 // needsReplica reports whether a case fails over or waits for a replica.
 func needsReplica(cases ...harness.Case) bool {
 	for _, cs := range cases {
-		if slices.Contains(cs.Scenario.Needs, node.Failover) || cs.Strategy.Replica {
+		if slices.Contains(cs.Scenario.Needs, fault.Failover) || cs.Strategy.Replica {
 			return true
 		}
 	}
@@ -191,7 +192,7 @@ func namesNeedReplica(scenarios, strats []string) bool {
 func failoverScenarios() []string {
 	var out []string
 	for _, sc := range harness.Scenarios() {
-		if slices.Contains(sc.Needs, node.Failover) {
+		if slices.Contains(sc.Needs, fault.Failover) {
 			out = append(out, sc.Name)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
@@ -152,7 +153,7 @@ func stressFlags(f *pflag.FlagSet, a *stressArgs) {
 	f.StringVar(&a.html, "porcupine-html", "", "write porcupine's HTML visualization of the history to this file")
 	f.BoolVar(&a.fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
-	f.StringSliceVar(&a.faults, "node-faults", nil, "node faults to inject: "+node.JoinFaults(stress.FaultKinds)+
+	f.StringSliceVar(&a.faults, "node-faults", nil, "node faults to inject: "+fault.Join(stress.FaultKinds)+
 		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd or ZooKeeper strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
 	durFlag(f, &o.SentinelRefresh, "sentinel-refresh", locklab.DefaultSentinelRefresh, durRange{positive: true}, "with --node-faults failover: how often each client asks the Sentinels which server is the master")
@@ -236,7 +237,7 @@ func (g *globals) checkStress(cmd *cobra.Command, a *stressArgs) (stressPlan, er
 	}
 	// A failover of the store's own (a standby promoted) is not a
 	// Sentinel group's.
-	p.failover = slices.Contains(o.Faults, node.Failover) && !injects(p.sd, node.Failover)
+	p.failover = slices.Contains(o.Faults, fault.Failover) && !injects(p.sd, fault.Failover)
 	if p.failover {
 		if err := checkFailover(o.Faults, d); err != nil {
 			return p, err
@@ -246,7 +247,7 @@ func (g *globals) checkStress(cmd *cobra.Command, a *stressArgs) (stressPlan, er
 		return p, g.args.badFlag(cmd, "sentinel-refresh", o.SentinelRefresh.String(),
 			"the clients ask Sentinels only on a Sentinel group, which --node-faults failover starts on a Redis strategy")
 	}
-	p.cfailover = slices.Contains(o.Faults, node.ClusterFailover) && !injects(p.sd, node.ClusterFailover)
+	p.cfailover = slices.Contains(o.Faults, fault.ClusterFailover) && !injects(p.sd, fault.ClusterFailover)
 	if p.cfailover {
 		if err := checkClusterFailover(o.Faults, d); err != nil {
 			return p, err
@@ -289,7 +290,7 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 		o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
 		o.Addrs = append(o.Addrs, n.URL())
 		o.FaultNodes = append(o.FaultNodes, n)
-		if slices.Contains(o.Faults, node.RestartKeep) {
+		if slices.Contains(o.Faults, fault.RestartKeep) {
 			// A restart with its data brings the keys back only
 			// from an append-only file.
 			if err := n.SetAppendOnly(ctx, true, "always"); err != nil {
@@ -372,9 +373,9 @@ func writeVisualization(path string, rep *stress.Report) error {
 // checkFailover refuses what a run on a Sentinel group cannot do: other
 // node faults alongside the failover, and strategies that need several
 // independent masters.
-func checkFailover(faults []node.Fault, d strategies.Description) error {
+func checkFailover(faults []fault.Fault, d strategies.Description) error {
 	for _, f := range faults {
-		if f != node.Failover {
+		if f != fault.Failover {
 			return fmt.Errorf("--node-faults failover runs on a Sentinel group and cannot be combined with %s", f)
 		}
 	}
@@ -388,9 +389,9 @@ func checkFailover(faults []node.Fault, d strategies.Description) error {
 // checkClusterFailover refuses what a run on a Redis Cluster cannot do:
 // other node faults alongside the cluster failover, and strategies that
 // cannot run on a cluster.
-func checkClusterFailover(faults []node.Fault, d strategies.Description) error {
+func checkClusterFailover(faults []fault.Fault, d strategies.Description) error {
 	for _, f := range faults {
-		if f != node.ClusterFailover {
+		if f != fault.ClusterFailover {
 			return fmt.Errorf("--node-faults cluster-failover runs on a Redis Cluster and cannot be combined with %s", f)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
@@ -26,7 +26,7 @@ func runStressStore(cmd *cobra.Command, g *globals, sd *stress.StoreDriver, o st
 	}
 	for _, f := range o.Faults {
 		if !slices.Contains(sd.Faults, f) {
-			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on %s injects %s", sd.Title, node.JoinFaults(sd.Faults))
+			return g.args.badFlag(cmd, "node-faults", f.String(), "a run on %s injects %s", sd.Title, fault.Join(sd.Faults))
 		}
 	}
 	if sd.Lease > 0 {
@@ -58,7 +58,7 @@ func runStressStore(cmd *cobra.Command, g *globals, sd *stress.StoreDriver, o st
 // storeFault refuses, for a strategy of no store but Redis, the node
 // faults that strike a store's servers alone (stress.StoreDriver.Own):
 // the error names the strategies that take it.
-func storeFault(faults []node.Fault) error {
+func storeFault(faults []fault.Fault) error {
 	for _, f := range faults {
 		var says []string
 		for _, sd := range stress.Stores() {
@@ -77,9 +77,9 @@ func storeFault(faults []node.Fault) error {
 // stores' own (stress.StoreDriver.Own) said with the stores that inject
 // them.
 func unknownFault() string {
-	kinds := []string{node.JoinFaults(stress.FaultKinds), node.Failover.String(), node.ClusterFailover.String()}
-	var owned []node.Fault
-	on := map[node.Fault][]string{}
+	kinds := []string{fault.Join(stress.FaultKinds), fault.Failover.String(), fault.ClusterFailover.String()}
+	var owned []fault.Fault
+	on := map[fault.Fault][]string{}
 	for _, sd := range stress.Stores() {
 		for _, f := range sd.Faults {
 			if sd.Own[f] != "" {
@@ -98,7 +98,7 @@ func unknownFault() string {
 }
 
 // injects reports whether a run on store sd (nil: Redis) injects f.
-func injects(sd *stress.StoreDriver, f node.Fault) bool {
+func injects(sd *stress.StoreDriver, f fault.Fault) bool {
 	return sd != nil && slices.Contains(sd.Faults, f)
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
@@ -39,8 +41,8 @@ func TestAddrsBackend(t *testing.T) {
 		t.Fatalf("backend %s, %d nodes", c.Backend(), len(c.Nodes()))
 	}
 	t.Log(c.Describe())
-	for _, f := range Faults() {
-		if Supports(c.Nodes()[0], f) {
+	for _, f := range fault.All() {
+		if fault.Supports(c.Nodes()[0], f) {
 			t.Errorf("a node of the addrs backend supports %v", f)
 		}
 	}
@@ -64,8 +66,8 @@ func TestAddrsBackend(t *testing.T) {
 			"Flush":         func() error { return n.Flush(ctx) },
 			"SetAppendOnly": func() error { return n.SetAppendOnly(ctx, true, "always") },
 		} {
-			if err := f(); !errors.Is(err, ErrUnsupported) {
-				t.Errorf("%s: %s on a shared server: %v, want ErrUnsupported", n.Name(), op, err)
+			if err := f(); !errors.Is(err, fault.ErrUnsupported) {
+				t.Errorf("%s: %s on a shared server: %v, want fault.ErrUnsupported", n.Name(), op, err)
 			}
 		}
 		if _, ok := get(t, n, "t"); !ok {
@@ -92,8 +94,8 @@ func TestAddrsBackend(t *testing.T) {
 	}
 	for name, f := range faults {
 		err := f()
-		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "addrs backend") {
-			t.Errorf("%s on addrs: %v, want ErrUnsupported with an explanation", name, err)
+		if !errors.Is(err, fault.ErrUnsupported) || !strings.Contains(err.Error(), "addrs backend") {
+			t.Errorf("%s on addrs: %v, want fault.ErrUnsupported with an explanation", name, err)
 		}
 	}
 	if err := reach(n1, time.Second); err != nil {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -19,12 +21,6 @@ const (
 	BackendProcess = "process"
 	BackendAddrs   = "addrs"
 )
-
-// ErrUnsupported is wrapped by the error of a fault that the cluster's
-// backend cannot inject: the addrs backend talks to servers it does not
-// control, so it cannot pause, kill, restart or partition them, nor start
-// replicas.
-var ErrUnsupported = errors.New("node: operation not supported on this backend")
 
 // Options configure Start. The zero value (apart from N) starts N
 // redis-servers without persistence on the automatically chosen backend.
@@ -121,5 +117,5 @@ func autoBackend(ctx context.Context, opts Options) (backend, error) {
 
 func unsupported(op, name string) error {
 	return fmt.Errorf("%w: cannot %s node %s: the addrs backend talks to servers it does not control; "+
-		"use the docker or process backend for faults", ErrUnsupported, op, name)
+		"use the docker or process backend for faults", fault.ErrUnsupported, op, name)
 }

@@ -28,7 +28,7 @@
 //   - addrs: servers the user already runs, "host:port",
 //     "password@host:port" or a redis:// or rediss:// URL with an ACL user,
 //     a database and TLS (ParseAddr). Only faults made of commands work
-//     there; the others fail with an error wrapping ErrUnsupported.
+//     there; the others fail with an error wrapping fault.ErrUnsupported.
 //
 // Options.Backend (or $LOCKLAB_BACKEND) picks one; by default docker is used
 // when an engine answers, else process, else Start fails saying how to
@@ -36,12 +36,13 @@
 //
 // # Faults
 //
-// One interface per fault (Pauser, Killer, Restarter, Partitioner,
-// FailingOver) is the contract the harness and stress fault nodes through;
-// Fault names the kinds of fault in one vocabulary ("pause", "kill",
-// "restart", "restart-keep", "partition", "failover"), and Begin and End
-// start and end a fault on any node that implements it. Each fault is a
-// method of Node:
+// A node implements the fault contract of harness/fault, which every
+// store's nodes share: one interface per fault (fault.Pauser, Killer,
+// Restarter, Partitioner, FailingOver), through which the harness and
+// stress fault nodes; fault.Fault names the kinds of fault in one
+// vocabulary ("pause", "kill", "restart", "restart-keep", "partition",
+// "failover"), and fault.Begin and End start and end a fault on any node
+// that implements it. Each fault is a method of Node:
 //
 //   - Pause / Resume: docker pause or SIGSTOP; connections stay open and
 //     commands time out until Resume.

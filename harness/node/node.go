@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
@@ -234,7 +236,14 @@ func (n *Node) Restart(ctx context.Context, keepData bool) error {
 // CanFault reports whether the node's backend carries out the faults a
 // Node has methods for (a failover needs a Replicated): the process and
 // docker backends do, the addrs backend does not.
-func (n *Node) CanFault(Fault) bool { return !n.Shared() }
+func (n *Node) CanFault(fault.Fault) bool { return !n.Shared() }
+
+var (
+	_ fault.Pauser      = (*Node)(nil)
+	_ fault.Killer      = (*Node)(nil)
+	_ fault.Restarter   = (*Node)(nil)
+	_ fault.Partitioner = (*Node)(nil)
+)
 
 // Partition cuts the node off from the clients and from the other nodes:
 // open connections and new ones get no answer (they time out) until Heal.
@@ -260,7 +269,7 @@ func (n *Node) fault(ctx context.Context, op string, f func(context.Context) err
 		n.gen.Add(1) // the pool's connections from before are gone
 	}
 	if err != nil {
-		if errors.Is(err, ErrUnsupported) {
+		if errors.Is(err, fault.ErrUnsupported) {
 			return err
 		}
 		return fmt.Errorf("node %s: %s: %w", n.name, op, err)

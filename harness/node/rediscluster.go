@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/locklab/locklab/internal/tooling/rcluster"
 	"github.com/locklab/locklab/lockkit"
 )
@@ -85,7 +87,7 @@ func (c *Cluster) StartRedisCluster(ctx context.Context, opts RedisClusterOption
 	}
 	if c.be.name() == BackendAddrs {
 		return nil, fmt.Errorf("%w: cannot start a Redis Cluster: the addrs backend talks to servers it does not control; "+
-			"use the docker or process backend", ErrUnsupported)
+			"use the docker or process backend", fault.ErrUnsupported)
 	}
 	n := opts.Masters * (1 + opts.Replicas)
 	c.mu.Lock()

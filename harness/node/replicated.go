@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // Replicated is a master with one asynchronous replica, seen by clients as a
@@ -31,6 +33,14 @@ type Replicated struct {
 	// up: the replica's link is up (CatchUp), not cut.
 	up bool
 }
+
+var (
+	_ fault.Pauser      = (*Replicated)(nil)
+	_ fault.Killer      = (*Replicated)(nil)
+	_ fault.Restarter   = (*Replicated)(nil)
+	_ fault.Partitioner = (*Replicated)(nil)
+	_ fault.FailingOver = (*Replicated)(nil)
+)
 
 // Replicated adds a replica to master, waits until it has synced over the
 // replication link, and returns the pair as one node, named like master.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab/lockkit"
@@ -121,7 +123,7 @@ func (c *Cluster) StartSentinels(ctx context.Context, opts SentinelOptions) (*Se
 	}
 	if c.be.name() == BackendAddrs {
 		return nil, fmt.Errorf("%w: cannot start a Sentinel group: the addrs backend talks to servers it does not control; "+
-			"use the docker or process backend", ErrUnsupported)
+			"use the docker or process backend", fault.ErrUnsupported)
 	}
 	c.mu.Lock()
 	if c.closed {

@@ -6,6 +6,8 @@ package node
 import (
 	"context"
 	"errors"
+
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // Pause freezes the master the Sentinels name; Resume thaws that node,
@@ -88,8 +90,8 @@ func (g *SentinelGroup) Failover(ctx context.Context) error {
 }
 
 var (
-	_ Pauser      = (*SentinelGroup)(nil)
-	_ Killer      = (*SentinelGroup)(nil)
-	_ Restarter   = (*SentinelGroup)(nil)
-	_ FailingOver = (*SentinelGroup)(nil)
+	_ fault.Pauser      = (*SentinelGroup)(nil)
+	_ fault.Killer      = (*SentinelGroup)(nil)
+	_ fault.Restarter   = (*SentinelGroup)(nil)
+	_ fault.FailingOver = (*SentinelGroup)(nil)
 )

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
+
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
@@ -208,7 +210,7 @@ func TestSentinelFailover(t *testing.T) {
 		}
 
 		// The failover fault does it all: kill, promotion, restart.
-		if err := Begin(ctx, g, Failover); err != nil {
+		if err := fault.Begin(ctx, g, fault.Failover); err != nil {
 			t.Fatal(err)
 		}
 		if m, err := g.Master(ctx); err != nil || m == third {

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // Level is one challenge: a scenario of the catalog on one strategy, and a
@@ -118,7 +118,7 @@ func (l Level) of(cs harness.Case) Level {
 	if l.Story == "" {
 		l.Story = sc.For(l.Store).Story
 	}
-	l.Replica = slices.Contains(sc.Needs, node.Failover)
+	l.Replica = slices.Contains(sc.Needs, fault.Failover)
 	return l
 }
 

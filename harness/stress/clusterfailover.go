@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/lockkit"
 )
@@ -31,8 +32,8 @@ const (
 // that a cluster failover fault has one.
 func (o *Options) checkRedisCluster() error {
 	if o.RedisCluster == nil {
-		if slices.Contains(o.Faults, node.ClusterFailover) {
-			return lockkit.Invalid("node fault %s needs a Redis Cluster (Options.RedisCluster)", node.ClusterFailover)
+		if slices.Contains(o.Faults, fault.ClusterFailover) {
+			return lockkit.Invalid("node fault %s needs a Redis Cluster (Options.RedisCluster)", fault.ClusterFailover)
 		}
 		return nil
 	}
@@ -41,8 +42,8 @@ func (o *Options) checkRedisCluster() error {
 			"its clients find the key's master through a cluster client")
 	}
 	for _, f := range o.Faults {
-		if f != node.ClusterFailover {
-			return lockkit.Invalid("node fault %v cannot be combined with a Redis Cluster: its only fault is %s", f, node.ClusterFailover)
+		if f != fault.ClusterFailover {
+			return lockkit.Invalid("node fault %v cannot be combined with a Redis Cluster: its only fault is %s", f, fault.ClusterFailover)
 		}
 	}
 	if o.desc.NoCluster != "" {

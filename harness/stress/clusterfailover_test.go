@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
@@ -54,7 +55,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 					continue // the worker's cluster pool is the same on both
 				}
 				rep, f := runFailover(t, stress.Options{
-					Strategy: "set-nx-px", RedisCluster: g, Faults: []node.Fault{node.ClusterFailover},
+					Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover},
 					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 3 * time.Minute,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
 				}, processes, 2)
@@ -86,7 +87,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 func TestClusterFailoverBadOptions(t *testing.T) {
 	t.Parallel()
 	_, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []node.Fault{node.ClusterFailover},
+		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []fault.Fault{fault.ClusterFailover},
 	})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.Contains(t, err.Error(), "needs a Redis Cluster")
@@ -96,8 +97,8 @@ func TestClusterFailoverBadOptions(t *testing.T) {
 	g := redisCluster(t, node.BackendProcess)
 	for o, want := range map[*stress.Options]string{
 		{Strategy: "redlock", RedisCluster: g}: "cannot run on a Redis Cluster",
-		{Strategy: "set-nx-px", RedisCluster: g, Faults: []node.Fault{node.ClusterFailover, node.Pause}}: "cannot be combined",
-		{Strategy: "set-nx-px", RedisCluster: g, Nodes: nodes(t)}:                                        "takes no Nodes",
+		{Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
+		{Strategy: "set-nx-px", RedisCluster: g, Nodes: nodes(t)}:                                           "takes no Nodes",
 	} {
 		_, err := stress.Run(context.Background(), *o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

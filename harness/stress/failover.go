@@ -14,6 +14,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/lockkit"
 )
@@ -34,8 +35,8 @@ const (
 // a failover fault has one.
 func (o *Options) checkSentinels() error {
 	if o.Sentinels == nil {
-		if slices.Contains(o.Faults, node.Failover) && (o.sd == nil || !slices.Contains(o.sd.Faults, node.Failover)) {
-			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels) or a store whose servers fail over (Options.Store)", node.Failover)
+		if slices.Contains(o.Faults, fault.Failover) && (o.sd == nil || !slices.Contains(o.sd.Faults, fault.Failover)) {
+			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels) or a store whose servers fail over (Options.Store)", fault.Failover)
 		}
 		return nil
 	}
@@ -44,8 +45,8 @@ func (o *Options) checkSentinels() error {
 			"its clients find the master through the Sentinels")
 	}
 	for _, f := range o.Faults {
-		if f != node.Failover {
-			return lockkit.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, node.Failover)
+		if f != fault.Failover {
+			return lockkit.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, fault.Failover)
 		}
 	}
 	if o.desc.Properties.MultiNode {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
@@ -85,7 +86,7 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
-		Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover},
+		Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover},
 		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
 		PauseProb: -1, CrashProb: -1, Seed: 5, SentinelRefresh: 4 * time.Second,
 	}
@@ -130,7 +131,7 @@ func runFailover(t *testing.T, o stress.Options, processes bool, failovers int) 
 func TestFailoverBadOptions(t *testing.T) {
 	t.Parallel()
 	_, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []node.Fault{node.Failover},
+		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []fault.Fault{fault.Failover},
 	})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.Contains(t, err.Error(), "needs a Sentinel group")
@@ -139,8 +140,8 @@ func TestFailoverBadOptions(t *testing.T) {
 	}
 	g := sentinelGroup(t, node.BackendProcess)
 	for _, o := range []stress.Options{
-		{Strategy: "redlock", Sentinels: g, Faults: []node.Fault{node.Failover}},
-		{Strategy: "set-nx-px", Sentinels: g, Faults: []node.Fault{node.Failover, node.Pause}},
+		{Strategy: "redlock", Sentinels: g, Faults: []fault.Fault{fault.Failover}},
+		{Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover, fault.Pause}},
 		{Strategy: "set-nx-px", Sentinels: g, Nodes: nodes(t)},
 		{Strategy: "set-nx-px", Sentinels: g, SentinelRefresh: -time.Second},
 	} {

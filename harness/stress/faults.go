@@ -11,43 +11,43 @@ import (
 	"slices"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/lockkit"
 )
 
 // FaultNode is a Redis node a run may fault. *node.Node satisfies it; on
-// the addrs backend its faults fail with node.ErrUnsupported.
+// the addrs backend its faults fail with fault.ErrUnsupported.
 type FaultNode interface {
 	Name() string
-	node.Pauser
-	node.Killer
-	node.Restarter
-	node.Partitioner
+	fault.Pauser
+	fault.Killer
+	fault.Restarter
+	fault.Partitioner
 }
 
 // FaultKinds are the node faults a run injects, each for FaultFor: a node
-// paused, killed and started again without its files (node.Restart) or with
-// them (node.RestartKeep), or partitioned.
-var FaultKinds = []node.Fault{node.Pause, node.Restart, node.RestartKeep, node.Partition}
+// paused, killed and started again without its files (fault.Restart) or with
+// them (fault.RestartKeep), or partitioned.
+var FaultKinds = []fault.Fault{fault.Pause, fault.Restart, fault.RestartKeep, fault.Partition}
 
 // SentinelFaultKinds are the node faults of a run on a Sentinel group
 // (Options.Sentinels): a failover of its master.
-var SentinelFaultKinds = []node.Fault{node.Failover}
+var SentinelFaultKinds = []fault.Fault{fault.Failover}
 
 // RedisClusterFaultKinds are the node faults of a run on a Redis Cluster
 // (Options.RedisCluster): a failover of the master of the key's slot.
-var RedisClusterFaultKinds = []node.Fault{node.ClusterFailover}
+var RedisClusterFaultKinds = []fault.Fault{fault.ClusterFailover}
 
 // ParseFaults reads fault names as the CLI takes them ("pause",
 // "restart-keep", "failover"). A name that is not one of KnownFaults is an
 // error that lists them.
-func ParseFaults(names []string) ([]node.Fault, error) {
+func ParseFaults(names []string) ([]fault.Fault, error) {
 	known := KnownFaults()
-	out := make([]node.Fault, 0, len(names))
+	out := make([]fault.Fault, 0, len(names))
 	for _, s := range names {
-		f, err := node.ParseFault(s)
+		f, err := fault.Parse(s)
 		if err != nil || !slices.Contains(known, f) {
-			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, node.JoinFaults(known))
+			return nil, fmt.Errorf("unknown node fault %q (want %s)", s, fault.Join(known))
 		}
 		out = append(out, f)
 	}
@@ -58,7 +58,7 @@ func ParseFaults(names []string) ([]node.Fault, error) {
 // SentinelFaultKinds, RedisClusterFaultKinds, then those of each
 // registered store (StoreDriver.Faults, Stores' order) that are none of
 // those, each once.
-func KnownFaults() []node.Fault {
+func KnownFaults() []fault.Fault {
 	known := slices.Concat(FaultKinds, SentinelFaultKinds, RedisClusterFaultKinds)
 	for _, d := range Stores() {
 		for _, f := range d.Faults {
@@ -72,7 +72,7 @@ func KnownFaults() []node.Fault {
 
 // NodeFault is one node fault injected during a run.
 type NodeFault struct {
-	Kind node.Fault    `json:"kind"`
+	Kind fault.Fault   `json:"kind"`
 	Node string        `json:"node"`
 	At   time.Duration `json:"at_ns"`
 	For  time.Duration `json:"for_ns"`
@@ -93,7 +93,7 @@ func (o *Options) faultDefaults() error {
 	known := KnownFaults()
 	for _, k := range o.Faults {
 		if !slices.Contains(known, k) {
-			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k, node.JoinFaults(known))
+			return lockkit.Invalid("node fault %v is not one a run injects (want %s)", k, fault.Join(known))
 		}
 	}
 	if len(o.FaultNodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil {
@@ -125,9 +125,9 @@ func (r *recorder) faults(ctx context.Context) {
 		switch {
 		case r.store != nil:
 			r.strike(kind, func(s *Strike) error { return r.store.Fault(ctx, s) })
-		case kind == node.Failover:
+		case kind == fault.Failover:
 			r.strike(kind, func(s *Strike) error { r.failover(ctx, s); return nil })
-		case kind == node.ClusterFailover:
+		case kind == fault.ClusterFailover:
 			r.strike(kind, func(s *Strike) error { r.clusterFailover(ctx, s); return nil })
 		default:
 			r.nodeFault(ctx, kind, r.o.FaultNodes[rng.IntN(len(r.o.FaultNodes))])
@@ -137,27 +137,27 @@ func (r *recorder) faults(ctx context.Context) {
 }
 
 // faultWhat says what a fault does to a node, in the timeline.
-var faultWhat = map[node.Fault]string{
-	node.Pause:       "paused",
-	node.Partition:   "partitioned",
-	node.Restart:     "killed, to restart without its data",
-	node.RestartKeep: "killed, to restart with its data",
+var faultWhat = map[fault.Fault]string{
+	fault.Pause:       "paused",
+	fault.Partition:   "partitioned",
+	fault.Restart:     "killed, to restart without its data",
+	fault.RestartKeep: "killed, to restart with its data",
 }
 
-func (r *recorder) nodeFault(ctx context.Context, kind node.Fault, n FaultNode) {
+func (r *recorder) nodeFault(ctx context.Context, kind fault.Fault, n FaultNode) {
 	bg := context.WithoutCancel(ctx)
 	r.strike(kind, func(s *Strike) error {
 		return s.Run(ctx, n.Name(), "node "+n.Name(), fmt.Sprintf("%s for %v", faultWhat[kind], r.o.FaultFor),
-			func() error { return node.Begin(bg, n, kind) }, func() error { return node.End(bg, n, kind) })
+			func() error { return fault.Begin(bg, n, kind) }, func() error { return fault.End(bg, n, kind) })
 	})
 }
 
-// strike runs one node fault of kind: fault strikes it, telling s, and
+// strike runs one node fault of kind: do strikes it, telling s, and
 // returns once the node is healed; the run records it.
-func (r *recorder) strike(kind node.Fault, fault func(s *Strike) error) {
+func (r *recorder) strike(kind fault.Fault, do func(s *Strike) error) {
 	s := &Strike{r: r, nf: NodeFault{Kind: kind, At: r.now()}}
 	r.faulting.Store(true)
-	err := fault(s)
+	err := do(s)
 	r.faultEnded.Store(int64(r.now()))
 	r.faulting.Store(false)
 	s.nf.For = r.now() - s.nf.At

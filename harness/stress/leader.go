@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 )
 
 // StrikeLeader strikes s at the member of cluster c that leads when it
-// begins, for a store's StoreRun.Fault: node.LeaderKill (SIGKILL, then
-// started again on its data directory), node.Pause (SIGSTOP, then SIGCONT)
-// or node.Partition (the clients' proxy to it, proxy(member), cut, then
+// begins, for a store's StoreRun.Fault: fault.LeaderKill (SIGKILL, then
+// started again on its data directory), fault.Pause (SIGSTOP, then SIGCONT)
+// or fault.Partition (the clients' proxy to it, proxy(member), cut, then
 // healed; its peers still reach it). It then waits for the cluster to be
 // healthy again. store names the store in an error ("etcd"), what names
 // the cluster in the last step ("cluster", "ensemble").
-func StrikeLeader[M node.Member](ctx context.Context, s *Strike, c node.Quorum[M], store, what string, proxy func(M) *node.Proxy) error {
+func StrikeLeader[M fault.Member](ctx context.Context, s *Strike, c fault.Quorum[M], store, what string, proxy func(M) *node.Proxy) error {
 	bg := context.WithoutCancel(ctx)
 	kind := s.Kind()
 	lctx, cancel := context.WithTimeout(bg, 10*time.Second)
@@ -25,20 +26,20 @@ func StrikeLeader[M node.Member](ctx context.Context, s *Strike, c node.Quorum[M
 	if err == nil {
 		s.Node(m.String() + " (leader)")
 		switch kind {
-		case node.LeaderKill:
+		case fault.LeaderKill:
 			begin = func() error { m.Kill(); return nil }
 			end = func() error { return m.Restart(bg) }
 			s.Step(fmt.Sprintf("leader %s killed (SIGKILL) for %v", m, s.For()))
-		case node.Pause:
+		case fault.Pause:
 			begin, end = m.Stop, m.Cont
 			s.Step(fmt.Sprintf("leader %s paused (SIGSTOP) for %v", m, s.For()))
-		case node.Partition:
+		case fault.Partition:
 			p := proxy(m)
 			begin = func() error { p.Cut(); return nil }
 			end = func() error { p.Heal(); return nil }
 			s.Step(fmt.Sprintf("leader %s cut off from the clients for %v (its peers still reach it)", m, s.For()))
 		default:
-			err = fmt.Errorf("node fault %v on %s: %w", kind, store, node.ErrUnsupported)
+			err = fmt.Errorf("node fault %v on %s: %w", kind, store, fault.ErrUnsupported)
 		}
 	}
 	if err == nil {

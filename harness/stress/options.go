@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/lockkit"
@@ -92,20 +93,20 @@ type Options struct {
 	Addrs []string
 
 	// FaultNodes are the nodes that node faults may hit; a *node.Node is
-	// one. Faults picks the kinds among FaultKinds (node.Pause,
-	// node.Restart, node.RestartKeep, node.Partition); every FaultEvery [2s] one kind and
+	// one. Faults picks the kinds among FaultKinds (fault.Pause,
+	// fault.Restart, fault.RestartKeep, fault.Partition); every FaultEvery [2s] one kind and
 	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
 	// before the node is resumed, started again or healed. Faults need
 	// FaultNodes.
 	FaultNodes []FaultNode
-	Faults     []node.Fault
+	Faults     []fault.Fault
 	FaultEvery time.Duration
 	FaultFor   time.Duration
 
 	// Sentinels, when set, is the Sentinel group the lock lives on: the
 	// clients (each worker process, or the goroutines together) find its
 	// master through a locklab.SentinelPool, and Nodes, Addrs and
-	// FaultNodes stay empty. Its node fault is node.Failover, which
+	// FaultNodes stay empty. Its node fault is fault.Failover, which
 	// cuts the master off until the Sentinels promote a replica (see
 	// "Sentinel failover" in the package documentation). A Sentinel group
 	// has one master: multi-node strategies are refused.
@@ -122,7 +123,7 @@ type Options struct {
 	// RedisCluster, when set, is the Redis Cluster the lock lives on: the
 	// clients (each worker process, or each goroutine) reach it through a
 	// locklab.ClusterPool of their own, and Nodes, Addrs and FaultNodes
-	// stay empty. Its node fault is node.ClusterFailover, which kills the
+	// stay empty. Its node fault is fault.ClusterFailover, which kills the
 	// master of Key's slot once its replica has fallen behind for
 	// FaultFor, lets the cluster elect the replica and starts the old
 	// master again as a replica (see "Redis Cluster failover" in the
@@ -284,7 +285,7 @@ func (o *Options) checkStore() error {
 		}
 		for _, f := range o.Faults {
 			if !slices.Contains(d.Faults, f) {
-				return lockkit.Invalid("stress: node fault %v is not one a run on %s injects (want %s)", f, d.Title, node.JoinFaults(d.Faults))
+				return lockkit.Invalid("stress: node fault %v is not one a run on %s injects (want %s)", f, d.Title, fault.Join(d.Faults))
 			}
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
@@ -115,13 +116,13 @@ func TestNodeFaultRestart(t *testing.T) {
 	// loaded machine, slow to restart a node, makes rare: the run goes on
 	// until the first overlap, its Duration a deadline.
 	o := base
-	o.Faults, o.Duration, o.StopOnViolation = []node.Fault{node.Restart}, 2*time.Minute, true
+	o.Faults, o.Duration, o.StopOnViolation = []fault.Fault{fault.Restart}, 2*time.Minute, true
 	rep, err := stress.Run(ctx, o)
 	require.NoError(t, err)
 	t.Logf("restart: %d cycles, %d node faults, %d overlaps, %d lost updates in %v", rep.Cycles, len(rep.NodeFaults), rep.Overlaps, rep.LostUpdates, rep.Elapsed)
 	require.NotEmpty(t, rep.NodeFaults)
 	for _, f := range rep.NodeFaults {
-		assert.Equal(t, node.Restart, f.Kind)
+		assert.Equal(t, fault.Restart, f.Kind)
 		assert.Empty(t, f.Err)
 	}
 	require.Positive(t, rep.Overlaps, "a holder's key vanished with the restart")
@@ -139,7 +140,7 @@ func TestNodeFaultRestart(t *testing.T) {
 	// key would have let one in beside its holder.
 	require.NoError(t, n.SetAppendOnly(ctx, true, "always"))
 	o = base
-	o.Faults, o.Duration = []node.Fault{node.RestartKeep}, 2*time.Minute
+	o.Faults, o.Duration = []fault.Fault{fault.RestartKeep}, 2*time.Minute
 	rep = stresstest.Until(t, o, stresstest.AfterFaults(3, 2))
 	t.Logf("restart-keep: %d cycles, %d node faults, %d overlaps", rep.Cycles, len(rep.NodeFaults), rep.Overlaps)
 	require.NotEmpty(t, rep.NodeFaults)
@@ -159,24 +160,24 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	rep := stresstest.Until(t, stress.Options{
 		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()},
 		Processes: true, WorkerCommand: stresstest.WorkerCommand(t), FaultNodes: []stress.FaultNode{n},
-		Faults: []node.Fault{node.Pause, node.Partition}, Clients: 3, Duration: 2 * time.Minute,
+		Faults: []fault.Fault{fault.Pause, fault.Partition}, Clients: 3, Duration: 2 * time.Minute,
 		PauseProb: -1, CrashProb: -1, FaultEvery: 300 * time.Millisecond, FaultFor: 100 * time.Millisecond, Seed: 8,
 	}, stresstest.AfterFaults(2, 10))
-	kinds := map[node.Fault]int{}
+	kinds := map[fault.Fault]int{}
 	for _, f := range rep.NodeFaults {
 		kinds[f.Kind]++
 		assert.Empty(t, f.Err)
 	}
 	t.Logf("%d cycles, node faults %v, %d errors", rep.Cycles, kinds, rep.Errors)
-	assert.Positive(t, kinds[node.Pause])
-	assert.Positive(t, kinds[node.Partition])
+	assert.Positive(t, kinds[fault.Pause])
+	assert.Positive(t, kinds[fault.Partition])
 	assert.Positive(t, rep.Cycles)
 	assert.Zero(t, rep.LostUpdates)
 	_, err = n.Do(ctx, "PING")
 	require.NoError(t, err, "the node answers after the run")
 	stresstest.NoWorkersLeft(t)
 
-	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []node.Fault{node.Failover}, FaultNodes: []stress.FaultNode{n}})
+	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []fault.Fault{fault.Failover}, FaultNodes: []stress.FaultNode{n}})
 	require.ErrorIs(t, err, locklab.ErrInvalid, "a run does not fail nodes over")
 }
 
@@ -194,7 +195,7 @@ func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
 	// taken after it; a liveness violation ends it first.
 	rep := stresstest.Until(t, stress.Options{
 		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
-		Faults: []node.Fault{node.Pause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
+		Faults: []fault.Fault{fault.Pause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
 		Stuck: 2 * time.Second, PauseProb: -1, CrashProb: -1, Duration: 2 * time.Minute, Seed: 9,
 	}, stresstest.AfterFaults(1, 10))
 	t.Logf("%d cycles, %d node faults, liveness %q", rep.Cycles, len(rep.NodeFaults), rep.Liveness)

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 )
 
 // StoreServers are the servers of a store other than Redis that a run
@@ -56,12 +56,12 @@ type StoreDriver struct {
 
 	// Faults are the node faults a run on the store injects, each striking
 	// its servers (StoreRun.Fault); a run refuses any other.
-	Faults []node.Fault
+	Faults []fault.Fault
 	// Own says, of each of Faults that a run on Redis does not inject,
 	// what it does and what it takes, for the refusal of a run that is not
 	// on the store: "strikes a cluster's leader: it takes a strategy of
 	// the store".
-	Own map[node.Fault]string
+	Own map[fault.Fault]string
 	// Lease is the granularity of the store's leases, 0 where any TTL of
 	// 1ms or more will do: a run's TTL is then a whole multiple of it, at
 	// least one, and defaults to it.
@@ -145,7 +145,7 @@ type Strike struct {
 }
 
 // Kind is the fault struck.
-func (s *Strike) Kind() node.Fault { return s.nf.Kind }
+func (s *Strike) Kind() fault.Fault { return s.nf.Kind }
 
 // For is how long the fault lasts before it is healed (Options.FaultFor).
 func (s *Strike) For() time.Duration { return s.r.o.FaultFor }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
@@ -131,7 +131,7 @@ func TestParseFaults(t *testing.T) {
 	assert.Equal(t, stress.FaultKinds, fs)
 	fs, err = stress.ParseFaults([]string{"failover"})
 	require.NoError(t, err)
-	assert.Equal(t, []node.Fault{node.Failover}, fs)
+	assert.Equal(t, []fault.Fault{fault.Failover}, fs)
 	for _, bad := range []string{"explode", "Pause"} {
 		_, err := stress.ParseFaults([]string{"pause", bad})
 		require.Error(t, err, bad)

@@ -77,7 +77,7 @@ func start(ctx context.Context, backend string, count int) ([]harness.StoreNode,
 		if err != nil {
 			return nil, err
 		}
-		return &Node{NodeName: "n1", Cluster: cl}, nil
+		return NewNode("n1", cl), nil
 	})
 }
 

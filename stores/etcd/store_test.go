@@ -32,7 +32,7 @@ func TestEtcdStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	for _, tc := range []struct {
 		scenario string
 		want     harness.Outcome
@@ -92,7 +92,7 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := before.Pid()
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	cs := harnesstest.Case(t, "failover-loses-lock", "etcd-lease")
 	h, err := harness.Run(ctx, harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 c1 failover(n1) c2 c2"})
 	if err != nil {
@@ -150,7 +150,7 @@ func TestEtcdKeepalive(t *testing.T) {
 	cl := etcdtest.Start(t, etcdproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	if harness.RunSetting("etcd-lease") != "keepalive" {
 		t.Fatalf("etcd-lease runs as %q", harness.RunSetting("etcd-lease"))
 	}
@@ -179,6 +179,6 @@ func TestEtcdKeepalive(t *testing.T) {
 // can take workers from its pool without its figures moving.
 func TestEtcdWorkersAgree(t *testing.T) {
 	cl := etcdtest.Start(t, etcdproc.Options{})
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	harnesstest.WorkersAgree(t, nodes, "etcd-lease", 2, "pause-past-ttl", "crash-before-expire")
 }

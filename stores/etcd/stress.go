@@ -15,17 +15,18 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
 // StressFaults are the node faults of a stress run on an etcd cluster,
-// each striking the member that leads when it begins: node.LeaderKill
-// (SIGKILL, then started again on its data directory), node.Pause
-// (SIGSTOP, then SIGCONT) and node.Partition (the clients' proxy to it
+// each striking the member that leads when it begins: fault.LeaderKill
+// (SIGKILL, then started again on its data directory), fault.Pause
+// (SIGSTOP, then SIGCONT) and fault.Partition (the clients' proxy to it
 // cut, then healed; its peer traffic is not cut).
-var StressFaults = []node.Fault{node.LeaderKill, node.Pause, node.Partition}
+var StressFaults = []fault.Fault{fault.LeaderKill, fault.Pause, fault.Partition}
 
 func init() {
 	stress.RegisterStore(&stress.StoreDriver{
@@ -33,8 +34,8 @@ func init() {
 		Title:   "etcd",
 		Servers: "a three-member etcd cluster",
 		Faults:  StressFaults,
-		Own: map[node.Fault]string{
-			node.LeaderKill: "strikes an etcd cluster's leader: it takes an etcd strategy",
+		Own: map[fault.Fault]string{
+			fault.LeaderKill: "strikes an etcd cluster's leader: it takes an etcd strategy",
 		},
 		// etcd grants leases in whole seconds.
 		Lease:  time.Second,

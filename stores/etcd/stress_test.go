@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
@@ -29,21 +29,21 @@ func TestMain(m *testing.M) { stresstest.Main(m) }
 // etcd, and etcd's leader-kill on Redis.
 func TestEtcdOptions(t *testing.T) {
 	t.Parallel()
-	c := &etcd.Node{NodeName: "n1", Cluster: &etcdproc.Cluster{}} // never started: every case is refused first
+	c := etcd.NewNode("n1", &etcdproc.Cluster{}) // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no cluster":   {Strategy: "etcd-lease", Nodes: []locklab.ConnSource{nil}},
 		"ttl":          {Strategy: "etcd-lease", Store: c, TTL: 500 * time.Millisecond},
 		"ttl 1.5s":     {Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond},
-		"restart":      {Strategy: "etcd-lease", Store: c, Faults: []node.Fault{node.Restart}},
+		"restart":      {Strategy: "etcd-lease", Store: c, Faults: []fault.Fault{fault.Restart}},
 		"redis on etc": {Strategy: "set-nx-px", Store: c},
-		"leader-kill":  {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.LeaderKill}},
+		"leader-kill":  {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.LeaderKill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)
 	}
 	_, err := stress.Run(context.Background(), stress.Options{Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond})
 	assert.ErrorContains(t, err, "stress: TTL 1.5s: etcd's leases are whole seconds, at least 1s")
-	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.LeaderKill}})
+	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.LeaderKill}})
 	assert.ErrorContains(t, err, "stress: node fault leader-kill strikes an etcd cluster's leader: it takes an etcd strategy")
 }
 
@@ -70,7 +70,7 @@ func TestEtcdLeaseStress(t *testing.T) {
 			c := etcdtest.Start(t, etcdproc.Options{Backend: backend})
 			after := stresstest.AfterFaults(3, 10)
 			rep := stresstest.Until(t, stress.Options{
-				Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 4, Duration: 3 * time.Minute, TTL: time.Second,
+				Strategy: "etcd-lease", Store: etcd.NewNode("n1", c), Clients: 4, Duration: 3 * time.Minute, TTL: time.Second,
 				PauseProb: 0.1, PauseFor: 2500 * time.Millisecond, CrashProb: -1, Seed: 4,
 				Faults: etcd.StressFaults, FaultEvery: 2 * time.Second, FaultFor: time.Second,
 			}, func(p stress.Progress) bool { return after(p) && p.FenceRefusals > 0 })
@@ -101,7 +101,7 @@ func TestEtcdLeaseStressProcesses(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, etcdproc.Options{})
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "etcd-lease", Store: &etcd.Node{NodeName: "n1", Cluster: c}, Clients: 3, Cycles: 50, Duration: 2 * time.Minute,
+		Strategy: "etcd-lease", Store: etcd.NewNode("n1", c), Clients: 3, Cycles: 50, Duration: 2 * time.Minute,
 		PauseProb: 0.05, CrashProb: 0.02, Seed: 5, Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
 	})
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ import (
 // server gives other lease IDs, declares the same names.
 func TestEtcdTouches(t *testing.T) {
 	cl := etcdtest.Start(t, etcdproc.Options{})
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	seen := map[string]bool{}
 	var first []*harness.Touch
 	for _, tc := range []struct{ scenario, schedule string }{

@@ -21,7 +21,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
@@ -49,7 +49,7 @@ func init() {
 		PlayLevels: playLevels,
 		Columns:    []string{"pg-lock-table", "pg-for-update", "pg-advisory"},
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
-			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, node.Failover) }}},
+			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, fault.Failover) }}},
 		Versioned:  true,
 		Terminates: true,
 		Bench:      bench,

@@ -21,25 +21,26 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
 // StressFaults are the node faults of a stress run on PostgreSQL:
-// node.Pause (the postmaster and every backend stopped with SIGSTOP, then
-// continued), node.RestartKeep (the postmaster killed with SIGKILL, then
+// fault.Pause (the postmaster and every backend stopped with SIGSTOP, then
+// continued), fault.RestartKeep (the postmaster killed with SIGKILL, then
 // started again on its data directory: every session ends, and its
 // session locks and open transaction with it; committed rows stay) and
-// node.Partition (the clients' connections cut at a loopback proxy: the
+// fault.Partition (the clients' connections cut at a loopback proxy: the
 // server ends their sessions, while the clients hear nothing until it
-// heals) and node.Kill (every client's session killed, as an operator's
+// heals) and fault.Kill (every client's session killed, as an operator's
 // pg_terminate_backend would: the sessions end, with their session locks
 // and open transactions, while the server runs on and the clients' next
-// statements find them gone) and node.Failover (the primary killed, its
+// statements find them gone) and fault.Failover (the primary killed, its
 // asynchronous streaming standby promoted, the clients' address moved to
 // it at the proxy: sessions and unreplayed rows are lost).
-var StressFaults = []node.Fault{node.Pause, node.RestartKeep, node.Partition, node.Kill, node.Failover}
+var StressFaults = []fault.Fault{fault.Pause, fault.RestartKeep, fault.Partition, fault.Kill, fault.Failover}
 
 func init() {
 	stress.RegisterStore(&stress.StoreDriver{
@@ -47,8 +48,8 @@ func init() {
 		Title:   "PostgreSQL",
 		Servers: "a PostgreSQL server",
 		Faults:  StressFaults,
-		Own: map[node.Fault]string{
-			node.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
+		Own: map[fault.Fault]string{
+			fault.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
 		},
 		Start:  startStress,
 		Worker: stressWorker,
@@ -87,13 +88,13 @@ func startStress(_ context.Context, n stress.StoreServers, o stress.Options) (st
 	}
 	srv := pn.Primary()
 	p := &stressRun{s: srv, primary: srv}
-	if slices.Contains(o.Faults, node.Partition) || slices.Contains(o.Faults, node.Failover) {
+	if slices.Contains(o.Faults, fault.Partition) || slices.Contains(o.Faults, fault.Failover) {
 		var err error
 		if p.proxy, err = node.NewProxy(serverAddr(srv)); err != nil {
 			return nil, err
 		}
 	}
-	if slices.Contains(o.Faults, node.Failover) {
+	if slices.Contains(o.Faults, fault.Failover) {
 		ctx, cancel := context.WithTimeout(context.Background(), standbyStart)
 		defer cancel()
 		sb, err := srv.StartStandby(ctx, pgproc.Options{})
@@ -265,32 +266,32 @@ func (p *stressRun) Fault(ctx context.Context, st *stress.Strike) error {
 	var begin, end func() error
 	var what string
 	switch kind {
-	case node.Pause:
+	case fault.Pause:
 		begin, end = s.Stop, s.Cont
 		what = fmt.Sprintf("paused (SIGSTOP to the postmaster and every backend) for %v", st.For())
-	case node.Partition:
+	case fault.Partition:
 		if pr := p.proxy; pr != nil {
 			begin = func() error { pr.Cut(); return nil }
 			end = func() error { pr.Heal(); return nil }
 		}
 		what = fmt.Sprintf("cut off from the clients for %v: the server ends their sessions, and they hear nothing until it heals", st.For())
-	case node.Failover:
+	case fault.Failover:
 		begin = func() error { return p.failover(bg) }
 		end = func() error { return p.replaceStandby(bg) }
 		what = "failed over: the primary killed (SIGKILL), its asynchronous standby promoted and the clients' new " +
 			"connections sent to it; every session ends, and what the standby had not replayed is lost; a new " +
 			"standby starts once the fault's time is up"
-	case node.Kill:
+	case fault.Kill:
 		begin = func() error { return terminateSessions(bg, s) }
 		end = func() error { return nil }
 		what = "had every client session killed (pg_terminate_backend): their locks end with them, the server runs on"
-	case node.RestartKeep:
+	case fault.RestartKeep:
 		begin = func() error { s.KillPostmaster(); return nil }
 		end = func() error { return s.Restart(bg) }
 		what = fmt.Sprintf("killed (SIGKILL) for %v, then started again on its data directory: every session ends", st.For())
 	}
 	if begin == nil {
-		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, node.ErrUnsupported) }
+		begin = func() error { return fmt.Errorf("node fault %v on PostgreSQL: %w", kind, fault.ErrUnsupported) }
 	}
 	return st.Run(ctx, name, name, what, begin, end)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/stores/postgres"
@@ -31,9 +31,9 @@ func TestPGOptions(t *testing.T) {
 	s := &postgres.Node{NodeName: "n1", Server: &pgproc.Server{}} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no server":   {Strategy: "pg-advisory", Nodes: []locklab.ConnSource{nil}},
-		"node fault":  {Strategy: "pg-advisory", Store: s, Faults: []node.Fault{node.Restart}},
+		"node fault":  {Strategy: "pg-advisory", Store: s, Faults: []fault.Fault{fault.Restart}},
 		"redis on pg": {Strategy: "set-nx-px", Store: s},
-		"kill":        {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []node.Fault{node.Kill}},
+		"kill":        {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.Kill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)
@@ -45,7 +45,7 @@ func TestPGOptions(t *testing.T) {
 func TestParseKill(t *testing.T) {
 	fs, err := stress.ParseFaults([]string{"kill"})
 	require.NoError(t, err)
-	assert.Equal(t, []node.Fault{node.Kill}, fs)
+	assert.Equal(t, []fault.Fault{fault.Kill}, fs)
 }
 
 // The three PostgreSQL locks under clients that pause past the TTL and
@@ -108,25 +108,25 @@ func TestPGStressSessionEnds(t *testing.T) {
 	}
 	t.Parallel()
 	srv := &postgres.Node{NodeName: "n1", Server: pgtest.Start(t, pgproc.Options{})}
-	for _, fault := range []node.Fault{node.RestartKeep, node.Partition, node.Kill} {
+	for _, kind := range []fault.Fault{fault.RestartKeep, fault.Partition, fault.Kill} {
 		after := stresstest.AfterFaults(2, 10)
 		rep := stresstest.Until(t, stress.Options{
 			Strategy: "pg-advisory", Store: srv, Clients: 4, Duration: 3 * time.Minute, TTL: 500 * time.Millisecond,
-			PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:" + fault.String(),
-			Faults: []node.Fault{fault}, FaultEvery: time.Second, FaultFor: 200 * time.Millisecond,
+			PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:" + kind.String(),
+			Faults: []fault.Fault{kind}, FaultEvery: time.Second, FaultFor: 200 * time.Millisecond,
 		}, func(p stress.Progress) bool {
-			return after(p) && (fault == node.RestartKeep || p.Violations > 0)
+			return after(p) && (kind == fault.RestartKeep || p.Violations > 0)
 		})
 		t.Logf("%v: %d cycles, %d pauses, %d overlaps, %d lost updates, %d errors, node faults %+v",
-			fault, rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.NodeFaults)
-		assert.Positive(t, rep.Cycles, fault)
-		require.NotEmpty(t, rep.NodeFaults, fault)
+			kind, rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.NodeFaults)
+		assert.Positive(t, rep.Cycles, kind)
+		require.NotEmpty(t, rep.NodeFaults, kind)
 		for _, f := range rep.NodeFaults {
 			assert.Empty(t, f.Err, "%v on %s", f.Kind, f.Node)
 		}
-		if fault != node.RestartKeep {
-			assert.Positive(t, rep.Pauses, fault)
-			assert.Positive(t, rep.Overlaps, "%v ends a paused holder's session, and the next client takes its lock", fault)
+		if kind != fault.RestartKeep {
+			assert.Positive(t, rep.Pauses, kind)
+			assert.Positive(t, rep.Overlaps, "%v ends a paused holder's session, and the next client takes its lock", kind)
 		}
 	}
 }
@@ -174,13 +174,13 @@ func TestPGStressFailover(t *testing.T) {
 	rep := stresstest.Until(t, stress.Options{
 		Strategy: "pg-advisory", Store: srv, Clients: 4, Duration: 3 * time.Minute, TTL: 500 * time.Millisecond,
 		PauseProb: 0.1, CrashProb: -1, Seed: 2, Key: "stress:failover",
-		Faults: []node.Fault{node.Failover}, FaultEvery: 2 * time.Second, FaultFor: 300 * time.Millisecond,
+		Faults: []fault.Fault{fault.Failover}, FaultEvery: 2 * time.Second, FaultFor: 300 * time.Millisecond,
 	}, stresstest.AfterFaults(2, 10))
 	t.Logf("failover: %d cycles, %d pauses, %d overlaps, %d lost updates, %d errors (%s), node faults %+v",
 		rep.Cycles, rep.Pauses, rep.Overlaps, rep.LostUpdates, rep.Errors, rep.FirstError, rep.NodeFaults)
 	require.NotEmpty(t, rep.NodeFaults)
 	for _, f := range rep.NodeFaults {
-		assert.Equal(t, node.Failover, f.Kind)
+		assert.Equal(t, fault.Failover, f.Kind)
 		assert.Empty(t, f.Err, "failover of %s", f.Node)
 	}
 	assert.NotEqual(t, rep.NodeFaults[0].Node, rep.NodeFaults[1].Node, "the second failover strikes the promoted server")

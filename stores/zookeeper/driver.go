@@ -82,7 +82,7 @@ func start(ctx context.Context, backend string, count int) ([]harness.StoreNode,
 		if err != nil {
 			return nil, err
 		}
-		return &Node{NodeName: "n1", Ensemble: e}, nil
+		return NewNode("n1", e), nil
 	})
 }
 

@@ -4,10 +4,7 @@
 package zookeeper
 
 import (
-	"context"
-	"sync"
-
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 )
 
@@ -16,17 +13,22 @@ const Name = "zookeeper"
 
 // Node is a ZooKeeper ensemble that runs of the zookeeper family's
 // strategies lock on: one node of the harness, however many servers. Its
-// faults strike the ensemble's leader (node.LeaderFaults): Kill kills it
+// faults strike the ensemble's leader (fault.AtLeader): Kill kills it
 // (the others elect a new one, which has every committed node), Restart
 // restarts it on its data directory (its transaction log and snapshots),
-// Failover kills it for the rest of the run and waits for the new leader,
-// Pause stops it (SIGSTOP) until Resume.
+// Failover kills it for the rest of the run and waits for the new leader
+// (Zab elects only a server with every committed transaction; the next
+// run's Recover starts it again on its data directory), Pause stops it
+// (SIGSTOP) until Resume. NewNode makes one.
 type Node struct {
 	NodeName string
 	Ensemble *zkproc.Ensemble
+	*fault.AtLeader[*zkproc.Server]
+}
 
-	once   sync.Once
-	faults *node.LeaderFaults[*zkproc.Server]
+// NewNode returns the node named name of ensemble e.
+func NewNode(name string, e *zkproc.Ensemble) *Node {
+	return &Node{NodeName: name, Ensemble: e, AtLeader: fault.NewAtLeader(e)}
 }
 
 // Name returns the node's name.
@@ -40,33 +42,3 @@ func (n *Node) Store() string { return Name }
 
 // Close stops the ensemble and removes its servers' directories.
 func (n *Node) Close() error { return n.Ensemble.Close() }
-
-func (n *Node) leader() *node.LeaderFaults[*zkproc.Server] {
-	n.once.Do(func() { n.faults = &node.LeaderFaults[*zkproc.Server]{Cluster: n.Ensemble} })
-	return n.faults
-}
-
-// Kill kills the leader (SIGKILL).
-func (n *Node) Kill(ctx context.Context) error { return n.leader().Kill(ctx) }
-
-// Restart starts the server the last Kill struck again, or kills the
-// leader and starts it again, on its data directory.
-func (n *Node) Restart(ctx context.Context, keepData bool) error {
-	return n.leader().Restart(ctx, keepData)
-}
-
-// Failover kills the leader (SIGKILL) and waits until the others have
-// elected a new one: Zab elects only a server with every committed
-// transaction. The killed server stays down for the rest of the run; the
-// next run's store starts it again on its data directory (Recover).
-func (n *Node) Failover(ctx context.Context) error { return n.leader().Failover(ctx) }
-
-// Recover starts again the server a Failover killed, and waits for the
-// ensemble to be healthy.
-func (n *Node) Recover(ctx context.Context) error { return n.leader().Recover(ctx) }
-
-// Pause stops the leader (SIGSTOP).
-func (n *Node) Pause(ctx context.Context) error { return n.leader().Pause(ctx) }
-
-// Resume continues the server Pause stopped.
-func (n *Node) Resume(ctx context.Context) error { return n.leader().Resume(ctx) }

@@ -17,7 +17,7 @@ import (
 func ensemble(t *testing.T) []harness.Node {
 	t.Helper()
 	e := zktest.Start(t, zkproc.Options{Config: serverConfig})
-	return []harness.Node{&Node{NodeName: "n1", Ensemble: e}}
+	return []harness.Node{NewNode("n1", e)}
 }
 
 // timeline is a history's events, one a line, for a failure's message.

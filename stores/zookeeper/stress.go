@@ -28,6 +28,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
@@ -36,10 +37,10 @@ import (
 
 // StressFaults are the node faults of a stress run on a ZooKeeper
 // ensemble, each striking the server that leads when it begins:
-// node.LeaderKill (SIGKILL, then started again on its data directory),
-// node.Pause (SIGSTOP, then SIGCONT) and node.Partition (the clients'
+// fault.LeaderKill (SIGKILL, then started again on its data directory),
+// fault.Pause (SIGSTOP, then SIGCONT) and fault.Partition (the clients'
 // proxy to it cut, then healed; its peer traffic is not cut).
-var StressFaults = []node.Fault{node.LeaderKill, node.Pause, node.Partition}
+var StressFaults = []fault.Fault{fault.LeaderKill, fault.Pause, fault.Partition}
 
 // StressLease is the granularity of a stress run's TTL, its clients'
 // session timeout: two ticks of the ensemble's tickTime, the shortest
@@ -57,8 +58,8 @@ func init() {
 		Title:   "ZooKeeper",
 		Servers: "a three-server ZooKeeper ensemble",
 		Faults:  StressFaults,
-		Own: map[node.Fault]string{
-			node.LeaderKill: "strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy",
+		Own: map[fault.Fault]string{
+			fault.LeaderKill: "strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy",
 		},
 		Lease:  StressLease,
 		Start:  startStress,

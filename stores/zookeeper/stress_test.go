@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
@@ -28,12 +28,12 @@ func TestMain(m *testing.M) { stresstest.Main(m) }
 // fault; a Redis strategy is refused on ZooKeeper.
 func TestZooKeeperStressOptions(t *testing.T) {
 	t.Parallel()
-	n := &Node{NodeName: "n1", Ensemble: &zkproc.Ensemble{}} // never started: every case is refused first
+	n := NewNode("n1", &zkproc.Ensemble{}) // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
 		"no ensemble": {Strategy: "zk-recipe", Nodes: []locklab.ConnSource{nil}},
 		"ttl 100ms":   {Strategy: "zk-recipe", Store: n, TTL: 100 * time.Millisecond},
 		"ttl 1s":      {Strategy: "zk-recipe", Store: n, TTL: time.Second},
-		"restart":     {Strategy: "zk-ephemeral", Store: n, Faults: []node.Fault{node.Restart}},
+		"restart":     {Strategy: "zk-ephemeral", Store: n, Faults: []fault.Fault{fault.Restart}},
 		"redis on zk": {Strategy: "set-nx-px", Store: n},
 	} {
 		_, err := stress.Run(context.Background(), o)
@@ -47,7 +47,7 @@ func TestZooKeeperStressOptions(t *testing.T) {
 // run of its own.
 func startStressEnsemble(t *testing.T) *Node {
 	t.Helper()
-	return &Node{NodeName: "n1", Ensemble: zktest.Start(t, zkproc.Options{Config: serverConfig})}
+	return NewNode("n1", zktest.Start(t, zkproc.Options{Config: serverConfig}))
 }
 
 // lockNodes are the ephemeral nodes under the locks' root: the locks

@@ -2,7 +2,7 @@
 // etcd cluster, a ZooKeeper ensemble): each strikes the member that leads
 // when it begins.
 
-package node
+package fault
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type Member interface {
 	String() string
 }
 
-// Quorum is what LeaderFaults asks of a replicated cluster.
+// Quorum is what AtLeader asks of a replicated cluster.
 type Quorum[M Member] interface {
 	// Leader waits for the member that leads, and returns it.
 	Leader(ctx context.Context) (M, error)
@@ -34,22 +34,25 @@ type Quorum[M Member] interface {
 	WaitHealthy(ctx context.Context) error
 }
 
-// LeaderFaults strikes a cluster's faults at its leader: Kill kills it
-// (the others elect a new one), Restart starts the member the last Kill
-// struck again (or kills and restarts the leader) on its data directory,
-// Failover kills it for the rest of the run and waits for the new leader,
-// Recover starts the member a Failover killed again, Pause stops the
-// leader until Resume. It implements Killer, Restarter, FailingOver and
-// Pauser for the node that holds it.
-type LeaderFaults[M Member] struct {
-	Cluster Quorum[M]
+// AtLeader strikes a cluster's faults at its leader: Kill kills it (the
+// others elect a new one), Restart starts the member the last Kill struck
+// again (or kills and restarts the leader) on its data directory, Failover
+// kills it for the rest of the run and waits for the new leader, Recover
+// starts the member a Failover killed again, Pause stops the leader until
+// Resume. It implements Killer, Restarter, FailingOver and Pauser for the
+// node that embeds it (NewAtLeader).
+type AtLeader[M Member] struct {
+	Quorum Quorum[M]
 
 	mu     sync.Mutex
 	struck M // the member the last fault struck
 }
 
-func (f *LeaderFaults[M]) leader(ctx context.Context) (M, error) {
-	m, err := f.Cluster.Leader(ctx)
+// NewAtLeader returns the faults of cluster q, struck at its leader.
+func NewAtLeader[M Member](q Quorum[M]) *AtLeader[M] { return &AtLeader[M]{Quorum: q} }
+
+func (f *AtLeader[M]) leader(ctx context.Context) (M, error) {
+	m, err := f.Quorum.Leader(ctx)
 	if err != nil {
 		return m, err
 	}
@@ -60,7 +63,7 @@ func (f *LeaderFaults[M]) leader(ctx context.Context) (M, error) {
 }
 
 // last returns the member the last fault struck, ok false when none did.
-func (f *LeaderFaults[M]) last() (m M, ok bool) {
+func (f *AtLeader[M]) last() (m M, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var none M
@@ -68,7 +71,7 @@ func (f *LeaderFaults[M]) last() (m M, ok bool) {
 }
 
 // Kill kills the leader (SIGKILL).
-func (f *LeaderFaults[M]) Kill(ctx context.Context) error {
+func (f *AtLeader[M]) Kill(ctx context.Context) error {
 	m, err := f.leader(ctx)
 	if err != nil {
 		return err
@@ -79,7 +82,7 @@ func (f *LeaderFaults[M]) Kill(ctx context.Context) error {
 
 // Restart starts the member the last Kill struck again, or kills the
 // leader and starts it again, on its data directory.
-func (f *LeaderFaults[M]) Restart(ctx context.Context, _ bool) error {
+func (f *AtLeader[M]) Restart(ctx context.Context, _ bool) error {
 	m, ok := f.last()
 	if !ok || m.Running() {
 		var err error
@@ -90,19 +93,19 @@ func (f *LeaderFaults[M]) Restart(ctx context.Context, _ bool) error {
 	if err := m.Restart(ctx); err != nil {
 		return err
 	}
-	return f.Cluster.WaitHealthy(ctx)
+	return f.Quorum.WaitHealthy(ctx)
 }
 
 // Failover kills the leader (SIGKILL) and waits until the others have
 // elected a new one. The killed member stays down for the rest of the
 // run; the next run's store starts it again (Recover).
-func (f *LeaderFaults[M]) Failover(ctx context.Context) error {
+func (f *AtLeader[M]) Failover(ctx context.Context) error {
 	m, err := f.leader(ctx)
 	if err != nil {
 		return err
 	}
 	m.Kill()
-	if _, err := f.Cluster.Leader(ctx); err != nil {
+	if _, err := f.Quorum.Leader(ctx); err != nil {
 		return fmt.Errorf("after killing the leader %s: %w", m, err)
 	}
 	return nil
@@ -111,7 +114,7 @@ func (f *LeaderFaults[M]) Failover(ctx context.Context) error {
 // Recover starts again, on its data directory, the member a Failover
 // killed, and waits for the cluster to be healthy: the next run starts on
 // a whole cluster, as the first did.
-func (f *LeaderFaults[M]) Recover(ctx context.Context) error {
+func (f *AtLeader[M]) Recover(ctx context.Context) error {
 	m, ok := f.last()
 	if !ok || m.Running() {
 		return nil
@@ -119,11 +122,11 @@ func (f *LeaderFaults[M]) Recover(ctx context.Context) error {
 	if err := m.Restart(ctx); err != nil {
 		return err
 	}
-	return f.Cluster.WaitHealthy(ctx)
+	return f.Quorum.WaitHealthy(ctx)
 }
 
 // Pause stops the leader (SIGSTOP).
-func (f *LeaderFaults[M]) Pause(ctx context.Context) error {
+func (f *AtLeader[M]) Pause(ctx context.Context) error {
 	m, err := f.leader(ctx)
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func (f *LeaderFaults[M]) Pause(ctx context.Context) error {
 }
 
 // Resume continues the member Pause stopped.
-func (f *LeaderFaults[M]) Resume(context.Context) error {
+func (f *AtLeader[M]) Resume(context.Context) error {
 	if m, ok := f.last(); ok {
 		return m.Cont()
 	}

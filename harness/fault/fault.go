@@ -1,21 +1,26 @@
-// The fault contract: the small interfaces a node implements for each kind
-// of fault, and the one vocabulary of fault kinds that the scenarios, the
-// schedules, the stress runs and the CLI share.
-
-package node
+// Package fault is the fault contract of the harness's nodes, whatever
+// their store: the small interfaces a node implements for each kind of
+// fault (Pauser, Killer, Restarter, Partitioner, FailingOver), the one
+// vocabulary of fault kinds that the scenarios, the schedules, the stress
+// runs and the CLI share (Fault), Begin and End, which strike a node
+// through those interfaces, and AtLeader, the faults of a replicated
+// cluster (an etcd cluster, a ZooKeeper ensemble) struck at its leader.
+// Redis's nodes (harness/node) and each store's node implement it.
+package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/locklab/locklab/lockkit"
 )
 
-// The faults a node may support, one interface each. *Replicated implements
-// them all; *Node all but FailingOver (a failover needs a replica), though on
-// the addrs backend its faults fail with ErrUnsupported; *SentinelGroup all
-// but Partitioner.
+// The faults a node may support, one interface each. Of Redis's nodes
+// (harness/node), *Replicated implements them all; *Node all but
+// FailingOver (a failover needs a replica), though on the addrs backend its
+// faults fail with ErrUnsupported; *SentinelGroup all but Partitioner.
 type (
 	// Pauser freezes a node until Resume: connections stay open and get
 	// no answer.
@@ -84,8 +89,8 @@ var faultNames = [...]string{
 	LeaderKill: "leader-kill",
 }
 
-// Faults returns every fault kind, in the order of the constants.
-func Faults() []Fault {
+// All returns every fault kind, in the order of the constants.
+func All() []Fault {
 	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover, ClusterFailover, LeaderKill}
 }
 
@@ -97,20 +102,20 @@ func (f Fault) String() string {
 	return fmt.Sprintf("Fault(%d)", uint8(f))
 }
 
-// ParseFault reads a fault's text form. An unknown name is an error wrapping
+// Parse reads a fault's text form. An unknown name is an error wrapping
 // locklab.ErrInvalid that lists the known ones.
-func ParseFault(s string) (Fault, error) {
-	for _, f := range Faults() {
+func Parse(s string) (Fault, error) {
+	for _, f := range All() {
 		if faultNames[f] == s {
 			return f, nil
 		}
 	}
-	return 0, lockkit.Invalid("unknown node fault %q (want %s)", s, JoinFaults(Faults()))
+	return 0, lockkit.Invalid("unknown node fault %q (want %s)", s, Join(All()))
 }
 
-// JoinFaults is the text forms of fs separated by commas, as the CLI's
-// flags take them.
-func JoinFaults(fs []Fault) string {
+// Join is the text forms of fs separated by commas, as the CLI's flags
+// take them.
+func Join(fs []Fault) string {
 	s := make([]string, len(fs))
 	for i, f := range fs {
 		s[i] = f.String()
@@ -128,7 +133,7 @@ func (f Fault) MarshalText() ([]byte, error) {
 
 // UnmarshalText reads the text form.
 func (f *Fault) UnmarshalText(b []byte) error {
-	v, err := ParseFault(string(b))
+	v, err := Parse(string(b))
 	if err != nil {
 		return err
 	}
@@ -149,6 +154,12 @@ func Supports(n any, f Fault) bool {
 	}
 	return step(n, f, false) != nil && step(n, f, true) != nil
 }
+
+// ErrUnsupported is wrapped by the error of a fault that a node cannot
+// inject: Redis's addrs backend talks to servers it does not control, so it
+// cannot pause, kill, restart or partition them, nor start replicas; a
+// store's stress run may lack a fault.
+var ErrUnsupported = errors.New("node: operation not supported on this backend")
 
 // ErrNotImplemented is wrapped by the error of Begin or End on a node that
 // lacks the fault's interface (it wraps ErrUnsupported too).
@@ -215,15 +226,3 @@ func step(n any, f Fault, end bool) func(context.Context) error {
 	}
 	return nil
 }
-
-var (
-	_ Pauser      = (*Node)(nil)
-	_ Killer      = (*Node)(nil)
-	_ Restarter   = (*Node)(nil)
-	_ Partitioner = (*Node)(nil)
-	_ Pauser      = (*Replicated)(nil)
-	_ Killer      = (*Replicated)(nil)
-	_ Restarter   = (*Replicated)(nil)
-	_ Partitioner = (*Replicated)(nil)
-	_ FailingOver = (*Replicated)(nil)
-)
