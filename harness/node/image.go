@@ -19,6 +19,7 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/procid"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
@@ -298,4 +299,4 @@ func buildImage(ctx context.Context, cli *dc.Client, bin, tag string) (shell boo
 // from ldd. A static binary has none.
 func sharedLibs(bin string) ([]string, error) { return dockerbox.SharedLibs(bin) }
 
-func tailLines(s string, n int) string { return dockerbox.TailLines(s, n) }
+func tailLines(s string, n int) string { return procid.TailLines(s, n) }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // Script is the first process of a supervised container (under the
@@ -167,6 +169,17 @@ func (c *Container) Start(ctx context.Context, args ...string) (int, error) {
 	return pid, nil
 }
 
+// Supervised reports whether the container's supervisor is reached: not
+// once Remove ran.
+func (c *Container) Supervised() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Sup != nil
+}
+
+// String names the container.
+func (c *Container) String() string { return c.Name }
+
 // Do sends cmd to the supervisor and expects "ok".
 func (c *Container) Do(ctx context.Context, cmd string, body []string) error {
 	if err := c.Sup.OK(ctx, cmd, body); err != nil {
@@ -181,15 +194,8 @@ func (c *Container) Alive(ctx context.Context) (bool, error) {
 	return a == "yes", err
 }
 
-// Proc is a process of a container, from its /proc/N/stat.
-type Proc struct {
-	Pid, PPid int
-	Comm      string
-	State     string
-}
-
 // Procs lists the container's processes.
-func (c *Container) Procs(ctx context.Context) ([]Proc, error) {
+func (c *Container) Procs(ctx context.Context) ([]procid.Proc, error) {
 	a, err := c.Sup.Do(ctx, "ps", nil)
 	if err != nil {
 		return nil, fmt.Errorf("docker: container %s: %w", c.Name, err)
@@ -200,8 +206,8 @@ func (c *Container) Procs(ctx context.Context) ([]Proc, error) {
 // parseProcs reads the answer to "ps": /proc/N/stat lines, each followed
 // by ";". A line it cannot read (a process that exited while it was read)
 // is left out.
-func parseProcs(a string) []Proc {
-	var out []Proc
+func parseProcs(a string) []procid.Proc {
+	var out []procid.Proc
 	for _, l := range strings.Split(a, ";") {
 		open, end := strings.IndexByte(l, '('), strings.LastIndexByte(l, ')')
 		if open < 0 || end < open {
@@ -213,7 +219,7 @@ func parseProcs(a string) []Proc {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, Proc{Pid: pid, PPid: ppid, Comm: l[open+1 : end], State: f[0]})
+		out = append(out, procid.Proc{Pid: pid, PPid: ppid, Comm: l[open+1 : end], State: f[0]})
 	}
 	return out
 }

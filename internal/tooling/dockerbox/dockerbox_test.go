@@ -10,12 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 func TestParseProcs(t *testing.T) {
 	ps := parseProcs("1 (docker-init) S 0 1 1 0 -1;7 (sh) S 1 7 7 0 -1;" +
 		"9 (postgres) T 7 9 7 0 -1;12 (postgres) Z 9 9 7 0;garbage;13 (a (b) c) R 9 9 7;")
-	assert.Equal(t, []Proc{
+	assert.Equal(t, []procid.Proc{
 		{Pid: 1, PPid: 0, Comm: "docker-init", State: "S"},
 		{Pid: 7, PPid: 1, Comm: "sh", State: "S"},
 		{Pid: 9, PPid: 7, Comm: "postgres", State: "T"},

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // Image is an image to build from the host's files.
@@ -84,10 +86,10 @@ func build(ctx context.Context, cli *dc.Client, img Image) error {
 		Context:             bctx,
 	})
 	if err != nil {
-		return fmt.Errorf("docker: building %s: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
+		return fmt.Errorf("docker: building %s: %w\n%s", img.Tag, err, procid.TailLines(out.String(), 10))
 	}
 	if _, err := cli.InspectImage(img.Tag); err != nil {
-		return fmt.Errorf("docker: build finished but %s is missing: %w\n%s", img.Tag, err, TailLines(out.String(), 10))
+		return fmt.Errorf("docker: build finished but %s is missing: %w\n%s", img.Tag, err, procid.TailLines(out.String(), 10))
 	}
 	return nil
 }
@@ -296,13 +298,4 @@ func SharedLibs(bin string) ([]string, error) {
 		}
 	}
 	return libs, nil
-}
-
-// TailLines returns the last n lines of s.
-func TailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

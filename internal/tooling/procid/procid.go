@@ -122,3 +122,20 @@ func RemoveStaleTemp(prefix string) []string {
 	}
 	return removed
 }
+
+// Proc is a process as /proc/N/stat tells it: its pid, its parent's, its
+// command name and its state ("R", "S", "T" when stopped, "Z" a zombie).
+type Proc struct {
+	Pid, PPid int
+	Comm      string
+	State     string
+}
+
+// TailLines returns the last n lines of s (a process's log).
+func TailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

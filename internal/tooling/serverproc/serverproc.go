@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // Proc is one supervised server process. Its zero value, with What and
@@ -45,8 +45,31 @@ type Proc struct {
 	paused []int
 	// box is the process's container on the docker backend, and pid the
 	// process's id there (0: not running); cmd and done stay nil.
-	box *dockerbox.Container
+	box Box
 	pid int
+}
+
+// Box is the container a process runs in on the docker backend: a
+// *dockerbox.Container, whose first process, a supervisor, starts, signals
+// and kills the server on command (its Script). An interface, so that a
+// store with no docker backend (redisproc) builds without a Docker client.
+type Box interface {
+	// Start starts the server and returns its pid; Do sends the
+	// supervisor a command and expects "ok"; Alive asks whether the
+	// server runs; Procs lists the container's processes.
+	Start(ctx context.Context, args ...string) (int, error)
+	Do(ctx context.Context, cmd string, body []string) error
+	Alive(ctx context.Context) (bool, error)
+	Procs(ctx context.Context) ([]procid.Proc, error)
+	// Supervised reports whether the supervisor is reached (not once
+	// the container is removed).
+	Supervised() bool
+	// LogTail returns the last n lines of the container's log.
+	LogTail(n int) string
+	// Remove removes the container.
+	Remove() error
+	// String names the container.
+	String() string
 }
 
 // Spec is how Launch starts the process.
@@ -88,14 +111,14 @@ func (spec Spec) Command() *exec.Cmd {
 }
 
 // SetBox makes the process one in box, from the next Launch.
-func (p *Proc) SetBox(box *dockerbox.Container) {
+func (p *Proc) SetBox(box Box) {
 	p.mu.Lock()
 	p.box = box
 	p.mu.Unlock()
 }
 
 // Box is the process's container, nil on this host.
-func (p *Proc) Box() *dockerbox.Container {
+func (p *Proc) Box() Box {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.box
@@ -199,7 +222,7 @@ func (p *Proc) killLocked() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
 	defer cancel()
 	if p.box != nil {
-		if p.pid != 0 && p.box.Sup != nil {
+		if p.pid != 0 && p.box.Supervised() {
 			// A container that fails to answer is removed by its Close.
 			kids := p.stopChildrenLocked(ctx)
 			p.box.Do(ctx, "kill", nil)
@@ -296,7 +319,7 @@ func signalName(sig syscall.Signal) string {
 // one does); an unanswered question is taken for yes. False on this host.
 func (p *Proc) BoxAlive(ctx context.Context) bool {
 	box := p.Box()
-	if box == nil || box.Sup == nil {
+	if box == nil || !box.Supervised() {
 		return false
 	}
 	alive, err := box.Alive(ctx)
@@ -313,5 +336,5 @@ func (p *Proc) LogTail(logPath string, n int) string {
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}
-	return dockerbox.TailLines(string(b), n)
+	return procid.TailLines(string(b), n)
 }

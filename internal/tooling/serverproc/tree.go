@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
@@ -37,7 +36,7 @@ func (p *Proc) Children(ctx context.Context) ([]Child, error) {
 
 func (p *Proc) childrenLocked(ctx context.Context) ([]Child, error) {
 	if p.box != nil {
-		if p.pid == 0 || p.box.Sup == nil {
+		if p.pid == 0 || !p.box.Supervised() {
 			return nil, nil
 		}
 		ps, err := p.box.Procs(ctx)
@@ -143,7 +142,7 @@ func (p *Proc) signalPids(ctx context.Context, sig syscall.Signal, pids []int) e
 		return nil
 	}
 	if p.box != nil {
-		if p.box.Sup == nil {
+		if !p.box.Supervised() {
 			return fmt.Errorf("%s not running", p.What)
 		}
 		ps := make([]string, len(pids))
@@ -215,14 +214,14 @@ func (p *Proc) anyLeft(ctx context.Context, kids []Child) (bool, error) {
 	if p.box == nil {
 		return slices.ContainsFunc(kids, func(c Child) bool { return !c.gone() }), nil
 	}
-	if p.box.Sup == nil {
+	if !p.box.Supervised() {
 		return false, nil // the container is gone, and they with it
 	}
 	ps, err := p.box.Procs(ctx)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(ps, func(q dockerbox.Proc) bool {
+	return slices.ContainsFunc(ps, func(q procid.Proc) bool {
 		return q.State != "Z" && slices.ContainsFunc(kids, func(c Child) bool { return c.Pid == q.Pid })
 	}), nil
 }

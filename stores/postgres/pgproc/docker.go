@@ -249,7 +249,7 @@ func (s *Server) Backend() string {
 func (s *Server) Describe() string {
 	what := "process"
 	if box := s.proc.Box(); box != nil {
-		what = "container " + box.Name + " at"
+		what = "container " + box.String() + " at"
 	}
 	return fmt.Sprintf("%s %s:%d (%s)", what, s.Host, s.Port, Version(s.BinDir))
 }

@@ -103,7 +103,7 @@ func (s *Server) tool(ctx context.Context, bin string, args ...string) error {
 // NAME" on the docker backend, where every server's port is 5432.
 func (s *Server) where() string {
 	if box := s.proc.Box(); box != nil {
-		return "in container " + box.Name
+		return "in container " + box.String()
 	}
 	return "on port " + strconv.Itoa(s.Port)
 }

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/procid"
 )
 
 // Name is the server's name, "zk" and its myid: "zk1", "zk2", ...
@@ -69,7 +69,7 @@ func (s *Server) exitError() error {
 			lines = append(lines, l)
 		}
 	}
-	err := fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), dockerbox.TailLines(strings.Join(lines, "\n"), 12))
+	err := fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), procid.TailLines(strings.Join(lines, "\n"), 12))
 	if strings.Contains(all, "Address already in use") {
 		err = fmt.Errorf("%w: %w", errPortTaken, err)
 	}
