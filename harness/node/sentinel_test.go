@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/internal/tooling/procid"
+
 	"github.com/locklab/locklab/harness/fault"
 
 	"github.com/gomodule/redigo/redis"
@@ -319,10 +321,12 @@ func interruptRemoves(t *testing.T, be string, child *exec.Cmd, wait func() erro
 			return cs
 		}
 		var dirs []string
-		ents, _ := os.ReadDir(os.TempDir())
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
-				dirs = append(dirs, e.Name())
+		for _, base := range []string{procid.ShmDir, os.TempDir()} { // where procid.MkdirTemp makes them
+			ents, _ := os.ReadDir(base)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), "locklab-redis-"+strconv.Itoa(pid)+"-") {
+					dirs = append(dirs, e.Name())
+				}
 			}
 		}
 		return dirs
