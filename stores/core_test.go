@@ -18,13 +18,14 @@ import (
 )
 
 // TestCoreKnowsNoStore keeps the harness's core apart from the stores: the
-// harness, its renderer and its checkers, stress mode and play, import no
+// harness, its renderer and its checkers, stress mode, play and the fault
+// vocabulary every store's nodes implement (harness/fault), import no
 // store's client (pgx, etcd's client, gRPC, ZooKeeper's client) and no
 // package of stores/, and their code names no store other than Redis, and
 // no strategy of one, in a string. What differs by store is asked of the store's harness.Driver
 // (stress.StoreDriver in stress mode).
 func TestCoreKnowsNoStore(t *testing.T) {
-	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play"}
+	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
