@@ -91,9 +91,9 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 # engine with it), alone, after the other packages, so that its matrix
 # does not make the others' tests of timing late. With -short it checks
 # every region but the matrix, with the other packages. The whole matrix,
-# the other stores' rows included, is make test-matrix: their cells that
-# fault a server wait for elections, one cell at a time on each store's
-# servers, 25 to 50 minutes on 2 cores.
+# the other stores' rows included, is make test-matrix: the stores take
+# turns, and the cells that fault a server each take a server of their
+# own; about 12 minutes on an otherwise idle 2-core machine.
 DOCGEN := ./internal/tooling/docgen
 # One go test covers locklab and the adapter modules through test.work, a
 # workspace of the three: a single build shares every package the modules
@@ -150,7 +150,8 @@ test: servers fmt ## gofmt, then go test on every package (real servers, no mock
 
 # The docs test's environment and timeout in the full run: the Redis rows
 # of the matrix take seconds to a few minutes; the whole matrix (make
-# test-matrix) up to 50 minutes.
+# test-matrix) about 12 minutes at rest, and its timeout leaves room for a
+# loaded machine.
 DOCS_ENV     ?=
 DOCS_TIMEOUT ?= 20m
 

@@ -28,7 +28,8 @@ type response struct {
 	Seq     int                      `json:"seq"`
 	State   harness.InteractiveState `json:"state"`
 	Solved  bool                     `json:"solved"`
-	// Violation is the first property broken, live or final.
+	// Violation is the failure that solves the level where there is one,
+	// else the first property broken, live or final.
 	Violation *harness.Verdict `json:"violation,omitempty"`
 	// Replay is the command that replays the run so far.
 	Replay   string `json:"replay"`
@@ -71,7 +72,7 @@ func decode(w http.ResponseWriter, r *http.Request, q *request) bool {
 func (s *Server) answer(sess *session, st harness.InteractiveState) response {
 	l := sess.level
 	out := response{Session: sess.id, Level: s.withDocs(l), Seq: st.Steps, State: st, Solved: l.solved(&st)}
-	if v, bad := st.Violation(); bad {
+	if v, bad := l.violation(&st); bad {
 		out.Violation = &v
 	}
 	out.Replay = fmt.Sprintf("locklab demo %s --strategy %s --schedule '%s'", l.Scenario, l.Strategy, st.Schedule)

@@ -160,19 +160,29 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// violation is the verdict a response shows: the failure of the level's
+// property where one happened (what solves it), else the first property
+// broken, live or final.
+func (l Level) violation(st *harness.InteractiveState) (harness.Verdict, bool) {
+	if !l.Safe {
+		if st.Done && st.History != nil && st.History.Verdict.Failed() && st.History.Verdict.Property == l.Property {
+			return st.History.Verdict, true
+		}
+		for _, v := range st.Live {
+			if v.Failed() && v.Property == l.Property {
+				return v, true
+			}
+		}
+	}
+	return st.Violation()
+}
+
 // solved reports whether st meets the level's goal.
 func (l Level) solved(st *harness.InteractiveState) bool {
 	if l.Safe {
 		_, bad := st.Violation()
 		return st.Done && !bad && st.Err == ""
 	}
-	if st.Done && st.History != nil && st.History.Verdict.Failed() && st.History.Verdict.Property == l.Property {
-		return true
-	}
-	for _, v := range st.Live {
-		if v.Failed() && v.Property == l.Property {
-			return true
-		}
-	}
-	return false
+	v, bad := l.violation(st)
+	return bad && v.Property == l.Property
 }

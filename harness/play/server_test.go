@@ -381,8 +381,11 @@ func TestEveryLevelPlays(t *testing.T) {
 				require.False(t, r.State.Done, "the run ended unsolved: %s\n%s", r.State.Schedule, r.Timeline)
 				next := ""
 				if !l.Safe {
-					var h hintAnswer
-					require.Equal(t, http.StatusOK, ts.post("/api/hint", map[string]any{"session": r.Session}, &h))
+					var h struct {
+						hintAnswer
+						apiError
+					}
+					require.Equal(t, http.StatusOK, ts.post("/api/hint", map[string]any{"session": r.Session}, &h), "hint: %s", h.Error)
 					require.NotEmpty(t, h.Next, "%s (after %q)", h.Message, r.State.Schedule)
 					next = h.Next
 				} else {

@@ -124,7 +124,7 @@ func TestEtcdFailoverKeepsLock(t *testing.T) {
 // acquires on a new lease; c2 is refused while c1 holds it.
 func TestEtcdLostReply(t *testing.T) {
 	cl := etcdtest.Start(t, etcdproc.Options{})
-	nodes := []harness.Node{&Node{NodeName: "n1", Cluster: cl}}
+	nodes := []harness.Node{NewNode("n1", cl)}
 	cs := harnesstest.Case(t, "lost-reply", "etcd-lease")
 	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 lose(c1) c1 c1 c1 c1 c2 c2"})
 	if err != nil {

@@ -190,7 +190,7 @@ func (s *socket) frames(b []byte) {
 		if len(f) >= 4 && s.lose != 0 && int32(binary.BigEndian.Uint32(f)) == s.lose {
 			s.lose, s.lost = 0, true
 			s.mu.Unlock()
-			s.answerFrame(f)
+			s.answerFrame(f, true)
 			s.Conn.Close()
 			return
 		}
@@ -212,12 +212,13 @@ func (s *socket) frames(b []byte) {
 		if len(f) < 4 {
 			continue
 		}
-		s.answerFrame(f)
+		s.answerFrame(f, false)
 	}
 }
 
-// answerFrame ends the step of the request frame f answers.
-func (s *socket) answerFrame(f []byte) {
+// answerFrame ends the step of the request frame f answers; lost says
+// the client never reads it.
+func (s *socket) answerFrame(f []byte, lost bool) {
 	xid := int32(binary.BigEndian.Uint32(f))
 	s.mu.Lock()
 	p := s.pending[xid]
@@ -234,7 +235,7 @@ func (s *socket) answerFrame(f []byte) {
 		s.answer(xid, nil, zkError(a.err))
 		return
 	}
-	s.cl.answered(p.req, a)
+	s.cl.answered(p.req, a, lost)
 	s.answer(xid, s.cl.s.replyLabel(p.req, a), nil)
 }
 

@@ -38,8 +38,10 @@ func (l waitingLock) Acquire(ctx context.Context, key string, ttl time.Duration)
 
 // answered follows what request q's successful answer a means for the
 // waits: the nodes the client's session owns, the waits it ends, and the
-// wait it begins. It runs before the request's step ends.
-func (cl *zkClient) answered(q request, a reply) {
+// wait it begins, unless the answer is lost (lose): the client then reads
+// an error, not a watch set, and waits for nothing. It runs before the
+// request's step ends.
+func (cl *zkClient) answered(q request, a reply, lost bool) {
 	switch q.op {
 	case opCreate, opCreate2:
 		if q.flags&flagEphemeral != 0 {
@@ -50,7 +52,7 @@ func (cl *zkClient) answered(q request, a reply) {
 	case opDelete, opSetData:
 		cl.s.wake(q.path)
 	case opGetData, opExists:
-		if _, blocks := cl.c.Locker().(waitingLock); blocks && q.watch && a.found {
+		if _, blocks := cl.c.Locker().(waitingLock); blocks && q.watch && a.found && !lost {
 			// zk.Lock's GetW found its predecessor: Lock now waits for
 			// the watch's event.
 			cl.mu.Lock()
