@@ -32,6 +32,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -383,6 +384,10 @@ type Sent struct {
 // the connection drop with the operation done on the server; Done records
 // what the server answered. It is true for one operation per lose step.
 func (s *Sent) LoseReply() bool { return s.c.r.takeLost(s.c.c, s.q) }
+
+// ErrLostReply is what a store's client reads where a lost reply was
+// (LoseReply): the end of its connection.
+var ErrLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
 
 // Done records the operation's answer (v, shown as the step's reply, or
 // err) and ends the step.

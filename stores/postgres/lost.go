@@ -5,13 +5,9 @@ package postgres
 
 import (
 	"encoding/binary"
-	"fmt"
-	"io"
-)
 
-// errLostReply is what pgx reads where the lost answer was: the end of
-// the connection.
-var errLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
+	"github.com/locklab/locklab/harness"
+)
 
 // readLosing is Read while the socket loses the answer of the statement
 // under way. The server's messages before the statement's result (a
@@ -41,7 +37,7 @@ func (c *pgSocket) readLosing(b []byte) (int, error) {
 				c.lose.Store(false)
 				c.in = nil
 				c.Close()
-				return 0, errLostReply
+				return 0, harness.ErrLostReply
 			case c.cut:
 			case t == 'C' || t == 'I' || t == 'E':
 				c.cut = true

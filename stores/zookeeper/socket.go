@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -119,9 +118,9 @@ func (s *socket) SetReadDeadline(t time.Time) error {
 // Read reads the server's answers, and ends the step of each request
 // answered. The connection reads whole frames only, so that an answer to
 // lose (lose(cN)) is held back whole: its step ends with what the server
-// answered, the socket closes, and the connection reads errLostReply where
-// the answer was, as from a connection that dropped before it came
-// (go-zookeeper then reconnects to the session).
+// answered, the socket closes, and the connection reads
+// harness.ErrLostReply where the answer was, as from a connection that
+// dropped before it came (go-zookeeper then reconnects to the session).
 func (s *socket) Read(b []byte) (int, error) {
 	for {
 		s.mu.Lock()
@@ -134,7 +133,7 @@ func (s *socket) Read(b []byte) (int, error) {
 		lost := s.lost
 		s.mu.Unlock()
 		if lost {
-			return 0, errLostReply
+			return 0, harness.ErrLostReply
 		}
 		var buf [4096]byte
 		n, err := s.Conn.Read(buf[:])
@@ -153,10 +152,6 @@ func (s *socket) Read(b []byte) (int, error) {
 		}
 	}
 }
-
-// errLostReply is what the connection reads where a lost answer was: the
-// end of the connection.
-var errLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
 
 // Close closes the socket; the requests still unanswered fail.
 func (s *socket) Close() error {
