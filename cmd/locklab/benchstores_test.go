@@ -101,48 +101,32 @@ func TestBenchStoresMaxConnections(t *testing.T) {
 		"and --stores postgres opens up to 2 a contender and 4 more: give at most 48\n", stderr)
 }
 
-// TestBenchStoresHerd: ZooKeeper's contenders wait on a watch, and their
-// requests per lock cycle show the herd effect. zk-ephemeral's waiters all
-// watch the one node, and a release wakes them all: each sends a create,
-// and each loser an exists again, so the requests per cycle grow with the
-// waiters. zk-recipe's waiters each watch their predecessor, and a release
-// wakes one: the requests per cycle stay flat. Only the two runs' ratios
-// are asserted. zk-ephemeral's is about 2.8 (some 2n+2 requests a cycle
-// for n waiters); a queue's cycle costs 4 to 6 requests (zk-golib's 3 to
-// 5) whether its acquirer waited or not, so zk-recipe's ratio stays under
-// 1.5 (zk-golib's under 5/3) however loaded the machine: about 1.2 here.
-func TestBenchStoresHerd(t *testing.T) {
+// TestBenchStoresRequestsPerCycle: bench --stores zookeeper counts, for
+// each ZooKeeper lock, the requests its contenders sent per lock cycle,
+// and reports them with the counts they come from. How those figures grow
+// with the waiters (the herd effect of zk-ephemeral, one wake a release of
+// zk-recipe and zk-golib) depends on how many contenders are waiting at
+// each release, which is the machine's timing: the bench shows it, and
+// strategies/zklock's TestHerd proves it on each waiter's wire, one
+// release with every waiter's watch set. Here only what the counts are
+// made of is asserted.
+func TestBenchStoresRequestsPerCycle(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, stores.Installed(zookeeper.Name), "bench --stores zookeeper needs its servers here")
-	perCycle := func(contenders string) map[string]float64 {
-		out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "zookeeper",
-			"--cycles", "5", "--rounds", "1", "--contenders", contenders, "--contend-time", "500ms", "--json")
-		require.NoError(t, err, errOut)
-		var rep storesReport
-		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
-		got := map[string]float64{}
-		for _, r := range rep.Rows {
-			assert.True(t, r.WaitsInLock, "%s: its contenders wait in Lock", r.Name)
-			assert.Positive(t, r.LockCycles, "%s: lock cycles", r.Name)
-			assert.InDelta(t, float64(r.Requests)/float64(r.LockCycles), r.RequestsPerCycle, 1e-9, r.Name)
-			got[r.Name] = r.RequestsPerCycle
-		}
-		return got
+	out, errOut, err := run(t, "bench", "--backend", "process", "--stores", "zookeeper",
+		"--cycles", "5", "--rounds", "1", "--contenders", "4", "--contend-time", "500ms", "--json")
+	require.NoError(t, err, errOut)
+	var rep storesReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+		assert.True(t, r.WaitsInLock, "%s: its contenders wait in Lock", r.Name)
+		assert.Positive(t, r.LockCycles, "%s: lock cycles", r.Name)
+		// A cycle is at least an acquire's request and a release's.
+		assert.GreaterOrEqual(t, r.Requests, 2*r.LockCycles, "%s: requests", r.Name)
+		assert.InDelta(t, float64(r.Requests)/float64(r.LockCycles), r.RequestsPerCycle, 1e-9, r.Name)
 	}
-	two, eight := perCycle("2"), perCycle("8")
-	t.Logf("requests per lock cycle, 2 contenders: %v; 8 contenders: %v", two, eight)
-	for _, name := range []string{"zk-recipe", "zk-ephemeral", "zk-golib"} {
-		require.Positive(t, two[name], name)
-		require.Positive(t, eight[name], name)
-	}
-	assert.Greater(t, eight["zk-ephemeral"]/two["zk-ephemeral"], 2.0, "the herd: every waiter wakes at each release")
-	// One waiter wakes at each release: the requests a cycle grow far
-	// less than the herd's (a loaded machine adds retries to every row:
-	// 1.5 was seen for zk-recipe beside a full matrix run).
-	herd := eight["zk-ephemeral"] / two["zk-ephemeral"]
-	for _, name := range []string{"zk-recipe", "zk-golib"} {
-		g := eight[name] / two[name]
-		assert.Less(t, g, 2.0, "%s: one waiter wakes at each release", name)
-		assert.Less(t, g, herd, "%s: grows less than the herd", name)
-	}
+	assert.ElementsMatch(t, []string{"zk-recipe", "zk-ephemeral", "zk-golib"}, names)
+	t.Logf("requests per lock cycle, 4 contenders: %+v", rep.Rows)
 }
