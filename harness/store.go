@@ -20,7 +20,9 @@
 //     scenarios have no meaning on it and why, its tellings of the
 //     scenarios, its schedule bounds, the short names of its timelines;
 //   - its labels: how a request or a statement shows as a step;
-//   - its stress faults (harness/stress's StoreDriver).
+//   - its part of stress mode (Driver.Stress, harness/stress's
+//     StoreDriver), which RegisterStore registers with stress mode: one
+//     registration per store.
 //
 // A step's footprint (what it reads and writes, for a reduction that
 // knows which steps commute) goes with its submission: SendTouching and a
@@ -39,6 +41,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 	"github.com/locklab/locklab/strategies"
 )
@@ -113,6 +116,11 @@ type Driver struct {
 	Terminates bool
 	// Bench is the store's part of `locklab bench --stores`.
 	Bench *Bench
+	// Stress is the store's part of stress mode (`locklab stress`), nil
+	// where it has none. RegisterStore registers it with harness/stress,
+	// under the Driver's Name and Title where it gives none of its own: a
+	// store's folder registers the one Driver.
+	Stress *stress.StoreDriver
 	// Abbreviations explains the short names of the store's timelines;
 	// common is what every store's timeline shares.
 	Abbreviations func(common string) string
@@ -403,9 +411,10 @@ var (
 	drivers   = map[string]*Driver{}
 )
 
-// RegisterStore makes the store d describes known to the harness, and its
-// tellings part of the catalog's scenarios. A store's package calls it
-// from its init; it panics on a second store of the same name.
+// RegisterStore makes the store d describes known to the harness, its
+// tellings part of the catalog's scenarios, and its Stress known to stress
+// mode. A store's package calls it from its init; it panics on a second
+// store of the same name.
 func RegisterStore(d *Driver) {
 	if d.Name == "" || d.Open == nil {
 		panic("harness: RegisterStore needs a Name and Open")
@@ -416,6 +425,18 @@ func RegisterStore(d *Driver) {
 		panic("harness: store " + d.Name + " registered twice")
 	}
 	drivers[d.Name] = d
+	if d.Stress != nil {
+		if d.Stress.Name == "" {
+			d.Stress.Name = d.Name
+		}
+		if d.Stress.Title == "" {
+			d.Stress.Title = d.Title
+		}
+		if d.Stress.Name != d.Name {
+			panic("harness: store " + d.Name + "'s stress part is named " + d.Stress.Name)
+		}
+		stress.RegisterStore(d.Stress)
+	}
 	for _, sc := range catalog {
 		if t, ok := d.Tellings[sc.Name]; ok {
 			if sc.Stores == nil {

@@ -4,7 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
@@ -59,4 +64,25 @@ func TestStartAndFaultServer(t *testing.T) {
 			t.Errorf("the server on port %d outlived Close", pg.Port)
 		}
 	}
+}
+
+// TestOneRegistrationPerStore: each store registers one harness.Driver,
+// and its stress part is known to stress mode by that registration alone,
+// under the Driver's name and title; stress mode knows no store the
+// harness does not.
+func TestOneRegistrationPerStore(t *testing.T) {
+	var names []string
+	for _, d := range harness.Stores() {
+		names = append(names, d.Name)
+		require.NotNil(t, d.Stress, "%s has a part in stress mode", d.Name)
+		assert.Same(t, d.Stress, stress.LookupStore(d.Name), d.Name)
+		assert.Equal(t, d.Name, d.Stress.Name)
+		assert.Equal(t, d.Title, d.Stress.Title)
+	}
+	var stressNames []string
+	for _, d := range stress.Stores() {
+		stressNames = append(stressNames, d.Name)
+	}
+	assert.ElementsMatch(t, names, stressNames)
+	assert.Len(t, names, 3)
 }

@@ -2,10 +2,11 @@
 // than Redis that a lock lives on.
 //
 // Redis is stress mode's own store (Options.Nodes, Sentinels,
-// RedisCluster). Every other store is a folder under stores/ that
-// registers a StoreDriver from its init (RegisterStore), beside its
-// harness.Driver, as database/sql's drivers do: this package imports none
-// of them and names none. A run locks on such a store when Options.Store
+// RedisCluster). Every other store is a folder under stores/ whose
+// harness.Driver, which it registers from its init as database/sql's
+// drivers do, holds its StoreDriver (Driver.Stress); harness.RegisterStore
+// registers that here (RegisterStore). This package imports none of the
+// stores and names none. A run locks on such a store when Options.Store
 // holds its servers; a strategy locks on the store whose Name is its
 // family (strategies.Description.Family).
 //
@@ -41,12 +42,14 @@ type StoreServers interface {
 }
 
 // StoreDriver is a store other than Redis as stress mode runs a lock on
-// it, as its folder registers it (RegisterStore).
+// it: its harness.Driver's Stress.
 type StoreDriver struct {
 	// Name names the store and is the family of the strategies that lock
-	// on it, as StoreServers.Store and harness.Driver.Name say it.
+	// on it, as StoreServers.Store and harness.Driver.Name say it; the
+	// Driver's Name where it is left empty.
 	Name string
-	// Title is how messages name it.
+	// Title is how messages name it; the Driver's Title where it is left
+	// empty.
 	Title string
 	// Servers says what a run's servers are where the CLI refuses
 	// --nodes for a strategy of the store ("runs on a three-member
@@ -214,9 +217,10 @@ var (
 	stores   = map[string]*StoreDriver{}
 )
 
-// RegisterStore makes the store d describes known to stress mode. A
-// store's package calls it from its init; it panics on a second store of
-// the same name.
+// RegisterStore makes the store d describes known to stress mode.
+// harness.RegisterStore calls it with a Driver's Stress, so a store's
+// package registers its Driver alone; it panics on a second store of the
+// same name.
 func RegisterStore(d *StoreDriver) {
 	if d.Name == "" || d.Start == nil || d.Worker == nil {
 		panic("stress: RegisterStore needs a Name, Start and Worker")

@@ -31,9 +31,10 @@ const RestartSchedules = 2000
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
-		Name:  Name,
-		Title: "etcd",
-		Rank:  2,
+		Stress: stressDriver,
+		Name:   Name,
+		Title:  "etcd",
+		Rank:   2,
 		Installed: func() error {
 			_, err := etcdproc.Binary()
 			return err

@@ -28,20 +28,17 @@ import (
 // cut, then healed; its peer traffic is not cut).
 var StressFaults = []fault.Fault{fault.LeaderKill, fault.Pause, fault.Partition}
 
-func init() {
-	stress.RegisterStore(&stress.StoreDriver{
-		Name:    Name,
-		Title:   "etcd",
-		Servers: "a three-member etcd cluster",
-		Faults:  StressFaults,
-		Own: map[fault.Fault]string{
-			fault.LeaderKill: "strikes an etcd cluster's leader: it takes an etcd strategy",
-		},
-		// etcd grants leases in whole seconds.
-		Lease:  time.Second,
-		Start:  startStress,
-		Worker: stressWorker,
-	})
+// stressDriver is the store's part of stress mode (its Driver's Stress).
+var stressDriver = &stress.StoreDriver{
+	Servers: "a three-member etcd cluster",
+	Faults:  StressFaults,
+	Own: map[fault.Fault]string{
+		fault.LeaderKill: "strikes an etcd cluster's leader: it takes an etcd strategy",
+	},
+	// etcd grants leases in whole seconds.
+	Lease:  time.Second,
+	Start:  startStress,
+	Worker: stressWorker,
 }
 
 // stressRun is a stress run's side of an etcd cluster: a proxy in front

@@ -33,9 +33,10 @@ const FailoverSchedules = 2000
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
-		Name:  Name,
-		Title: "PostgreSQL",
-		Rank:  1,
+		Stress: stressDriver,
+		Name:   Name,
+		Title:  "PostgreSQL",
+		Rank:   1,
 		Installed: func() error {
 			_, err := pgproc.BinDir()
 			return err

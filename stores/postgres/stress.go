@@ -42,18 +42,15 @@ import (
 // it at the proxy: sessions and unreplayed rows are lost).
 var StressFaults = []fault.Fault{fault.Pause, fault.RestartKeep, fault.Partition, fault.Kill, fault.Failover}
 
-func init() {
-	stress.RegisterStore(&stress.StoreDriver{
-		Name:    Name,
-		Title:   "PostgreSQL",
-		Servers: "a PostgreSQL server",
-		Faults:  StressFaults,
-		Own: map[fault.Fault]string{
-			fault.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
-		},
-		Start:  startStress,
-		Worker: stressWorker,
-	})
+// stressDriver is the store's part of stress mode (its Driver's Stress).
+var stressDriver = &stress.StoreDriver{
+	Servers: "a PostgreSQL server",
+	Faults:  StressFaults,
+	Own: map[fault.Fault]string{
+		fault.Kill: "kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy",
+	},
+	Start:  startStress,
+	Worker: stressWorker,
 }
 
 // stressRun is a stress run's side of a PostgreSQL server: with a

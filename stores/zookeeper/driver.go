@@ -43,6 +43,7 @@ var serverConfig = []string{"maxSessionTimeout=60000"}
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
+		Stress:    stressDriver,
 		Name:      Name,
 		Title:     "ZooKeeper",
 		Rank:      3,

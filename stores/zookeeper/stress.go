@@ -52,19 +52,16 @@ const StressLease = 2 * zkproc.DefaultTickTime
 // that a request to a paused server fails within seconds.
 const adminTimeout = 4 * time.Second
 
-func init() {
-	stress.RegisterStore(&stress.StoreDriver{
-		Name:    Name,
-		Title:   "ZooKeeper",
-		Servers: "a three-server ZooKeeper ensemble",
-		Faults:  StressFaults,
-		Own: map[fault.Fault]string{
-			fault.LeaderKill: "strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy",
-		},
-		Lease:  StressLease,
-		Start:  startStress,
-		Worker: stressWorker,
-	})
+// stressDriver is the store's part of stress mode (its Driver's Stress).
+var stressDriver = &stress.StoreDriver{
+	Servers: "a three-server ZooKeeper ensemble",
+	Faults:  StressFaults,
+	Own: map[fault.Fault]string{
+		fault.LeaderKill: "strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy",
+	},
+	Lease:  StressLease,
+	Start:  startStress,
+	Worker: stressWorker,
 }
 
 // stressRun is a stress run's side of an ensemble: a proxy in front of
