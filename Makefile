@@ -60,7 +60,7 @@ race-demo: redis build ## Reproduce the C1/C2 double acquire of the SETNX page o
 
 .PHONY: docs
 docs: deps ## Regenerate the timelines, diagrams and matrix in docs/ from real runs (process backend), locklab check's copy of the verdicts, and docs/play.png
-	$(GO) run ./internal/tooling/docgen/cmd/docgen
+	$(GO) run ./tools/docgen/cmd/docgen
 	$(GO) generate ./deploy
 	LOCKLAB_PLAY_SCREENSHOT=$(CURDIR)/docs/play.png $(GO) test $(BROWSER) -count=1 -run '^TestPlayInBrowser$$' ./harness/play/
 
@@ -94,7 +94,7 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 # the other stores' rows included, is make test-matrix: the stores take
 # turns, and the cells that fault a server each take a server of their
 # own; about 12 minutes on an otherwise idle 2-core machine.
-DOCGEN := ./internal/tooling/docgen
+DOCGEN := ./tools/docgen
 # One go test covers locklab and the adapter modules through test.work, a
 # workspace of the three: a single build shares every package the modules
 # have in common and schedules compiling and testing together, where a go
@@ -117,7 +117,7 @@ WORK    := GOWORK=$(CURDIR)/test.work
 # Longest first, as each took in a quick run on a cold build cache (go test
 # -json's elapsed per package); a package left out runs after them.
 FIRST   := ./cmd/locklab ./stores/zookeeper ./harness/play ./stores/etcd ./strategies/redlock . \
-	./internal/tooling/docgen ./harness/stress ./stores/postgres/pgproc ./strategies/setnxex ./strategies/pglock \
+	./tools/docgen ./harness/stress ./stores/postgres/pgproc ./strategies/setnxex ./strategies/pglock \
 	./strategies ./stores/zookeeper/zkproc ./stores/postgres ./deploy ./strategies/zklock ./stores/etcd/etcdproc \
 	./strategies/etcdlock ./harness ./stores ./strategies/reentrant ./harness/node
 ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
@@ -133,8 +133,8 @@ ADAPTER_TESTS ?= $(if $(CI),$(ADAPTER_PKGS),)
 test: servers fmt ## gofmt, then go test on every package (real servers, no mocks); quick unless CI is set, which adds the adapter modules
 	@pkgs=$$($(GO) list $(ORDERED)); docs=; \
 	if [ -z "$(SHORT)" ]; then \
-		docs=$$(echo "$$pkgs" | grep '/internal/tooling/docgen$$'); \
-		pkgs=$$(echo "$$pkgs" | grep -v '/internal/tooling/docgen$$'); \
+		docs=$$(echo "$$pkgs" | grep '/tools/docgen$$'); \
+		pkgs=$$(echo "$$pkgs" | grep -v '/tools/docgen$$'); \
 	fi; \
 	log=$$(mktemp); start=$$(date +%s); rc=0; \
 	if [ -n "$$pkgs" ]; then \

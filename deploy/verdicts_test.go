@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite verdicts.json from docs/matrix.
 const matrixDoc = "../docs/matrix.md"
 
 // TestVerdictsAreTheRecordedMatrix reads the verdict matrix that make docs
-// generated into docs/matrix.md from real runs (and that internal/tooling/docgen's
+// generated into docs/matrix.md from real runs (and that tools/docgen's
 // test keeps in step with the code), and fails when verdicts.json, which
 // the check embeds, says anything else: every cell's outcome, property and
 // counterexample. With -update (go generate) it rewrites verdicts.json.

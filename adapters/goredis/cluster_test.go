@@ -5,7 +5,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/adapters/goredis"
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 )
 
 // shared is the Redis Cluster of the package's tests; TestMain closes it.

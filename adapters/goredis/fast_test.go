@@ -11,7 +11,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/adapters/goredis"
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )

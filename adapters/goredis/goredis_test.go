@@ -8,7 +8,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/adapters/goredis"
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 )
 
 // noMaint turns off go-redis's maintenance notifications for the test

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 	locklabrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
 )
 
 // shared is the Redis Cluster of the package's tests; TestMain closes it.

@@ -3,7 +3,7 @@ package rueidis_test
 import (
 	"testing"
 
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 )
 
 // TestNotifier: a Notifier on the adapter's Source subscribes through the

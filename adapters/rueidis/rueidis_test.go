@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/adapters/internal/adaptertest"
 	locklabrueidis "github.com/locklab/locklab/adapters/rueidis"
-	"github.com/locklab/locklab/internal/tooling/adaptertest"
 )
 
 // newClient is a rueidis client of the servers at addrs, as the tests make

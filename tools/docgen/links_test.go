@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/internal/tooling/docgen"
+	"github.com/locklab/locklab/tools/docgen"
 )
 
 var (
@@ -60,7 +60,7 @@ func anchors(src string) map[string]bool {
 // TestLinks: every relative link of README.md and docs/*.md names a file
 // of the repository, and a #fragment a heading of the file it points to.
 func TestLinks(t *testing.T) {
-	const root = "../../.."
+	const root = "../.."
 	files, err := docgen.Files(root)
 	require.NoError(t, err)
 	links := 0

@@ -3,8 +3,8 @@
 // diagrams and the verdict matrix, from real runs on redis-server processes
 // it starts on loopback ports. `make docs` runs it.
 //
-//	go run ./internal/tooling/docgen/cmd/docgen           rewrite the files
-//	go run ./internal/tooling/docgen/cmd/docgen -check    exit 1 when a file is out of date
+//	go run ./tools/docgen/cmd/docgen           rewrite the files
+//	go run ./tools/docgen/cmd/docgen -check    exit 1 when a file is out of date
 package main
 
 import (
@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/locklab/locklab/internal/tooling/docgen"
+	"github.com/locklab/locklab/tools/docgen"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/internal/tooling/docgen"
+	"github.com/locklab/locklab/tools/docgen"
 )
 
 // TestDocsUpToDate regenerates every generated region of docs/*.md and
@@ -42,7 +42,7 @@ func TestDocsUpToDate(t *testing.T) {
 	require.NoError(t, err)
 	defer stopOthers()
 
-	g := &docgen.Generator{Nodes: nodes, Stores: others, Root: "../../.."}
+	g := &docgen.Generator{Nodes: nodes, Stores: others, Root: "../.."}
 	switch {
 	case testing.Short():
 		g.Keep = func(d docgen.Directive) bool { return d.Kind == "matrix" }
@@ -109,7 +109,7 @@ func pagesAgreeWithMatrix(t *testing.T, runs []docgen.PageRun, m *harness.Matrix
 // scenario's own or one of the scenario's Known schedules for that
 // strategy, so that the strategy's matrix cell runs it before its search.
 func TestPinnedSchedulesAreKnown(t *testing.T) {
-	files, err := docgen.Files("../../..")
+	files, err := docgen.Files("../..")
 	require.NoError(t, err)
 	pinned := 0
 	for _, f := range files {
@@ -276,12 +276,12 @@ func TestParseDirective(t *testing.T) {
 }
 
 func TestRewriteReplacesOnlyRegions(t *testing.T) {
-	src := "# T\n\nbefore\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\nstale\ncontent\n<!-- end -->\nafter\n"
-	g := &docgen.Generator{Root: "../../.."}
+	src := "# T\n\nbefore\n<!-- generated:file tools/docgen/testdata/hello.lua -->\nstale\ncontent\n<!-- end -->\nafter\n"
+	g := &docgen.Generator{Root: "../.."}
 	out, err := g.Rewrite(context.Background(), []byte(src))
 	require.NoError(t, err)
-	want := "# T\n\nbefore\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\n\n```lua\nreturn 1\n```\n" +
-		"<sub>internal/tooling/docgen/testdata/hello.lua</sub>\n\n<!-- end -->\nafter\n"
+	want := "# T\n\nbefore\n<!-- generated:file tools/docgen/testdata/hello.lua -->\n\n```lua\nreturn 1\n```\n" +
+		"<sub>tools/docgen/testdata/hello.lua</sub>\n\n<!-- end -->\nafter\n"
 	assert.Equal(t, want, string(out))
 	again, err := g.Rewrite(context.Background(), out)
 	require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestRegionErrors(t *testing.T) {
 		_, err := docgen.Regions([]byte(src))
 		assert.Error(t, err, strings.ReplaceAll(src, "\n", `\n`))
 	}
-	g := &docgen.Generator{Root: "../../.."}
+	g := &docgen.Generator{Root: "../.."}
 	_, err := g.Rewrite(context.Background(), []byte("<!-- generated:nonsense -->\n<!-- end -->\n"))
 	assert.ErrorContains(t, err, "unknown directive")
 }
@@ -310,7 +310,7 @@ func TestRegionErrors(t *testing.T) {
 func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
 
 func TestMarkersInCodeBlocksAreIgnored(t *testing.T) {
-	src := "```\n<!-- generated:matrix -->\n```\n<!-- generated:file internal/tooling/docgen/testdata/hello.lua -->\n<!-- end -->\n"
+	src := "```\n<!-- generated:matrix -->\n```\n<!-- generated:file tools/docgen/testdata/hello.lua -->\n<!-- end -->\n"
 	rs, err := docgen.Regions([]byte(src))
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
@@ -318,7 +318,7 @@ func TestMarkersInCodeBlocksAreIgnored(t *testing.T) {
 }
 
 func TestExampleDirective(t *testing.T) {
-	g := &docgen.Generator{Root: "../../.."}
+	g := &docgen.Generator{Root: "../.."}
 	d, err := docgen.ParseDirective("example Example")
 	require.NoError(t, err)
 	out, err := g.Block(context.Background(), d)
