@@ -214,8 +214,13 @@ type Store interface {
 	// Advance makes d pass on node i's (0-based) clock: the locks whose
 	// time runs out expire. It returns how many did.
 	Advance(ctx context.Context, i int, d time.Duration) (int, error)
-	// Probe reads key on node i outside the schedule: nil when it is
-	// absent. The timeline shows it in the server's column.
+	// Probe reads key on node i outside the schedule: nil when nobody
+	// holds it, else the holder's Lease.Token, as a string. The timeline
+	// shows it in the server's column, and the wrongful-release check
+	// (release.go) compares it, before and after a release that runs
+	// while another client holds the lock, with that client's token: a
+	// value of another form (a name made for the timeline) leaves the
+	// check blind, and release-after-expiry safe whatever the release did.
 	Probe(ctx context.Context, i int, key string) (any, error)
 	// Crashed is told that client c crashed; it returns once the store
 	// has seen the crash (a session ended).
