@@ -1,10 +1,14 @@
 package memstore_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -181,4 +185,49 @@ func TestCoreListsTheFifthStore(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPlayPlaysTheFifthStore: locklab play offers the Driver's level,
+// starts its server through the Driver, and a participant's clicks (the
+// schedule the Driver knows) solve it.
+func TestPlayPlaysTheFifthStore(t *testing.T) {
+	srv, err := play.New(play.Options{Start: play.ClusterServers("process", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	type answer struct {
+		Session string `json:"session"`
+		Seq     int    `json:"seq"`
+		Solved  bool   `json:"solved"`
+		Error   string `json:"error"`
+	}
+	post := func(path string, body any) answer {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(hs.URL+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a answer
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %v %q", path, b, resp.StatusCode, err, a.Error)
+		}
+		return a
+	}
+	a := post("/api/sessions", map[string]any{"level": "memstore-pause"})
+	for _, st := range strings.Fields("c1 c1 c2 c2") {
+		if a = post("/api/step", map[string]any{"session": a.Session, "seq": a.Seq, "step": st}); a.Solved {
+			t.Fatalf("solved before C1's stale write, at %s", st)
+		}
+	}
+	if a = post("/api/step", map[string]any{"session": a.Session, "seq": a.Seq, "step": "c1"}); !a.Solved {
+		t.Error("C1's write after C2's does not solve the level")
+	}
+	post("/api/end", map[string]any{"session": a.Session})
 }

@@ -54,8 +54,8 @@ func init() {
 		Known:   map[string]map[string][]string{"pause-past-ttl": {Strategy: {"c1 c1 c2 c2 c1"}}},
 		Columns: []string{Strategy},
 		PlayLevels: []harness.PlayLevel{{ID: "memstore-pause", Scenario: "pause-past-ttl", Strategy: Strategy,
-			Title: "A pause on the test store",
-			Goal:  "C1 sleeps past its TTL. Make C1 write to the resource after C2, its successor, has written."}},
+			Title: "A pause on the test store", Docs: "development.md",
+			Goal: "C1 sleeps past its TTL. Make C1 write to the resource after C2, its successor, has written."}},
 		Abbreviations: func(common string) string {
 			return common + " ACQ takes the lock (key, token, TTL in ms) and answers its fence; REL releases it (key, token)."
 		},
