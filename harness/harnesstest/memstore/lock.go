@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +58,7 @@ type casLock struct {
 
 func newLock(cfg locklab.Config) (locklab.Locker, error) {
 	c, ok := cfg.Store.(Client)
-	if !ok {
+	if v := reflect.ValueOf(c); !ok || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, lockkit.Invalid("mem-cas takes a memstore.Client in Config.Store, not %T", cfg.Store)
 	}
 	l := &casLock{c: c, clock: cfg.Clock, rand: cfg.Rand}
@@ -90,19 +91,20 @@ func (l *casLock) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	}
 	token := hex.EncodeToString(b[:])
 	start := l.clock.Now()
-	ans, err := l.c.Do(ctx, "ACQ", key, token, strconv.FormatInt(max(ttl.Milliseconds(), 1), 10))
+	ms := max(ttl.Milliseconds(), 1) // the server keeps whole milliseconds
+	ans, err := l.c.Do(ctx, "ACQ", key, token, strconv.FormatInt(ms, 10))
 	if err != nil {
 		return locklab.Lease{}, lockkit.Unavailable(err)
 	}
 	if ans == "HELD" {
-		return locklab.Lease{}, locklab.ErrNotAcquired
+		return locklab.Lease{}, fmt.Errorf("%w: %q", locklab.ErrNotAcquired, key)
 	}
 	f, ok := strings.CutPrefix(ans, "OK ")
 	fence, err := strconv.ParseInt(f, 10, 64)
 	if !ok || err != nil {
 		return locklab.Lease{}, lockkit.Unavailable(fmt.Errorf("mem-cas: ACQ answered %q", ans))
 	}
-	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(ttl)}, nil
+	return locklab.Lease{Key: key, Token: token, Fence: fence, Until: start.Add(time.Duration(ms) * time.Millisecond)}, nil
 }
 
 // Release deletes the lock if the lease's token still holds it.
@@ -115,7 +117,7 @@ func (l *casLock) Release(ctx context.Context, lease locklab.Lease) error {
 	case err != nil:
 		return lockkit.Unavailable(err)
 	case ans == "NOTHELD":
-		return locklab.ErrNotHeld
+		return fmt.Errorf("%w: %q", locklab.ErrNotHeld, lease.Key)
 	case ans != "OK":
 		return lockkit.Unavailable(errors.New("mem-cas: REL answered " + strconv.Quote(ans)))
 	}

@@ -180,43 +180,75 @@ func (s *Server) do(w []string) string {
 // errServer is an answer beginning with ERR.
 var errServer = errors.New("memstore")
 
-// Dial connects to the server at addr. Each Do sends one request and
-// reads its answer; a Conn serves one caller at a time.
-func Dial(addr string) (*Conn, error) {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	return &Conn{c: c, r: bufio.NewReader(c)}, nil
-}
+// NewConn returns a connection to the server at addr, dialed at its first
+// request and again at the request after one that failed. It serves one
+// request at a time.
+func NewConn(addr string) *Conn { return &Conn{addr: addr} }
 
-// Conn is one connection to a server.
+// Conn is a connection to a server.
 type Conn struct {
-	c net.Conn
-	r *bufio.Reader
+	addr string
+
+	mu sync.Mutex
+	c  net.Conn
+	r  *bufio.Reader
 }
 
-// Do sends the request made of words and returns the answer's line; ctx's
-// deadline bounds both.
+// Do sends the request made of words and returns the answer's line; ctx
+// bounds both. An error of the connection closes it.
 func (c *Conn) Do(ctx context.Context, words ...string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	dl, _ := ctx.Deadline()
-	c.c.SetDeadline(dl)
-	if _, err := fmt.Fprintf(c.c, "%s\n", strings.Join(words, " ")); err != nil {
-		return "", err
+	if c.c == nil {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return "", err
+		}
+		c.c, c.r = nc, bufio.NewReader(nc)
 	}
-	line, err := c.r.ReadString('\n')
+	line, err := c.exchange(ctx, words)
 	if err != nil {
+		c.closeLocked()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return "", err
 	}
-	line = strings.TrimSuffix(line, "\n")
 	if rest, ok := strings.CutPrefix(line, "ERR "); ok {
 		return "", fmt.Errorf("%w: %s", errServer, rest)
 	}
 	return line, nil
 }
 
-// Close closes the connection.
-func (c *Conn) Close() error { return c.c.Close() }
+// exchange writes the request and reads its answer, ctx's end ending
+// both. The caller holds mu.
+func (c *Conn) exchange(ctx context.Context, words []string) (string, error) {
+	dl, _ := ctx.Deadline()
+	c.c.SetDeadline(dl)
+	defer context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Now()) })()
+	if _, err := fmt.Fprintf(c.c, "%s\n", strings.Join(words, " ")); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), err
+}
+
+// Close closes the connection; the next request dials again.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeLocked()
+}
+
+func (c *Conn) closeLocked() error {
+	if c.c == nil {
+		return nil
+	}
+	err := c.c.Close()
+	c.c, c.r = nil, nil
+	return err
+}

@@ -87,30 +87,25 @@ func (n *Node) Close() error { return n.Server.Close() }
 type store struct {
 	node *Node
 
+	admin *Conn
+
 	mu      sync.Mutex
-	admin   *Conn
 	key     string
 	clients []*scheduled
 }
 
 func newStore(n *Node) (*store, error) {
-	admin, err := Dial(n.Addr())
-	if err != nil {
-		return nil, err
-	}
-	return &store{node: n, admin: admin}, nil
+	return &store{node: n, admin: NewConn(n.Addr())}, nil
 }
 
 // adminDo sends a request outside the schedule.
 func (s *store) adminDo(ctx context.Context, words ...string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.admin.Do(ctx, words...)
 }
 
 // Connect gives client c a Client whose every request is one of its steps.
 func (s *store) Connect(c *harness.Client, cfg *locklab.Config) error {
-	sc := &scheduled{s: s, c: c}
+	sc := &scheduled{c: c, conn: NewConn(s.node.Addr())}
 	s.mu.Lock()
 	s.clients = append(s.clients, sc)
 	s.mu.Unlock()
@@ -176,10 +171,7 @@ func (s *store) Reconnect(int) {
 
 // Close resets the key and closes every connection.
 func (s *store) Close(ctx context.Context) error {
-	err := s.Empty(ctx)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return errors.Join(err, s.admin.Close())
+	return errors.Join(s.Empty(ctx), s.admin.Close())
 }
 
 // dropClients closes the run's clients' connections and forgets them.
@@ -199,10 +191,7 @@ var _ harness.Store = (*store)(nil)
 // grant (Client.SendTouching) before it goes out on the client's own
 // connection, and its answer ends the step.
 type scheduled struct {
-	s *store
-	c *harness.Client
-
-	mu   sync.Mutex
+	c    *harness.Client
 	conn *Conn
 }
 
@@ -221,13 +210,8 @@ func (sc *scheduled) Do(ctx context.Context, words ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	conn, err := sc.dial()
-	var ans string
-	if err == nil {
-		ans, err = conn.Do(ctx, words...)
-	}
+	ans, err := sc.conn.Do(ctx, words...)
 	if err != nil {
-		sc.drop()
 		step.Done(nil, err)
 		return "", err
 	}
@@ -241,26 +225,5 @@ func (sc *scheduled) Do(ctx context.Context, words ...string) (string, error) {
 	return ans, nil
 }
 
-// dial returns the client's connection, dialing one when it has none.
-func (sc *scheduled) dial() (*Conn, error) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.conn == nil {
-		c, err := Dial(sc.s.node.Addr())
-		if err != nil {
-			return nil, err
-		}
-		sc.conn = c
-	}
-	return sc.conn, nil
-}
-
-// drop closes the client's connection, if it has one.
-func (sc *scheduled) drop() {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.conn != nil {
-		sc.conn.Close()
-		sc.conn = nil
-	}
-}
+// drop closes the client's connection: its next request dials again.
+func (sc *scheduled) drop() { sc.conn.Close() }
