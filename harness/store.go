@@ -6,9 +6,11 @@
 // Client.Send), how to empty what earlier runs wrote, how time passes on
 // it, and how to read the lock for the timeline. Redis is the harness's
 // own store (redisstore.go), named "". Every other store is a folder of
-// its own under stores/ (stores/etcd, stores/postgres) that registers a
-// Driver from its init, as database/sql's drivers do: the harness imports
-// none of them, and names none of them.
+// its own under stores/ (stores/etcd, stores/postgres, stores/zookeeper)
+// that registers a Driver from its init, as database/sql's drivers do: the
+// harness imports none of them, and names none of them. The tests have one
+// more, harness/harnesstest/memstore, a lock server in the test's process
+// that docs/development.md's checklist takes as its worked example.
 //
 // A store's folder holds:
 //
