@@ -2,7 +2,7 @@
 // explored schedules and faults, and judges each run. Redis is its own
 // store; every other store is a folder under stores/ that registers
 // itself through the contract in store.go, and the harness imports none
-// of them.
+// of them (harness/harnesstest/memstore is one made for the tests).
 //
 // A newcomer's map, in the order a run goes through it:
 //

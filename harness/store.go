@@ -6,9 +6,11 @@
 // Client.Send), how to empty what earlier runs wrote, how time passes on
 // it, and how to read the lock for the timeline. Redis is the harness's
 // own store (redisstore.go), named "". Every other store is a folder of
-// its own under stores/ (stores/etcd, stores/postgres) that registers a
-// Driver from its init, as database/sql's drivers do: the harness imports
-// none of them, and names none of them.
+// its own under stores/ (stores/etcd, stores/postgres, stores/zookeeper)
+// that registers a Driver from its init, as database/sql's drivers do: the
+// harness imports none of them, and names none of them. The tests have one
+// more, harness/harnesstest/memstore, a lock server in the test's process
+// that docs/development.md's checklist takes as its worked example.
 //
 // A store's folder holds:
 //
@@ -222,8 +224,13 @@ type Store interface {
 	// Advance makes d pass on node i's (0-based) clock: the locks whose
 	// time runs out expire. It returns how many did.
 	Advance(ctx context.Context, i int, d time.Duration) (int, error)
-	// Probe reads key on node i outside the schedule: nil when it is
-	// absent. The timeline shows it in the server's column.
+	// Probe reads key on node i outside the schedule: nil when nobody
+	// holds it, else the holder's Lease.Token, as a string. The timeline
+	// shows it in the server's column, and the wrongful-release check
+	// (release.go) compares it, before and after a release that runs
+	// while another client holds the lock, with that client's token: a
+	// value of another form (a name made for the timeline) leaves the
+	// check blind, and release-after-expiry safe whatever the release did.
 	Probe(ctx context.Context, i int, key string) (any, error)
 	// Crashed is told that client c crashed; it returns once the store
 	// has seen the crash (a session ended).
