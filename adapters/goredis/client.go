@@ -48,9 +48,11 @@ import (
 // TLS or client name (src's connections have theirs), no CLIENT SETINFO
 // and no maintenance notifications; the read and write timeouts are src's,
 // its connections' own. What the lock sees of go-redis stays: its command
-// types and replies, redis.Nil, its retries (MaxRetries: a command whose
-// connection dropped is sent again on a new one, as on a server), its
-// hooks and its pool. Pub/sub does not go through such a client. Closing
+// types and replies, redis.Nil, its retries (MaxRetries: an error of
+// src's connection that is not the server's answer reaches go-redis as
+// its socket's would, and go-redis sends the command again on a new
+// connection when it retries that error, as it does an unexpected EOF,
+// which is what the harness's lost reply is), its hooks and its pool. Pub/sub does not go through such a client. Closing
 // the client gives back the connections it holds.
 func NewClient(src locklab.ConnSource, opt *redis.Options) *redis.Client {
 	var o redis.Options
@@ -159,8 +161,10 @@ func (c *srcConn) do(args []string) {
 	if err != nil && !errors.As(err, &re) {
 		// Not the server's answer: the connection dropped, or src's
 		// connection is done. go-redis reads the replies before, then
-		// this error, and drops the connection.
-		c.err = fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, err)
+		// this error, as its socket's, and drops the connection; it
+		// retries the command when the error is one it retries (an
+		// unexpected EOF, as the harness's lost reply is, or a timeout).
+		c.err = err
 		c.multi, c.watch, c.retry = false, false, false
 	} else {
 		if err != nil {
