@@ -48,12 +48,13 @@ import (
 // TLS or client name (src's connections have theirs), no CLIENT SETINFO
 // and no maintenance notifications; the read and write timeouts are src's,
 // its connections' own. What the lock sees of go-redis stays: its command
-// types and replies, redis.Nil, its retries (MaxRetries: an error of
-// src's connection that is not the server's answer reaches go-redis as
-// its socket's would, and go-redis sends the command again on a new
+// types and replies, redis.Nil, its retries (MaxRetries: an error of src's
+// connection that is not the server's answer reaches go-redis as its
+// socket's would, and go-redis sends the command again on a new
 // connection when it retries that error, as it does an unexpected EOF,
-// which is what the harness's lost reply is), its hooks and its pool. Pub/sub does not go through such a client. Closing
-// the client gives back the connections it holds.
+// which is what the harness's lost reply is), its hooks and its pool.
+// Pub/sub does not go through such a client. Closing the client gives
+// back the connections it holds.
 func NewClient(src locklab.ConnSource, opt *redis.Options) *redis.Client {
 	var o redis.Options
 	if opt != nil {
