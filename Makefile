@@ -2,10 +2,10 @@
 # runs every test against real Redis servers; both install redis-server first
 # when it is missing (and nothing else). `make deps` also downloads the modules
 # and installs staticcheck. On a developer's machine `make test` is the quick
-# run: -short, no race detector, no browser tests, not the adapter modules
-# (`make test-adapters` runs them). Where CI is set it is the full run (`make
-# test-long` forces it): every test, with -race, the browser tests and the
-# adapter modules.
+# run: -short, no race detector, no browser tests, not the adapter and example
+# modules (`make test-adapters` and `make test-examples` run them). Where CI is
+# set it is the full run (`make test-long` forces it): every test, with -race,
+# the browser tests and the adapter and example modules.
 
 GO      ?= go
 PKGS    ?= ./...
@@ -23,6 +23,11 @@ BIN     := bin/locklab
 # The client adapters are modules of their own (locklab's go.mod keeps redigo
 # as its one client); vet, lint and test go through each of them too.
 ADAPTERS := $(wildcard adapters/*/)
+# The worked examples (a lock of one's own audited with locklabtest) are
+# modules of their own as well, as a user's would be; they go through the
+# same vet, lint and test as the adapters.
+EXAMPLES := $(wildcard examples/*/)
+MODULES  := $(ADAPTERS) $(EXAMPLES)
 # staticcheck, run from the module proxy when `make deps` has not installed it.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK_PKG     := honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -32,12 +37,12 @@ STATICCHECK         ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO)
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: servers ## Install the servers if missing, download Go modules, install staticcheck
 	@$(GO) mod download
-	@for d in $(ADAPTERS) bench/; do (cd $$d && $(GO) mod download) || exit 1; done
+	@for d in $(MODULES) bench/; do (cd $$d && $(GO) mod download) || exit 1; done
 	@$(GO) install $(STATICCHECK_PKG)
 
 .PHONY: redis
@@ -74,16 +79,16 @@ fmt: ## Check that gofmt has nothing to change
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: fmt ## go vet and a gofmt check (the adapter modules too)
+vet: fmt ## go vet and a gofmt check (the adapter and example modules too)
 	$(GO) vet $(TAGS) $(PKGS)
-	@for d in $(ADAPTERS); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
+	@for d in $(MODULES); do echo "go vet ($$d)"; (cd $$d && $(GO) vet ./...) || exit 1; done
 
 .PHONY: lint
 lint: TAGS = $(BROWSER)
-lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter modules too), and every module tidy
+lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter and example modules too), and every module tidy
 	$(STATICCHECK) $(BROWSER) $(PKGS)
-	@for d in $(ADAPTERS); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
-	@for d in . $(ADAPTERS) bench/; do (cd $$d && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod or go.sum of $$d is not tidy: run go mod tidy there"; exit 1; }; done
+	@for d in $(MODULES); do echo "staticcheck ($$d)"; (cd $$d && $(STATICCHECK) ./...) || exit 1; done
+	@for d in . $(MODULES) bench/; do (cd $$d && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod or go.sum of $$d is not tidy: run go mod tidy there"; exit 1; }; done
 
 # The docs test replays the verdict matrix of the Redis strategies in the
 # full run (CI, make test-long), every cell to the end of its bound: that
@@ -95,13 +100,13 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 # turns, and the cells that fault a server each take a server of their
 # own; about 12 minutes on an otherwise idle 2-core machine.
 DOCGEN := ./tools/docgen
-# One go test covers locklab and the adapter modules through test.work, a
-# workspace of the three: a single build shares every package the modules
-# have in common and schedules compiling and testing together, where a go
-# command per module would compile the shared packages side by side. Its
-# test binaries mostly wait on Redis (servers starting, TTLs running out),
-# so more of them, and more parallel tests in each, run than there are
-# cores, beside the compiler. The adapter modules come first: their suites
+# One go test covers locklab, the adapter modules and the example modules
+# through test.work, a workspace of them all: a single build shares every
+# package the modules have in common and schedules compiling and testing
+# together, where a go command per module would compile the shared
+# packages side by side. Its test binaries mostly wait on Redis (servers
+# starting, TTLs running out), so more of them, and more parallel tests in
+# each, run than there are cores, beside the compiler. The adapter modules come first: their suites
 # wait out TTLs longest, so they start early. go test's own vet checks are
 # left out: make lint runs the full go vet (CI runs it before the tests), and
 # on a cold build cache the vet of every test package costs as much CPU as
@@ -124,13 +129,16 @@ ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 TESTBUILD := -vet=off -ldflags=-w
 ADAPTER_PKGS := $(addsuffix ...,$(ADAPTERS:%=./%))
+EXAMPLE_PKGS := $(addsuffix ...,$(EXAMPLES:%=./%))
 # The adapter modules' tests are the full run's (and make test-adapters'):
 # go-redis and rueidis are each one package of generated commands that takes
-# longer to compile, on a cold build cache, than the quick run's tests.
-ADAPTER_TESTS ?= $(if $(CI),$(ADAPTER_PKGS),)
+# longer to compile, on a cold build cache, than the quick run's tests. So
+# are the examples' (make test-examples), whose go-redis lock builds on the
+# go-redis adapter.
+ADAPTER_TESTS ?= $(if $(CI),$(ADAPTER_PKGS) $(EXAMPLE_PKGS),)
 
 .PHONY: test
-test: servers fmt ## gofmt, then go test on every package (real servers, no mocks); quick unless CI is set, which adds the adapter modules
+test: servers fmt ## gofmt, then go test on every package (real servers, no mocks); quick unless CI is set, which adds the adapter and example modules
 	@pkgs=$$($(GO) list $(ORDERED)); docs=; \
 	if [ -z "$(SHORT)" ]; then \
 		docs=$$(echo "$$pkgs" | grep '/tools/docgen$$'); \
@@ -167,9 +175,13 @@ test-load: servers ## The tests that hold etcd's and ZooKeeper's timings to no e
 test-adapters: servers ## go test on the go-redis and rueidis adapter modules alone (quick unless CI is set)
 	@$(WORK) $(GO) test $(TESTBUILD) $(RACE) $(SHORT) $(PAR) -count=1 -timeout 30m $(ADAPTER_PKGS)
 
+.PHONY: test-examples
+test-examples: servers ## go test on the example modules alone: locks of one's own audited with locklabtest
+	@$(WORK) $(GO) test $(TESTBUILD) $(RACE) $(SHORT) $(PAR) -count=1 -timeout 30m $(EXAMPLE_PKGS)
+
 .PHONY: test-long
-test-long: ## make test in full, as CI runs it: the long runs, -race, the browser tests, the adapter modules
-	@$(MAKE) --no-print-directory test SHORT= RACE=-race TAGS="$(BROWSER)" ADAPTER_TESTS="$(ADAPTER_PKGS)"
+test-long: ## make test in full, as CI runs it: the long runs, -race, the browser tests, the adapter and example modules
+	@$(MAKE) --no-print-directory test SHORT= RACE=-race TAGS="$(BROWSER)" ADAPTER_TESTS="$(ADAPTER_PKGS) $(EXAMPLE_PKGS)"
 
 .PHONY: bench
 bench: deps ## Benchmarks: each strategy's cycle next to a PING, then locklab against redislock and redsync (also through the go-redis and rueidis adapters)

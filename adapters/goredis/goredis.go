@@ -47,6 +47,11 @@
 // its own. Setting the client's MaintNotificationsConfig to
 // maintnotifications.ModeDisabled avoids it, as this module's tests do.
 //
+// NewClient goes the other way: a *redis.Client whose every command goes
+// through a locklab.ConnSource. A lock written on go-redis gets one from
+// the Config a locklabtest factory receives, and runs unchanged under the
+// race harness, each of its commands one step of the schedule.
+//
 // This is its own module so that locklab's go.mod keeps redigo as its one
 // Redis client.
 package goredis
