@@ -109,10 +109,16 @@ func checkReleaseStep(h *History, event int, p releaseProbe) bool {
 	if p.before == nil || bs != p.token || (p.after != nil && as == bs) || !p.victimHolds {
 		return false
 	}
-	e := &h.Events[event]
-	h.WrongRelease = append(h.WrongRelease, WrongRelease{Client: p.client, Victim: p.victim, Step: e.Step, Node: p.node})
-	e.Notes = append(e.Notes, fmt.Sprintf("c%d deleted c%d's lock", p.client, p.victim))
+	recordWrongRelease(h, event, p.client, p.victim, p.node)
 	return true
+}
+
+// recordWrongRelease records that the command of event, client's, removed
+// victim's lock on node while victim held it, and notes it in the event.
+func recordWrongRelease(h *History, event, client, victim, node int) {
+	e := &h.Events[event]
+	h.WrongRelease = append(h.WrongRelease, WrongRelease{Client: client, Victim: victim, Step: e.Step, Node: node})
+	e.Notes = append(e.Notes, fmt.Sprintf("c%d deleted c%d's lock", client, victim))
 }
 
 // checkFencing fails when the resource accepted a write carrying a smaller

@@ -19,6 +19,10 @@ type releaseWatch struct {
 	victim *client
 	node   int
 	before any
+	// held: the victim's hold was the lock before the command, where the
+	// store is a HoldProber (hp), which says so in place of before.
+	hp   HoldProber
+	held bool
 }
 
 // watchRelease starts watching c's next command on node (1-based), when c
@@ -37,8 +41,23 @@ func (r *run) watchRelease(c *client, node int) *releaseWatch {
 	if victim == nil {
 		return nil
 	}
-	before, _ := r.probeKey(node)
-	return &releaseWatch{r: r, c: c, victim: victim, node: node, before: before}
+	w := &releaseWatch{r: r, c: c, victim: victim, node: node}
+	if hp, ok := r.slot.store.(HoldProber); ok {
+		w.hp = hp
+		w.held, _ = w.holds()
+		return w
+	}
+	w.before, _ = r.probeKey(node)
+	return w
+}
+
+// holds asks the HoldProber whether the victim's hold is the lock now.
+func (w *releaseWatch) holds() (bool, error) {
+	r := w.r
+	r.mu.Lock()
+	lease := w.victim.lease
+	r.mu.Unlock()
+	return w.hp.Holds(r.ctx, w.node-1, r.spec.key, w.victim.handle, lease)
 }
 
 // judge reads the key after the watched command q and records a wrongful
@@ -48,6 +67,15 @@ func (w *releaseWatch) judge(q *request) {
 		return
 	}
 	r := w.r
+	if w.hp != nil {
+		still, err := w.holds()
+		r.mu.Lock()
+		if w.held && err == nil && !still && w.victim.holding {
+			recordWrongRelease(r.hist, q.event, w.c.id, w.victim.id, w.node)
+		}
+		r.mu.Unlock()
+		return
+	}
 	after, _ := r.probeKey(w.node)
 	r.mu.Lock()
 	checkReleaseStep(r.hist, q.event, releaseProbe{client: w.c.id, victim: w.victim.id, node: w.node,

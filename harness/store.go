@@ -275,6 +275,18 @@ type Terminator interface {
 	Terminate(ctx context.Context, c *Client) (int, error)
 }
 
+// HoldProber is a Store whose Probe shows the lock as its timeline names
+// it rather than as the holder's Lease.Token (ZooKeeper's "c2 #3" for the
+// third node in line, made by c2). The wrongful-release check then asks
+// it whether a client's hold is still the lock, before and after the
+// command of another client's release, where it would compare Probe's
+// value with the client's token.
+type HoldProber interface {
+	// Holds reports whether c's hold of lease is the lock on key on node
+	// i (0-based) now, read outside the schedule.
+	Holds(ctx context.Context, i int, key string, c *Client, lease locklab.Lease) (bool, error)
+}
+
 // ErrStopped is what a store's client gets for an operation once its
 // run is over.
 var ErrStopped = errStopped

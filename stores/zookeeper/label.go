@@ -124,13 +124,29 @@ func (s *zkStore) guidLocked(path string) string {
 func (s *zkStore) holder(name string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	who := "?"
-	if m := guidPattern.FindStringSubmatch(name); m != nil && s.guids[m[1]] != "" {
-		who = s.guids[m[1]]
+	who := s.makerLocked(name)
+	if who == "" {
+		who = "?"
 	}
 	n, err := strconv.ParseInt(sequence(name), 10, 64)
 	if err != nil {
 		return name
 	}
 	return fmt.Sprintf("%s #%d", who, n)
+}
+
+// maker is the client that made the protected node name ("c2"), by its
+// GUID; "" when no client's create named it.
+func (s *zkStore) maker(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.makerLocked(name)
+}
+
+// makerLocked is maker; the caller holds s.mu.
+func (s *zkStore) makerLocked(name string) string {
+	if m := guidPattern.FindStringSubmatch(name); m != nil {
+		return s.guids[m[1]]
+	}
+	return ""
 }

@@ -377,6 +377,38 @@ func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 	return nil, nil
 }
 
+// Holds says whether c's hold of lease is the lock on key now: for
+// zk-ephemeral, the node at its path is the one the lease's create made
+// (its czxid is the lease's fence); for a queue (zk-recipe, zk-golib), the
+// first node in line is one that c made (its GUID). Probe shows the
+// holder as the timeline names it, which no Lease.Token equals, so the
+// wrongful-release check asks this instead (harness.HoldProber).
+func (s *zkStore) Holds(_ context.Context, _ int, key string, c *harness.Client, lease locklab.Lease) (bool, error) {
+	for _, name := range strategyNames {
+		p := zklock.Path(name, key)
+		if name == zklock.EphemeralName {
+			_, st, err := s.admin.Get(p)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			return st.Czxid == lease.Fence, nil
+		}
+		children, _, err := s.admin.Children(p)
+		if errors.Is(err, zk.ErrNoNode) || len(children) == 0 {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		sort.Slice(children, func(i, j int) bool { return sequence(children[i]) < sequence(children[j]) })
+		return s.maker(children[0]) == fmt.Sprintf("c%d", c.ID()), nil
+	}
+	return false, nil
+}
+
 // sequence is a sequential node's sequence number, its last ten digits.
 func sequence(name string) string {
 	if len(name) < 10 {
