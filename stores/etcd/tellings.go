@@ -119,6 +119,11 @@ var known = map[string]map[string][]string{
 	"failover-loses-lock": {
 		"etcd-lease": {"c1 c1 failover(n1) c2 c2"},
 	},
+	"waiter-lease-expires": {
+		// The story: c2 waits on its watch, pauses past its lease's TTL,
+		// and is refused after c1's release.
+		"etcd-mutex": {"c1 c1 c2 c2 c2 pause(c2) time resume(c2) c1 c1 c2 c2 c1 c1 c1"},
+	},
 }
 
 // playLevels are the store's challenges in locklab play
