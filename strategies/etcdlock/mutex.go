@@ -64,6 +64,12 @@ type MutexOptions struct {
 // is given up and the next Acquire opens another, as its users do when
 // Done closes.
 //
+// Lease.Until is the start of the call plus the TTL when the call opened
+// the session, else the end of the call plus two thirds of the TTL (the
+// keepalive renews every third): the session's lease lasts at least that
+// long while its keepalive runs. Mutex itself keeps no deadline: its users
+// hold the lock until they unlock it, or until they notice Session.Done.
+//
 // Lease.Token is the lock key, and Lease.Fence its create revision
 // (m.IsOwner's, the same as m.Header's revision when the lock was free):
 // a user who wants a fence reads it there, for the Mutex itself checks
@@ -146,8 +152,8 @@ func NewMutexFromConfig(cfg locklab.Config) (*MutexLock, error) {
 }
 
 // session returns the open session of secs seconds, opening it when there
-// is none or the last one's keepalive has ended.
-func (l *MutexLock) session(ctx context.Context, secs int64) (*concurrency.Session, error) {
+// is none or the last one's keepalive has ended; fresh says it opened it.
+func (l *MutexLock) session(ctx context.Context, secs int64) (s *concurrency.Session, fresh bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := l.sessions[secs]; s != nil {
@@ -155,7 +161,7 @@ func (l *MutexLock) session(ctx context.Context, secs int64) (*concurrency.Sessi
 		case <-s.Done():
 			delete(l.sessions, secs)
 		default:
-			return s, nil
+			return s, false, nil
 		}
 	}
 	// NewSession grants the lease on the client's own context, which no
@@ -164,14 +170,14 @@ func (l *MutexLock) session(ctx context.Context, secs int64) (*concurrency.Sessi
 	defer cancel()
 	grant, err := l.client.Grant(cctx, secs)
 	if err != nil {
-		return nil, unavailable(ctx, err)
+		return nil, false, unavailable(ctx, err)
 	}
-	s, err := concurrency.NewSession(l.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(secs)))
+	s, err = concurrency.NewSession(l.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(secs)))
 	if err != nil {
-		return nil, unavailable(ctx, err)
+		return nil, false, unavailable(ctx, err)
 	}
 	l.sessions[secs] = s
-	return s, nil
+	return s, true, nil
 }
 
 // dropSession gives up s, whose lease is gone: its keepalive stops, and
@@ -209,7 +215,7 @@ func (l *MutexLock) lock(ctx context.Context, key string, ttl, patience time.Dur
 		return locklab.Lease{}, err
 	}
 	start := l.clock.Now()
-	s, err := l.session(ctx, secs)
+	s, fresh, err := l.session(ctx, secs)
 	if err != nil {
 		return locklab.Lease{}, err
 	}
@@ -234,7 +240,13 @@ func (l *MutexLock) lock(ctx context.Context, key string, ttl, patience time.Dur
 	default:
 		return locklab.Lease{}, unavailable(ctx, err)
 	}
-	lease := locklab.Lease{Key: key, Token: m.Key(), Fence: createRevision(m), Until: start.Add(ttl)}
+	// The lease outlives a TTL from its grant and, while the keepalive
+	// runs (every third of the TTL), two thirds of one from any moment.
+	until := l.clock.Now().Add(ttl * 2 / 3)
+	if fresh && start.Add(ttl).After(until) {
+		until = start.Add(ttl)
+	}
+	lease := locklab.Lease{Key: key, Token: m.Key(), Fence: createRevision(m), Until: until}
 	l.mu.Lock()
 	l.held[lease.Token] = m
 	l.mu.Unlock()

@@ -221,3 +221,23 @@ func TestMutexKeepAlive(t *testing.T) {
 	assert.EqualValues(t, -1, ttl.TTL, "the lease ran out")
 	require.NoError(t, b.Release(ctx, next))
 }
+
+// TestMutexUntil: a lock taken on a session the call opened lasts the TTL
+// from the start of the call; one taken on the open session two thirds of
+// it from its end, which the keepalive (every third) guarantees.
+func TestMutexUntil(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	clk := newClock()
+	a := newMutex(t, cli, etcdlock.MutexOptions{Clock: clk})
+	k := key(t)
+	first, err := a.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, clk.Now().Add(30*time.Second), first.Until, "a fresh session")
+	require.NoError(t, a.Release(ctx, first))
+	second, err := a.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, clk.Now().Add(20*time.Second), second.Until, "the open session")
+	assert.Equal(t, first.Token, second.Token, "one session: the key named after its lease")
+	require.NoError(t, a.Release(ctx, second))
+}
