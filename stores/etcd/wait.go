@@ -88,6 +88,11 @@ func (g *etcdGate) watch(c *harness.Client, key string) {
 	c.Wait("the delete of " + what + " (a watch)")
 }
 
+// wakeTimeout bounds wakeDeleted's read of a watched key: a cluster that
+// cannot answer (no leader) leaves the waiter to wake itself, its watch's
+// event then coming with its next request.
+const wakeTimeout = 10 * time.Second
+
 // wakeDeleted wakes the clients whose watched key is gone: it reads each
 // one on the cluster, outside the schedule, after a step that may have
 // deleted it.
@@ -102,7 +107,9 @@ func (s *etcdStore) wakeDeleted(ctx context.Context) {
 		if key == "" || c == nil {
 			continue
 		}
-		resp, err := s.admin.Get(ctx, key, clientv3.WithCountOnly())
+		gctx, cancel := context.WithTimeout(ctx, wakeTimeout)
+		resp, err := s.admin.Get(gctx, key, clientv3.WithCountOnly())
+		cancel()
 		if err != nil || resp.Count > 0 {
 			continue
 		}
