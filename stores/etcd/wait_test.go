@@ -228,3 +228,31 @@ func TestEtcdMutexWorkersAgree(t *testing.T) {
 	nodes := []harness.Node{NewNode("n1", cl)}
 	harnesstest.WorkersAgree(t, nodes, etcdlock.MutexName, 2, "pause-past-ttl", "crash-before-expire")
 }
+
+// TestEtcdMutexLostTxnBlocks: a Txn whose reply is lost fails Mutex.Lock
+// without a delete, and its key stays queued on the kept-alive session.
+// lost-reply's C1 tries again and finds its own key; a C1 that does not
+// (one attempt) leaves C2 waiting behind a key nobody deletes while C1's
+// process runs: the lock is never free again.
+func TestEtcdMutexLostTxnBlocks(t *testing.T) {
+	cl := etcdtest.Start(t, etcdproc.Options{})
+	nodes := []harness.Node{NewNode("n1", cl)}
+	sc, err := harness.Lookup("lost-reply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	once := *sc
+	once.Programs = []harness.Program{sc.Programs[1], sc.Programs[1]} // acquire write release, one attempt each
+	cs, err := once.Resolve(etcdlock.MutexName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: "c1 lose(c1) c1 c2 c2 c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != harness.Deadlock || !harnesstest.Noted(h, "c1 acquire failed") || !harnesstest.Noted(h, "c2 waits for the delete of P/L1") {
+		t.Fatalf("%v\n%s", h.Verdict, h.Schedule)
+	}
+	t.Log(h.Verdict)
+}

@@ -89,6 +89,12 @@ type MutexOptions struct {
 //     deletes nothing (the key went with the lease; the successor's key
 //     has another lease in its name) and returns nil, so Release says
 //     nothing of the loss either.
+//   - A Txn whose reply is lost (the server put the key, the connection
+//     dropped) fails Lock without a delete: the key stays under the
+//     prefix on the session's lease, which the keepalive keeps. The
+//     process's next Lock on the session finds its own key (the Txn's
+//     else branch) and holds the lock; until then, or until the session
+//     ends, every other client waits behind a key nobody will delete.
 //   - A waiter whose own lease expires while it waits keeps waiting (its
 //     watch is on its predecessor, not on its own key: the client's TODO
 //     "early termination if the session key is deleted"); once its turn

@@ -43,6 +43,7 @@ func init() {
 			"the keepalive renews the lease for as long as the process runs: a holder stuck in its work keeps the lock for ever",
 			"Unlock deletes its key without a compare and returns nil after the lock was lost: release says nothing of the loss",
 			"a waiter whose lease expires while it waits waits on until its predecessor goes, then fails with ErrSessionExpired",
+			"a Txn whose reply is lost fails Lock and leaves its key queued on the kept-alive session: the others wait behind it until the process locks again on the session or ends it",
 			"every acquire and release needs a quorum of the cluster: without one, all fail",
 		},
 		Properties: strategies.Properties{AtomicAcquire: true, ServerTTL: true, OwnerCheckedRelease: true, Fencing: true},
