@@ -6,6 +6,7 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -212,6 +213,27 @@ var catalog = []*Scenario{
 		MaxFaults:  3,
 		Versioned:  true,
 		Applies:    versionedRow,
+	},
+	{
+		Name:  "waiter-lease-expires",
+		Title: "a waiter's lease runs out while it waits in the queue",
+		Story: "C1 holds the lock. C2 queues behind it: it puts its key, attached to its own lease, in the " +
+			"lock's queue on the server and waits for the key before its own to go. C2 then stops (a GC pause) " +
+			"while it waits, past its lease's TTL: nothing renews its lease, the server ends it and deletes C2's " +
+			"key, while C1, running, keeps its own. C2 resumes; C1 releases and takes the lock again. A lock " +
+			"that now tells C2 it holds, because the key before its own went, gives two holders: C2's key is " +
+			"gone and C1's new key is first. A lock that reads its own key back after the wait tells C2 it " +
+			"lost its place instead.",
+		Source: "Jepsen, \"etcd 3.4.3\" (Kyle Kingsbury, 2020): a waiting lock returned after its lease had expired; " +
+			"etcd's Go client, concurrency/mutex.go (Mutex.Lock reads its key back: ErrSessionExpired)",
+		Property:   MutualExclusion,
+		Programs:   progs("acquire write release acquire write release", "acquire write release"),
+		Faults:     []string{"pause(c2)", "time", "resume(c2)"},
+		FaultAfter: map[string]string{"time": "pause(c2)", "resume(c2)": "time"},
+		MaxFaults:  3,
+		// A wait is no preemption: one switch from C1 to C2 queues C2.
+		MaxPreemptions: 1,
+		Applies:        queues,
 	},
 	{
 		Name:  "lost-reply",
@@ -440,6 +462,14 @@ func Scenarios() []*Scenario {
 func versionedRow(d strategies.Description) bool {
 	st := driver(storeOf(d.Family))
 	return st != nil && st.Versioned
+}
+
+// queues is the Applies of the scenarios whose waiter waits in the lock's
+// queue on the server, on a lease or a session of its own: the strategies
+// their store's Driver names in Queues.
+func queues(d strategies.Description) bool {
+	st := driver(storeOf(d.Family))
+	return st != nil && slices.Contains(st.Queues, d.Name)
 }
 
 // sessionEnds is the Applies of the scenarios whose server ends the

@@ -107,6 +107,12 @@ type Driver struct {
 	// (zk-golib's Acquire gives up after a patience that zk.Lock's users
 	// do not have: its column waits as zk.Lock does).
 	Lockers map[string]Factory
+	// Queues names the strategies whose waiter waits in the lock's queue
+	// on the server, on a lease or a session of its own that can run out
+	// while it waits (etcd-mutex's key under the lock's prefix): the
+	// scenarios of such a waiter (waiter-lease-expires) apply to them,
+	// and to no other.
+	Queues []string
 	// Versioned says the store's Store keeps the versioned row of the
 	// Scenario.Versioned scenarios (Versioned): they apply to its
 	// strategies, and to no other.

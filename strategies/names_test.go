@@ -16,6 +16,7 @@ import (
 func TestStoreStrategyNamesItsImport(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"etcd-lease":    strategies.EtcdPackage,
+		"etcd-mutex":    strategies.EtcdPackage,
 		"pg-advisory":   strategies.PostgresPackage,
 		"pg-for-update": strategies.PostgresPackage,
 		"pg-lock-table": strategies.PostgresPackage,
@@ -43,7 +44,7 @@ func TestStoreStrategyNamesItsImport(t *testing.T) {
 	// An unknown name lists the valid names, and the others' imports.
 	_, err := strategies.New("nosuch", locklab.Config{})
 	assert.ErrorContains(t, err, `unknown strategy "nosuch": valid names are `)
-	assert.ErrorContains(t, err, `; with their package imported: etcd-lease (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table (import _ "`+strategies.PostgresPackage+`"); `+
+	assert.ErrorContains(t, err, `; with their package imported: etcd-lease, etcd-mutex (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table (import _ "`+strategies.PostgresPackage+`"); `+
 		`zk-ephemeral, zk-golib, zk-recipe (import _ "`+strategies.ZooKeeperPackage+`")`)
 }
 
@@ -56,7 +57,7 @@ func TestStoreRefusalNamesTheImports(t *testing.T) {
 	_, err := strategies.New("set-nx-px", locklab.Config{Pool: pool, Store: struct{}{}})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.ErrorContains(t, err, `strategy set-nx-px does not read Config.Store (strategies that do: `+
-		`etcd-lease (import _ "github.com/locklab/locklab/strategies/etcdlock"); `+
+		`etcd-lease, etcd-mutex (import _ "github.com/locklab/locklab/strategies/etcdlock"); `+
 		`pg-advisory, pg-for-update, pg-lock-table (import _ "github.com/locklab/locklab/strategies/pglock"); `+
 		`zk-ephemeral, zk-golib, zk-recipe (import _ "github.com/locklab/locklab/strategies/zklock"))`)
 

@@ -20,7 +20,7 @@
 // locks on Redis links no other client: importing the package registers
 // its strategies, which take the store's client in Config.Store.
 //
-//	import _ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease; Config.Store: a *clientv3.Client
+//	import _ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease, etcd-mutex; Config.Store: a *clientv3.Client
 //	import _ "github.com/locklab/locklab/strategies/pglock"   // pg-advisory, pg-for-update, pg-lock-table; Config.Store: a *pgxpool.Pool
 //	import _ "github.com/locklab/locklab/strategies/zklock"   // zk-recipe, zk-ephemeral, zk-golib; Config.Store: a *zk.Conn
 //
@@ -41,6 +41,7 @@
 //   - set-nx-px: the watchdogs of Config.Watchdog.
 //   - hash-reentrant: its watchdogs, which run unless Config.NoWatchdog.
 //   - etcd-lease: the lease keepalives of Config.Watchdog.
+//   - etcd-mutex: the keepalive of its sessions, one per TTL.
 //   - pg-advisory, pg-for-update: the pool connection, and so the session, of every lock still held.
 //
 // Every other strategy holds nothing between calls: Close returns nil and

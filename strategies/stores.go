@@ -22,7 +22,7 @@ const (
 // checks that it registers exactly these names, and a test here that every
 // package of this module that registers strategies is listed.
 var storeStrategies = map[string][]string{
-	EtcdPackage:      {"etcd-lease"},
+	EtcdPackage:      {"etcd-lease", "etcd-mutex"},
 	PostgresPackage:  {"pg-advisory", "pg-for-update", "pg-lock-table"},
 	ZooKeeperPackage: {"zk-ephemeral", "zk-golib", "zk-recipe"},
 }

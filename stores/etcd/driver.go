@@ -7,6 +7,7 @@
 //	node.go      the node: a cluster, whose faults strike its leader
 //	store.go     a slot's store: each client's etcd client, leases on the run's clock
 //	renew.go     the keepalive etcd-lease's users run, on the run's clock
+//	wait.go      etcd-mutex's Lock, which waits on a watch between its steps, and its keepalive
 //	label.go     how a request and its answer show in a timeline
 //	touch.go     what each request reads and writes, and the leases' keys
 //	tellings.go  the scenarios as told for etcd
@@ -20,6 +21,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
 )
 
 // RestartSchedules bounds a cell whose scenario restarts or kills the
@@ -42,11 +44,11 @@ func init() {
 		Start:    start,
 		Describe: describe,
 		Open:     func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
-		MultiNode: "a story of Redlock's independent masters: etcd-lease runs on one Raft cluster, whose members " +
+		MultiNode: "a story of Redlock's independent masters: etcd's locks run on one Raft cluster, whose members " +
 			"agree on every write before it is acknowledged",
 		NA: func(sc *harness.Scenario) string {
 			if sc.EndsSessions() {
-				return "the session is etcd-lease's lease, which the server ends only when its holder falls silent past its TTL: pause-past-ttl " +
+				return "the session is the lock's lease (etcd-lease's, etcd-mutex's Session's), which the server ends only when its holder falls silent past its TTL: pause-past-ttl " +
 					"(a lease revoked by hand ends the same way)"
 			}
 			return ""
@@ -54,8 +56,11 @@ func init() {
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,
-		Columns:    []string{"etcd-lease"},
-		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
+		Columns:    []string{"etcd-lease", etcdlock.MutexName},
+		// etcd-mutex's column waits in Mutex.Lock as its users do (wait.go).
+		Lockers: map[string]harness.Factory{etcdlock.MutexName: mutexLock},
+		Queues:  []string{etcdlock.MutexName},
+		Limits:  []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
 		// etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
 		// its lease alive for as long as its process runs (etcdctl lock
 		// too); locklab's etcd-lease does so only with Config.Watchdog.

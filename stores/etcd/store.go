@@ -186,10 +186,16 @@ func (s *etcdStore) Empty(ctx context.Context) error {
 // Advance moves the store's clock by d and revokes the leases whose TTL
 // it passes. It returns how many it revoked.
 func (s *etcdStore) Advance(ctx context.Context, _ int, d time.Duration) (int, error) {
+	alive := s.keptAlive()
 	s.mu.Lock()
 	s.now += d
 	var due []clientv3.LeaseID
 	for id, exp := range s.leases {
+		if owner, ok := s.book.owner[int64(id)]; ok && alive[owner] && !s.revoked[id] {
+			// etcd-mutex's session: its keepalive renewed it all along.
+			s.leases[id] = s.now + s.leaseTTL[id]
+			continue
+		}
 		if exp <= s.now {
 			due = append(due, id)
 			delete(s.leases, id)
@@ -203,11 +209,15 @@ func (s *etcdStore) Advance(ctx context.Context, _ int, d time.Duration) (int, e
 			return 0, fmt.Errorf("expiring lease %x on %s: %w", int64(id), s.node.Name(), err)
 		}
 	}
+	if len(due) > 0 {
+		s.wakeDeleted(ctx)
+	}
 	return len(due), nil
 }
 
 // Crashed does nothing: a lease lives its TTL whether its client lives or
-// not (the strategy's session renews nothing without Config.Watchdog).
+// not (etcd-lease's session renews nothing without Config.Watchdog, and
+// etcd-mutex's keepalive stops with its silent process: Advance).
 func (s *etcdStore) Crashed(*harness.Client) {}
 
 // Probe returns the key that holds the lock on key: the lowest create
@@ -270,12 +280,15 @@ type etcdGate struct {
 	mu sync.Mutex
 	// c is the client the etcd client serves now; nil between runs.
 	c *harness.Client
+	// watching is the key c's Mutex.Lock watches for its delete (wait.go),
+	// "" when it waits for none.
+	watching string
 }
 
 // bind makes the gate's requests steps of client c (none when c is nil).
 func (g *etcdGate) bind(c *harness.Client) {
 	g.mu.Lock()
-	g.c = c
+	g.c, g.watching = c, ""
 	g.mu.Unlock()
 }
 
@@ -320,7 +333,16 @@ func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc 
 	} else {
 		shown = etcdError(err)
 	}
-	if step.LoseReply() {
+	lost := step.LoseReply()
+	// The waits (wait.go), before the step ends: a write may have deleted
+	// a key a waiter watches; waitDeletes' Get, answered, starts a watch.
+	if name != "Range" {
+		g.s.wakeDeleted(ctx)
+	}
+	if key := predecessor(req, reply); key != "" && err == nil && !lost {
+		g.watch(c, key)
+	}
+	if lost {
 		// The server did it; the client reads what a connection that
 		// drops before the answer gives gRPC.
 		step.Done(v, shown)

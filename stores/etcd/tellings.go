@@ -12,6 +12,8 @@ const (
 	srcEtcdJepsen = "Jepsen, \"etcd 3.4.3\" (Kyle Kingsbury, 2020); Martin Kleppmann, \"How to do distributed locking\" (2016)"
 	srcEtcdLease  = "etcd's Go client, package concurrency (Session, Mutex): a key under the lock's prefix, " +
 		"attached to a lease; the lowest create revision holds"
+	srcEtcdMutex = "Jepsen, \"etcd 3.4.3\" (Kyle Kingsbury, 2020); etcd's Go client v3.7.2, concurrency/mutex.go and key.go " +
+		"(Mutex.Lock, waitDeletes)"
 )
 
 // tellings are the scenarios' stories on etcd, by scenario.
@@ -72,6 +74,18 @@ var tellings = map[string]harness.Telling{
 			"key. C2 acquires and writes. C1 does not learn it lost the lock; it writes again.",
 		Source: srcEtcdJepsen,
 	},
+	"waiter-lease-expires": {
+		Title: "a waiter's session lease runs out while it waits in Mutex.Lock",
+		Story: "C1 holds the lock. C2's Mutex.Lock puts its key under the lock's prefix, attached to its " +
+			"session's lease, and watches the key created before its own. C2 pauses while it waits, past its " +
+			"lease's TTL: its keepalive stops with it, the leader revokes the lease and deletes C2's key, " +
+			"while C1's keepalive keeps C1's. Mutex.Lock does not notice (it watches its predecessor, not its " +
+			"own key). C2 resumes; C1 releases, and C2's watch fires: no key created before its own is left. " +
+			"Before Jepsen's etcd 3.4.3 analysis Lock returned there, and C2 held the lock beside C1, whose " +
+			"next Lock finds its own new key first; since, Lock reads C2's key back, finds it gone and fails " +
+			"with ErrSessionExpired.",
+		Source: srcEtcdMutex,
+	},
 	"failover-loses-lock": {
 		Title: "the leader dies for good; the others elect a new one, which has the lock",
 		Story: "C1 holds the lock when the cluster's leader is killed, and stays down. The other two members " +
@@ -104,6 +118,11 @@ var known = map[string]map[string][]string{
 	},
 	"failover-loses-lock": {
 		"etcd-lease": {"c1 c1 failover(n1) c2 c2"},
+	},
+	"waiter-lease-expires": {
+		// The story: c2 waits on its watch, pauses past its lease's TTL,
+		// and is refused after c1's release.
+		"etcd-mutex": {"c1 c1 c2 c2 c2 pause(c2) time resume(c2) c1 c1 c2 c2 c1 c1 c1"},
 	},
 }
 

@@ -10,10 +10,15 @@
 //     a session whose lease has the lock's TTL; Lease.Fence is the lock
 //     key's create revision; release deletes the key and revokes the
 //     lease.
+//   - MutexLock ("etcd-mutex"): concurrency.Mutex.Lock, as etcd's users
+//     call it, on one Session per process kept alive by the client's
+//     keepalive: a waiter watches the key before its own; Lease.Fence is
+//     the key's create revision; release is Mutex.Unlock, a blind delete.
 //
-// etcd's Session renews its lease for as long as its process runs; here
-// that is Config.Watchdog (Options.KeepAlive). Without it a lock's lease
-// lives its TTL, as a Redis lock's key does, unless Extend renews it.
+// etcd's Session renews its lease for as long as its process runs; for
+// etcd-lease that is Config.Watchdog (Options.KeepAlive), and etcd-mutex
+// always runs it. Without it an etcd-lease lock's lease lives its TTL, as
+// a Redis lock's key does, unless Extend renews it.
 //
 // A program picks it by name, as any other strategy:
 //
