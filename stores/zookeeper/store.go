@@ -352,6 +352,44 @@ func (s *zkStore) Crashed(c *harness.Client) {
 // zk-golib), or the node at zk-ephemeral's path with its czxid; nil when
 // none does.
 func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
+	n, err := s.lockNode(key)
+	switch {
+	case err != nil || n == nil:
+		return nil, err
+	case n.first != "":
+		return s.holder(n.first), nil
+	}
+	return fmt.Sprintf("%s @%d", s.short(n.path), n.czxid), nil
+}
+
+// Holds says whether c's hold of lease is the lock on key now: for
+// zk-ephemeral, the node at its path is the one the lease's create made
+// (its czxid is the lease's fence); for a queue (zk-recipe, zk-golib), the
+// first node in line is one that c made (its GUID). Probe shows the
+// holder as the timeline names it, which no Lease.Token equals, so the
+// wrongful-release check asks this instead (harness.HoldProber).
+func (s *zkStore) Holds(_ context.Context, _ int, key string, c *harness.Client, lease locklab.Lease) (bool, error) {
+	n, err := s.lockNode(key)
+	switch {
+	case err != nil || n == nil:
+		return false, err
+	case n.first != "":
+		return s.maker(n.first) == fmt.Sprintf("c%d", c.ID()), nil
+	}
+	return n.czxid == lease.Fence, nil
+}
+
+// lockNode is the node that holds the lock on key: zk-ephemeral's, at
+// path with its czxid, or a queue's first in line (first, its name).
+type lockNode struct {
+	path  string
+	czxid int64
+	first string
+}
+
+// lockNode reads which node holds the lock on key, outside the schedule;
+// nil when none does.
+func (s *zkStore) lockNode(key string) (*lockNode, error) {
 	for _, name := range strategyNames {
 		p := zklock.Path(name, key)
 		if name == zklock.EphemeralName {
@@ -362,7 +400,7 @@ func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return fmt.Sprintf("%s @%d", s.short(p), st.Czxid), nil
+			return &lockNode{path: p, czxid: st.Czxid}, nil
 		}
 		children, _, err := s.admin.Children(p)
 		if errors.Is(err, zk.ErrNoNode) || len(children) == 0 {
@@ -372,41 +410,9 @@ func (s *zkStore) Probe(_ context.Context, _ int, key string) (any, error) {
 			return nil, err
 		}
 		sort.Slice(children, func(i, j int) bool { return sequence(children[i]) < sequence(children[j]) })
-		return s.holder(children[0]), nil
+		return &lockNode{path: p, first: children[0]}, nil
 	}
 	return nil, nil
-}
-
-// Holds says whether c's hold of lease is the lock on key now: for
-// zk-ephemeral, the node at its path is the one the lease's create made
-// (its czxid is the lease's fence); for a queue (zk-recipe, zk-golib), the
-// first node in line is one that c made (its GUID). Probe shows the
-// holder as the timeline names it, which no Lease.Token equals, so the
-// wrongful-release check asks this instead (harness.HoldProber).
-func (s *zkStore) Holds(_ context.Context, _ int, key string, c *harness.Client, lease locklab.Lease) (bool, error) {
-	for _, name := range strategyNames {
-		p := zklock.Path(name, key)
-		if name == zklock.EphemeralName {
-			_, st, err := s.admin.Get(p)
-			if errors.Is(err, zk.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
-			return st.Czxid == lease.Fence, nil
-		}
-		children, _, err := s.admin.Children(p)
-		if errors.Is(err, zk.ErrNoNode) || len(children) == 0 {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		sort.Slice(children, func(i, j int) bool { return sequence(children[i]) < sequence(children[j]) })
-		return s.maker(children[0]) == fmt.Sprintf("c%d", c.ID()), nil
-	}
-	return false, nil
 }
 
 // sequence is a sequential node's sequence number, its last ten digits.
