@@ -115,6 +115,26 @@ var catalog = []*Scenario{
 		},
 	},
 	{
+		Name:  "pause-in-release",
+		Title: "the holder stops inside its release, past its TTL, and deletes its successor's lock",
+		Story: "C1 holds the lock and begins its release. Anywhere in it, between a GET and its DEL say, C1's " +
+			"process stops (a GC pause, a swapped-out VM) for longer than the TTL: the key expires and C2 " +
+			"acquires. C1 wakes and finishes its release: a GET-compare-then-DEL deletes C2's key, whose " +
+			"value C1 checked before it stopped. This is release-after-expiry with the delay inside the " +
+			"release, where a lock whose expiry is a session's (ZooKeeper, etcd) lets the holder's lock go only " +
+			"while the holder is silent. A compare-and-delete in one script has no inside.",
+		Source:     "Martin Kleppmann, \"How to do distributed locking\" (2016): process pauses; the Redis SET command page on safe release",
+		Property:   ReleaseSafety,
+		Programs:   progs("acquire write release", "acquire write release"),
+		Faults:     []string{"pause(c1)", "time", "resume(c1)"},
+		MaxFaults:  3,
+		FaultAfter: map[string]string{"time": "pause(c1)", "resume(c1)": "time"},
+		Several:    &Several{NoPreemption: true},
+		Known: map[string][]string{
+			"set-nx-px-getdel": {"c1 c1 c1 pause(c1) time c2 resume(c1) c1"},
+		},
+	},
+	{
 		Name:  "clock-skew",
 		Title: "a client whose clock runs ahead steals a live timestamp lock",
 		Story: "Timestamp locks decide expiry with the client's own clock. C2's clock is 32s ahead: C1's fresh " +

@@ -52,6 +52,14 @@ var tellings = map[string]harness.Telling{
 			"revokes its own lease; C1's lease keeps its TTL, and C2 acquires once it has passed.",
 		Source: srcEtcdLease,
 	},
+	"pause-in-release": {
+		Title: "the holder stops inside its release, and its lease runs out",
+		Story: "C1 holds the lock and begins its release. Anywhere in it C1's process stops past its lease's " +
+			"TTL: its keepalive stops with it, the lease runs out and C1's key goes with it, and C2 acquires. " +
+			"C1 wakes and finishes its release: etcd-lease's deletes its own key, by name, which is gone, and " +
+			"revokes its own lease; etcd-mutex's Unlock deletes its own key, by name. Neither touches C2's key.",
+		Source: srcEtcdLease,
+	},
 	"release-after-expiry": {
 		Title: "a holder past its lease releases: nothing of its successor's is deleted",
 		Story: "C1 holds the lock while time passes. Its session's keepalive renews the lease, and C2 is " +

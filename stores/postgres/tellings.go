@@ -61,6 +61,14 @@ var tellings = map[string]harness.Telling{
 			"C2 acquires once the lock is free.",
 		Source: srcPGTable,
 	},
+	"pause-in-release": {
+		Title: "the holder stops before or inside its release, past its expiry",
+		Story: "C1 holds the lock; before or inside its release its process stops past the lock's expiry, " +
+			"and C2 takes the lock. C1 wakes and releases: the lock table's release is a DELETE of the key's " +
+			"row, whoever's it is, so it deletes C2's lock, as in release-after-expiry. The session locks have " +
+			"no expiry, and a paused client's session lives on: C2 is refused until C1 releases.",
+		Source: srcPGTable,
+	},
 	"release-after-expiry": {
 		Title: "a holder past its expiry releases and deletes its successor's lock",
 		Story: "C1 holds the lock and runs past its expiry; C2 takes it. C1 then releases: the lock table's " +
@@ -143,6 +151,9 @@ var known = map[string]map[string][]string{
 	},
 	"pause-past-ttl": {
 		"pg-lock-table": {"c1 c1 c2 c2 c2 c2 c2 c1"},
+	},
+	"pause-in-release": {
+		"pg-lock-table": {"c1 c1 pause(c1) time c2 c2 c2 resume(c1) c1"},
 	},
 	"partitioned-holder": {
 		"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},

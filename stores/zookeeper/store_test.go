@@ -47,6 +47,11 @@ func TestZooKeeperStore(t *testing.T) {
 		{"zk-recipe", "pause-past-ttl-fenced", "c1 c1 c1 c1 c2 c2 c2 c2 c2 c1", harness.Safe, "c1 write refused"},
 		{"zk-recipe", "partitioned-holder", "c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c1 c1", harness.Violated, "c2 acquired"},
 		{"zk-ephemeral", "pause-past-ttl", "c1 c1 c1 c2 c2 c2 c2 c2 c1", harness.Violated, "c2 acquired"},
+		// C1 stops between its release's read and its delete, and its
+		// session expires: C2's node has the version C1 read, but the
+		// delete goes out on the connection the session's end closed.
+		{"zk-ephemeral", "pause-in-release", "c1 c1 c1 c1 pause(c1) time c2 c2 resume(c1) c1", harness.Safe,
+			"c1 release failed: locklab: server unreachable or failed: zk: connection closed"},
 		{"zk-recipe", "crash-before-expire", "", harness.Safe, ""},
 		// zk-golib's Lock waits on its predecessor's watch between steps:
 		// the holder's delete wakes it (step 8 is c1's, after c2's

@@ -59,6 +59,20 @@ var tellings = map[string]harness.Telling{
 			"not C1's: C1's session lives on its own heartbeats, and the waiters are refused.",
 		Source: srcZKRecipe,
 	},
+	"pause-in-release": {
+		Title: "the holder stops inside its release, and its session expires",
+		Story: "C1 holds the lock and begins its release: zk-ephemeral's reads the node's czxid, then deletes " +
+			"the node at the version it read. Anywhere in it C1's process stops past its session timeout: no " +
+			"heartbeat leaves it, the ensemble expires the session and deletes C1's node, and C2 creates its " +
+			"own, whose version is 0 as C1's was. C1 wakes and sends the rest of its release. Here a request " +
+			"C1's library had handed to its connection before it stopped goes out on that connection, which " +
+			"the session's end closed: the delete fails, and C2's node stays. go-zookeeper can also keep a " +
+			"request it has not yet written for the session it opens next, and then the delete at version 0 " +
+			"removes C2's node: this harness steps a client at its requests and cannot pause it before its " +
+			"library writes one (strategies/zklock's TestEphemeralReleaseGap pauses it there). The " +
+			"queues' releases delete their own node by name, which is gone.",
+		Source: srcZKSessions + "; " + srcZKRecipe,
+	},
 	"release-after-expiry": {
 		Title: "a release after the session expired deletes nothing of another's",
 		Story: "C1's session expires while it holds the lock (it was paused), and C2 acquires with a node of " +
