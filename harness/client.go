@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -134,7 +135,7 @@ func (r *run) addClient(prog Program, probe bool) (*client, error) {
 	if err := r.slot.store.Connect(c.handle, &cfg); err != nil {
 		r.fail(err)
 	}
-	l, err := r.spec.factory(cfg)
+	l, err := r.build(c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +277,9 @@ func (r *run) holdersLocked() []int {
 func (r *run) loop(c *client) {
 	defer r.wg.Done()
 	defer func() {
+		if v := recover(); v != nil {
+			r.fail(panicked(c, v))
+		}
 		r.mu.Lock()
 		c.done = true
 		c.changed = time.Now()
@@ -543,6 +547,27 @@ func (r *run) writeVersioned(c *client) bool {
 		r.hist.Writes = append(r.hist.Writes, w)
 	}
 	return true
+}
+
+// ErrPanicked is what a run fails with when the strategy panicked in one
+// of its client's operations or in its factory: the run ends with the
+// panic's value and where it happened, and the servers are left as every
+// run leaves them.
+var ErrPanicked = errors.New("the strategy panicked")
+
+// panicked is the error of client c's strategy's panic v.
+func panicked(c *client, v any) error {
+	return fmt.Errorf("c%d: %w: %v\n%s", c.id, ErrPanicked, v, debug.Stack())
+}
+
+// build runs the strategy's factory for client c, a panic in it an error.
+func (r *run) build(c *client, cfg locklab.Config) (l locklab.Locker, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			l, err = nil, panicked(c, v)
+		}
+	}()
+	return r.spec.factory(cfg)
 }
 
 func (r *run) fail(err error) {

@@ -50,7 +50,12 @@ func (r *run) renewersLocked() []*client {
 
 // renew extends c's lease to the TTL, outside the schedule, with an
 // instance of the strategy on the store's own connections.
-func (r *run) renew(c *client) error {
+func (r *run) renew(c *client) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicked(c, v)
+		}
+	}()
 	rs, ok := r.slot.store.(Renewer)
 	if !ok {
 		return fmt.Errorf("the store of %s cannot renew outside the schedule", r.spec.strategy)
@@ -61,7 +66,6 @@ func (r *run) renew(c *client) error {
 	if l == nil {
 		cfg := locklab.Config{Clock: locklab.ClockFunc(func() time.Time { return r.clock(c) }), NoWatchdog: r.spec.noWatchdog}
 		rs.Unscheduled(&cfg)
-		var err error
 		l, err = r.spec.factory(cfg)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package locklabtest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -114,6 +115,11 @@ func TestBadInput(t *testing.T) {
 	d, f := mine(t, "set-nx-px", "mine-token")
 	boom := func(locklab.Config) (locklab.Locker, error) { return nil, errors.New("boom: no such pool") }
 	nothing := func(locklab.Config) (locklab.Locker, error) { return nil, nil }
+	panicky := func(locklab.Config) (locklab.Locker, error) { panic("boom: factory") }
+	panicsInRelease := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		return releasePanics{l}, err
+	}
 	builtin, _ := mine(t, "set-nx-px", "set-nx-px")
 	named := func(name string) strategies.Description { d := d; d.Name = name; return d }
 	for _, tc := range []struct {
@@ -128,6 +134,10 @@ func TestBadInput(t *testing.T) {
 		{named("mine-boom"), boom, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")}, "boom: no such pool"},
 		{named("mine-nil-locker"), nothing, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")},
 			"mine-nil-locker's factory returned a nil Locker and no error"},
+		{named("mine-panicky-factory"), panicky, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")},
+			"c1: the strategy panicked: boom: factory"},
+		{named("mine-panics-in-release"), panicsInRelease, []locklabtest.Option{locklabtest.Scenarios("release-after-expiry")},
+			"the strategy panicked: boom: release"},
 	} {
 		_, errs, fatal := run(t, tc.d, tc.f, tc.opts...)
 		require.True(t, fatal, "%s: %v", tc.d.Name, errs)
@@ -135,6 +145,11 @@ func TestBadInput(t *testing.T) {
 		assert.True(t, strings.Contains(errs[0], tc.want), "%s: %s", tc.d.Name, errs[0])
 	}
 }
+
+// releasePanics is a lock whose Release panics.
+type releasePanics struct{ locklab.Locker }
+
+func (releasePanics) Release(context.Context, locklab.Lease) error { panic("boom: release") }
 
 // TestOwnClientIsSaid: a lock that talks to Redis through a client of its
 // own, not the connections its factory is given, is never scheduled: Run
