@@ -175,6 +175,11 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 	if f == nil {
 		return nil, fmt.Errorf("%s: nil factory", d.Name)
 	}
+	if onStore(d.Family) && !slices.Contains(d.Options, strategies.OptStore) {
+		// A lock on another store takes its client from Config.Store,
+		// which New refuses to a Description that does not list it.
+		d.Options = append(slices.Clone(d.Options), strategies.OptStore)
+	}
 	count := new(atomic.Int64)
 	counts.Store(d.Name, count)
 	counted := func(cfg locklab.Config) (locklab.Locker, error) {
@@ -195,6 +200,17 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 		return l, err
 	}
 	return count, strategies.Register(d, counted)
+}
+
+// onStore reports whether family names a registered store other than
+// Redis, whose client a lock of the family gets in Config.Store.
+func onStore(family string) bool {
+	for _, d := range harness.Stores() {
+		if d.Name == family {
+			return true
+		}
+	}
+	return false
 }
 
 // servers are the servers a lock runs on: three Redis nodes, or the
