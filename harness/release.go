@@ -4,6 +4,8 @@
 
 package harness
 
+import "slices"
+
 // probeKey reads the run's lock key on node (1-based) outside the
 // schedule.
 func (r *run) probeKey(node int) (any, error) {
@@ -31,8 +33,13 @@ func (r *run) watchRelease(c *client, node int) *releaseWatch {
 	var victim *client
 	r.mu.Lock()
 	if c.inRelease {
+		// The victim holds the lock as the mutual-exclusion check counts
+		// holders: its lease still valid on its own clock. A lock whose
+		// time ran out is no one's to be wronged of, though its value
+		// may be the releaser's too (incr-expire's tokens are counts).
+		holders := r.holdersLocked()
 		for _, o := range r.cls {
-			if o != c && o.holding && !o.crashed && !o.inRelease {
+			if o != c && slices.Contains(holders, o.id) {
 				victim = o
 			}
 		}
