@@ -234,9 +234,11 @@ type Store interface {
 	// holds it, else the holder's Lease.Token, as a string. The timeline
 	// shows it in the server's column, and the wrongful-release check
 	// (release.go) compares it, before and after a release that runs
-	// while another client holds the lock, with that client's token: a
-	// value of another form (a name made for the timeline) leaves the
-	// check blind, and release-after-expiry safe whatever the release did.
+	// while another client holds the lock, with that client's token. A
+	// store whose Probe shows another form (a name made for the
+	// timeline, as ZooKeeper's) is a HoldProber, which the check asks
+	// instead; without either, the check is blind, and
+	// release-after-expiry safe whatever the release did.
 	Probe(ctx context.Context, i int, key string) (any, error)
 	// Crashed is told that client c crashed; it returns once the store
 	// has seen the crash (a session ended).
