@@ -89,36 +89,34 @@ func checkRelease(h *History) Verdict {
 		Message: fmt.Sprintf("c%d's release deleted c%d's lock on n%d at step %d", w.Client, w.Victim, w.Node, w.Step)}
 }
 
-// releaseProbe is what the connection wrapper saw around one command of a
-// release that ran while another client (the victim) held the lock: the
-// lock key on the node before and after the command.
+// releaseProbe is what was seen around one command of a release that ran
+// while another client (the victim) held the lock: whether the victim's
+// hold was the lock on the node before and after the command.
 type releaseProbe struct {
-	client, victim, node int
-	token                string // the victim's lease token
-	victimHolds          bool   // the victim still held its lease after the command
-	before, after        any
+	client, victim, node  int
+	heldBefore, heldAfter bool
+	victimHolds           bool // the victim still held its lease after the command
 }
 
 // checkReleaseStep is the wrongful-release check of one step of h: when
-// the command of event removed or replaced the victim's token while the
-// victim held the lock, it records a WrongRelease, which checkRelease then
+// the command of event ended the victim's hold of the lock while the
+// victim held it, it records a WrongRelease, which checkRelease then
 // reports, and notes it in the event.
 func checkReleaseStep(h *History, event int, p releaseProbe) bool {
-	bs, _ := redis.String(p.before, nil)
-	as, _ := redis.String(p.after, nil)
-	if p.before == nil || bs != p.token || (p.after != nil && as == bs) || !p.victimHolds {
+	if !p.heldBefore || p.heldAfter || !p.victimHolds {
 		return false
 	}
-	recordWrongRelease(h, event, p.client, p.victim, p.node)
+	e := &h.Events[event]
+	h.WrongRelease = append(h.WrongRelease, WrongRelease{Client: p.client, Victim: p.victim, Step: e.Step, Node: p.node})
+	e.Notes = append(e.Notes, fmt.Sprintf("c%d deleted c%d's lock", p.client, p.victim))
 	return true
 }
 
-// recordWrongRelease records that the command of event, client's, removed
-// victim's lock on node while victim held it, and notes it in the event.
-func recordWrongRelease(h *History, event, client, victim, node int) {
-	e := &h.Events[event]
-	h.WrongRelease = append(h.WrongRelease, WrongRelease{Client: client, Victim: victim, Step: e.Step, Node: node})
-	e.Notes = append(e.Notes, fmt.Sprintf("c%d deleted c%d's lock", client, victim))
+// tokenHolds reports whether v, what a store's Probe read of the lock key,
+// is the hold whose Lease.Token is token.
+func tokenHolds(v any, token string) bool {
+	s, _ := redis.String(v, nil)
+	return v != nil && s == token
 }
 
 // checkFencing fails when the resource accepted a write carrying a smaller

@@ -92,13 +92,15 @@ func TestCheckersCatchBrokenHistories(t *testing.T) {
 		t.Errorf("stale write accepted: %v", v)
 	}
 	h = clone()
-	if !checkReleaseStep(h, 2, releaseProbe{client: 1, victim: 2, node: 1, token: "t2", victimHolds: true, before: []byte("t2")}) {
+	if !checkReleaseStep(h, 2, releaseProbe{client: 1, victim: 2, node: 1, victimHolds: true,
+		heldBefore: tokenHolds([]byte("t2"), "t2"), heldAfter: tokenHolds(nil, "t2")}) {
 		t.Fatal("a release that deleted the holder's key was not caught")
 	}
 	if v := checkRelease(h); v.Outcome != Violated || v.Step != h.Events[2].Step {
 		t.Errorf("wrongful release: %v", v)
 	}
-	if checkReleaseStep(clone(), 2, releaseProbe{client: 1, victim: 2, token: "t2", victimHolds: true, before: []byte("t2"), after: []byte("t2")}) {
+	if checkReleaseStep(clone(), 2, releaseProbe{client: 1, victim: 2, victimHolds: true,
+		heldBefore: tokenHolds([]byte("t2"), "t2"), heldAfter: tokenHolds([]byte("t2"), "t2")}) {
 		t.Error("a release that left the holder's key alone was flagged")
 	}
 	h = clone()

@@ -13,17 +13,14 @@ func (r *run) probeKey(node int) (any, error) {
 }
 
 // releaseWatch is a command of a release that runs while another client
-// holds the lock: the key is read before and after it, and the
-// wrongful-release checker (check.go) judges what changed.
+// holds the lock: whether the victim's hold is the lock is read before and
+// after it, and the wrongful-release checker (check.go) judges.
 type releaseWatch struct {
 	r      *run
 	c      *client
 	victim *client
 	node   int
-	before any
-	// held: the victim's hold was the lock before the command, where the
-	// store is a HoldProber (hp), which says so in place of before.
-	hp   HoldProber
+	// held: the victim's hold was the lock before the command.
 	held bool
 }
 
@@ -49,22 +46,23 @@ func (r *run) watchRelease(c *client, node int) *releaseWatch {
 		return nil
 	}
 	w := &releaseWatch{r: r, c: c, victim: victim, node: node}
-	if hp, ok := r.slot.store.(HoldProber); ok {
-		w.hp = hp
-		w.held, _ = w.holds()
-		return w
-	}
-	w.before, _ = r.probeKey(node)
+	w.held, _ = w.holds()
 	return w
 }
 
-// holds asks the HoldProber whether the victim's hold is the lock now.
+// holds reads whether the victim's hold is the lock on the watched node
+// now: a HoldProber says so; another store's Probe reads the holder's
+// Lease.Token, whose failure to read counts as the hold gone.
 func (w *releaseWatch) holds() (bool, error) {
 	r := w.r
 	r.mu.Lock()
 	lease := w.victim.lease
 	r.mu.Unlock()
-	return w.hp.Holds(r.ctx, w.node-1, r.spec.key, w.victim.handle, lease)
+	if hp, ok := r.slot.store.(HoldProber); ok {
+		return hp.Holds(r.ctx, w.node-1, r.spec.key, w.victim.handle, lease)
+	}
+	v, _ := r.probeKey(w.node)
+	return tokenHolds(v, lease.Token), nil
 }
 
 // judge reads the key after the watched command q and records a wrongful
@@ -74,18 +72,12 @@ func (w *releaseWatch) judge(q *request) {
 		return
 	}
 	r := w.r
-	if w.hp != nil {
-		still, err := w.holds()
-		r.mu.Lock()
-		if w.held && err == nil && !still && w.victim.holding {
-			recordWrongRelease(r.hist, q.event, w.c.id, w.victim.id, w.node)
-		}
-		r.mu.Unlock()
+	still, err := w.holds()
+	if err != nil {
 		return
 	}
-	after, _ := r.probeKey(w.node)
 	r.mu.Lock()
 	checkReleaseStep(r.hist, q.event, releaseProbe{client: w.c.id, victim: w.victim.id, node: w.node,
-		token: w.victim.lease.Token, victimHolds: w.victim.holding, before: w.before, after: after})
+		heldBefore: w.held, heldAfter: still, victimHolds: w.victim.holding})
 	r.mu.Unlock()
 }
