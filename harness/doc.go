@@ -16,6 +16,7 @@
 //	scheduler.go  which steps can run, and granting the chosen one
 //	events.go     events between steps: crashes, time, node faults
 //	store.go      the store contract: Driver, Store, Client (what a store implements)
+//	registry.go   the stores registered (RegisterStore, Stores, a strategy's store)
 //	redisstore.go the Redis store; conn.go its connection wrapper
 //	nodes.go      the servers a run uses, and the store of its slot
 //	storecells.go the stores' cells: n/a reasons, bounds
