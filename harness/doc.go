@@ -12,6 +12,7 @@
 //	schedule.go   steps and schedules, with their text form
 //	run.go        one run: Run, its setup, its step loop, its end
 //	client.go     the client side: each client's program calling the strategy
+//	ops.go        a client's operations (acquire, write, sleep, release, crash) as steps
 //	conn.go       the connection wrapper: every Redis command a scheduled step
 //	scheduler.go  which steps can run, and granting the chosen one
 //	events.go     events between steps: crashes, time, node faults
