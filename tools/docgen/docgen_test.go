@@ -3,6 +3,7 @@ package docgen_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -300,6 +301,37 @@ func TestRewriteReplacesOnlyRegions(t *testing.T) {
 	kept, err := g.Rewrite(context.Background(), []byte(src))
 	require.NoError(t, err)
 	assert.Equal(t, src, string(kept), "a kept region is left as it is")
+}
+
+// TestRewriteKeepsZxids: a region whose new rendering differs from the
+// page only in ZooKeeper transaction ids (a czxid, a fence) keeps the
+// page's text; any other difference, a short number's among them, is
+// written.
+func TestRewriteKeepsZxids(t *testing.T) {
+	root := t.TempDir()
+	g := &docgen.Generator{Root: root}
+	page := func(body string) string {
+		return "<!-- generated:file z.txt -->\n\n```txt\n" + body + "\n```\n<sub>z.txt</sub>\n\n<!-- end -->\n"
+	}
+	for _, c := range []struct {
+		now  string
+		kept bool
+	}{
+		{"-> @4294967370 acquired (fence 4294967370)", true},
+		{"-> @4294967369 acquired (fence 4294967369)", true},
+		{"-> @4294967370 acquired (fence 4294967369) released", false},
+		{"-> @2 acquired (fence 2)", false},
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, "z.txt"), []byte(c.now), 0o644))
+		src := page("-> @4294967369 acquired (fence 4294967369)")
+		out, err := g.Rewrite(context.Background(), []byte(src))
+		require.NoError(t, err)
+		if c.kept {
+			assert.Equal(t, src, string(out), "%q differs only in zxids", c.now)
+		} else {
+			assert.Equal(t, page(c.now), string(out), "%q differs in more than zxids", c.now)
+		}
+	}
 }
 
 func TestRegionErrors(t *testing.T) {
