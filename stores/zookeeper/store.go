@@ -260,22 +260,47 @@ func (s *zkStore) Empty(ctx context.Context) error {
 }
 
 // reset deletes what is left under the lock's paths for key, and creates
-// each path the recipes queue under again.
+// each path the recipes queue under again. A path the last run left as
+// the next one needs it is not touched: a queue's path with no child that
+// no create has used (its child version still 0, so the next sequence
+// number is 0), zk-ephemeral's node absent. Every write costs the
+// ensemble a transaction, a failed create's too, and most runs use one
+// strategy's path of three.
 func (s *zkStore) reset(key string) error {
 	for _, name := range strategyNames {
 		p := zklock.Path(name, key)
-		if err := deleteTree(s.admin, p); err != nil {
-			return fmt.Errorf("emptying %s on %s: %w", p, s.node.Name(), err)
-		}
 		dir := p
 		if name == zklock.EphemeralName {
 			dir = p[:strings.LastIndexByte(p, '/')] // the lock is the node itself
+		}
+		if clean, err := asNew(s.admin, name, p, dir); err != nil {
+			return fmt.Errorf("reading %s on %s: %w", p, s.node.Name(), err)
+		} else if clean {
+			continue
+		}
+		if err := deleteTree(s.admin, p); err != nil {
+			return fmt.Errorf("emptying %s on %s: %w", p, s.node.Name(), err)
 		}
 		if err := createPath(s.admin, dir); err != nil {
 			return fmt.Errorf("creating %s on %s: %w", dir, s.node.Name(), err)
 		}
 	}
 	return nil
+}
+
+// asNew reports whether strategy name's lock path p is as reset leaves it:
+// zk-ephemeral's node absent and its parent dir present; a queue's path
+// present, with no child and a child version of 0.
+func asNew(c *zk.Conn, name, p, dir string) (bool, error) {
+	ok, st, err := c.Exists(p)
+	if err != nil || (name == zklock.EphemeralName && ok) {
+		return false, err
+	}
+	if name == zklock.EphemeralName {
+		ok, _, err = c.Exists(dir)
+		return ok, err
+	}
+	return ok && st.NumChildren == 0 && st.Cversion == 0, nil
 }
 
 // deleteTree deletes p and every node under it.
@@ -312,14 +337,21 @@ func deleteOnce(c *zk.Conn, p string) error {
 	return nil
 }
 
-// createPath creates p and its parents where they are missing.
+// createPath creates p and its parents where they are missing: p first,
+// its parents only when it has none, since a create that fails (the node
+// exists) is a transaction of the ensemble as one that succeeds.
 func createPath(c *zk.Conn, p string) error {
-	at := ""
-	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		at += "/" + part
-		if _, err := c.Create(at, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return err
+	_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNoNode) {
+		if i := strings.LastIndexByte(p, '/'); i > 0 {
+			if err := createPath(c, p[:i]); err != nil {
+				return err
+			}
 		}
+		_, err = c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
 	}
 	return nil
 }
