@@ -131,6 +131,15 @@ setting, and deletes its namespace's keys when it ends (Ctrl-C too).`,
 	return root
 }
 
+// commandLine is the command line the root runs, without the program's
+// name: the args Run gave it, else os.Args[1:].
+func (g *globals) commandLine() []string {
+	if g.args != nil {
+		return g.args
+	}
+	return os.Args[1:]
+}
+
 // startProfile starts the CPU profile --cpuprofile asks for.
 func (g *globals) startProfile() error {
 	if g.cpuProfile == "" {

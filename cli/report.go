@@ -57,7 +57,7 @@ source and the JSON history.`,
 				Redis:            c.Describe(),
 				Backend:          c.Backend(),
 				Generated:        began,
-				Command:          "locklab " + strings.Join(os.Args[1:], " "),
+				Command:          "locklab " + strings.Join(g.commandLine(), " "),
 				Version:          buildVersion(),
 				MaxPreemptions:   o.MaxPreemptions,
 				MaxSchedules:     o.MaxSchedules,
@@ -160,11 +160,33 @@ func writeReport(path string, m *harness.MatrixResult, meta render.Meta) (string
 	return abs, nil
 }
 
-// buildVersion names the build: the module version, else the VCS revision.
+// buildVersion names the build of locklab this program runs (version).
 func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""
+	}
+	return version(bi)
+}
+
+// modulePath is locklab's module.
+const modulePath = "github.com/locklab/locklab"
+
+// version is locklab's version in the build bi: the main module's version
+// or VCS revision when the program is locklab's own, else the version of
+// the locklab module the program requires ("v1.2.0", or "v0.0.0 => ../.."
+// where a replace directive points it elsewhere).
+func version(bi *debug.BuildInfo) string {
+	if bi.Main.Path != modulePath && bi.Main.Path != "" {
+		for _, d := range bi.Deps {
+			if d.Path != modulePath {
+				continue
+			}
+			if r := d.Replace; r != nil {
+				return strings.TrimSpace(d.Version + " => " + r.Path + " " + r.Version)
+			}
+			return d.Version
+		}
 	}
 	v := bi.Main.Version
 	rev, dirty := "", false
