@@ -5,6 +5,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,11 +14,19 @@ import (
 	"github.com/locklab/locklab/strategies"
 )
 
-// strategies checks the strategy names given with flag.
+// strategies checks the strategy names given with flag: each is
+// registered, and one of a store other than Redis (a lock a program
+// registered itself, say) lists OptStore, without which it would not be
+// given the store's client.
 func (g *globals) strategies(cmd *cobra.Command, flag string, names []string) error {
 	for _, n := range names {
-		if _, err := strategies.Info(n); err != nil {
+		d, err := strategies.Info(n)
+		if err != nil {
 			return g.args.badFlag(cmd, flag, n, "unknown strategy; the strategies are %s", strings.Join(strategies.Names(), ", "))
+		}
+		if st := harness.StoreOfStrategy(n); st != "" && !slices.Contains(d.Options, strategies.OptStore) {
+			return g.args.badFlag(cmd, flag, n, "a lock of the %s family runs on %s and takes its client from Config.Store, "+
+				"which only a strategy whose Description lists strategies.OptStore in its Options is given", d.Family, harness.StoreTitle(st))
 		}
 	}
 	return nil

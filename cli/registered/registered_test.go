@@ -38,6 +38,8 @@ import (
 const (
 	redisLock = "own-get-then-del"
 	pgLock    = "own-pg-get-then-del"
+	// noStore is pgLock registered without OptStore.
+	noStore = "own-pg-no-store"
 )
 
 func init() {
@@ -54,6 +56,8 @@ func init() {
 			}
 			return pgGetThenDel{cfg, pool}, nil
 		})
+	strategies.MustRegister(strategies.Description{Name: noStore, Family: "postgres"},
+		func(cfg locklab.Config) (locklab.Locker, error) { return nil, errors.New("never built") })
 }
 
 // token draws a lock token from the run's seeded source.
@@ -323,4 +327,16 @@ func TestErrors(t *testing.T) {
 	code, _, errOut = run(t, "demo", "redlock-pause", "-s", redisLock)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-s "+redisLock+": scenario redlock-pause does not apply to this strategy")
+
+	for _, args := range [][]string{
+		{"explore", "--backend", "process", "-s", noStore, "-x", "release-after-expiry"},
+		{"matrix", "--backend", "process", "-s", noStore},
+		{"demo", "release-after-expiry", "--backend", "process", "-s", noStore},
+	} {
+		code, out, errOut := run(t, args...)
+		assert.Equal(t, 2, code, "%s", args)
+		assert.Empty(t, out, "%s: refused before any server starts", args)
+		assert.Equal(t, "locklab: -s "+noStore+": a lock of the postgres family runs on PostgreSQL and takes its client from Config.Store, "+
+			"which only a strategy whose Description lists strategies.OptStore in its Options is given\n", errOut, "%s", args)
+	}
 }
