@@ -9,10 +9,8 @@ package registered_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -60,14 +58,9 @@ func init() {
 		func(cfg locklab.Config) (locklab.Locker, error) { return nil, errors.New("never built") })
 }
 
-// token draws a lock token from the run's seeded source.
-func token(cfg locklab.Config) (string, error) {
-	b := make([]byte, 8)
-	if _, err := io.ReadFull(cfg.Rand, b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
+// token draws a lock token from the run's seeded source (crypto/rand
+// where the Config has none, as in stress mode).
+func token(cfg locklab.Config) (string, error) { return cfg.Tokens().Token() }
 
 // getThenDel takes the key with SET NX PX and releases it with GET,
 // compare, then DEL: the DEL may delete a successor's lock.
