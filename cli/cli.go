@@ -197,9 +197,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // Command returns a new root command, "locklab" and its commands, for a
 // program that adds commands of its own to it or puts it under a root of
-// its own. It runs os.Args[1:], or what SetArgs gives it. Its errors are
-// silenced, since Main and Run tell them in one line of their own: a
-// program that executes it prints the error Execute returns.
+// its own (where "stress --processes" finds the hidden worker command, to
+// run its clients as the program's processes). It runs os.Args[1:], or
+// what SetArgs gives it. Its errors are silenced, since Main and Run tell
+// them in one line of their own: a program that executes it prints the
+// error Execute returns.
 func Command() *cobra.Command { return newRoot() }
 
 // execute runs the command line args and returns the exit status: 0; 1

@@ -304,11 +304,11 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 // runStress runs o and writes its report.
 func runStress(cmd *cobra.Command, o stress.Options, asJSON, fail bool, html string) error {
 	if o.Processes {
-		exe, err := os.Executable()
+		w, err := workerCommand(cmd)
 		if err != nil {
 			return err
 		}
-		o.WorkerCommand = []string{exe, "worker"}
+		o.WorkerCommand = w
 	}
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = -1 // --porcupine-timeout 0: no check

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -160,6 +162,54 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := cli.Run(ctx, args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// nestedChild makes the test binary run nestedRoot's command line: the
+// worker processes of a stress run under it are this binary.
+const nestedChild = "LOCKLAB_NESTED_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(nestedChild) != "" {
+		root := nestedRoot()
+		root.SetArgs(os.Args[1:])
+		if err := root.Execute(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Setenv(nestedChild, "1") // for the processes the tests start
+	os.Exit(m.Run())
+}
+
+// nestedRoot is a program's own root with locklab's commands under it, as
+// "locklab".
+func nestedRoot() *cobra.Command {
+	root := &cobra.Command{Use: "myprog", SilenceUsage: true}
+	root.AddCommand(cli.Command())
+	return root
+}
+
+// TestNestedStressProcesses: under a program's own root, stress
+// --processes runs each client as the program's "locklab worker", the
+// lock registered there too.
+func TestNestedStressProcesses(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	root := nestedRoot()
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"locklab", "stress", "--backend", "process", "-s", redisLock, "--processes", "--duration", "1s", "--json"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, root.ExecuteContext(ctx), errb.String())
+	var rep struct {
+		Strategy string `json:"strategy"`
+		Cycles   int    `json:"cycles"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &rep), out.String())
+	assert.Equal(t, redisLock, rep.Strategy)
+	assert.Positive(t, rep.Cycles, "the worker processes ran the lock")
 }
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test
