@@ -13,7 +13,7 @@
 //	)
 //
 //	func main() {
-//		strategies.Register(strategies.Description{Name: "my-lock", Family: "mine"},
+//		strategies.MustRegister(strategies.Description{Name: "my-lock", Family: "mine"},
 //			func(cfg locklab.Config) (locklab.Locker, error) { return mylock.New(cfg.Pool), nil })
 //		cli.Main()
 //	}
@@ -30,7 +30,13 @@
 //
 // Register the lock before Main, in main or an init: "stress --processes"
 // runs its clients as processes of the same program (the hidden command
-// "worker"), which must register it too.
+// "worker"), which must register it too. Stress mode gives the lock no
+// seeded Config.Rand: draw tokens through Config.Tokens.
+//
+// Run runs a command line in the program's own process and returns its
+// exit status, as a test does; Command is the root command, for a program
+// that adds commands of its own. examples/lockcli in locklab's repository
+// is a program of this kind, and docs/audit.md shows its runs.
 //
 // The commands:
 //
