@@ -121,7 +121,7 @@ WORK    := GOWORK=$(CURDIR)/test.work
 # against 1.68 cores over make test after make build, two runs each).
 # Longest first, as each took in a quick run on a cold build cache (go test
 # -json's elapsed per package); a package left out runs after them.
-FIRST   := ./cmd/locklab ./stores/zookeeper ./harness/play ./stores/etcd ./strategies/redlock . \
+FIRST   := ./cli ./stores/zookeeper ./harness/play ./stores/etcd ./strategies/redlock . \
 	./tools/docgen ./harness/stress ./stores/postgres/pgproc ./strategies/setnxex ./strategies/pglock \
 	./strategies ./stores/zookeeper/zkproc ./stores/postgres ./deploy ./strategies/zklock ./stores/etcd/etcdproc \
 	./strategies/etcdlock ./harness ./stores ./strategies/reentrant ./harness/node
