@@ -375,7 +375,10 @@ const retryCyclesFor = time.Minute
 // cycleRetry is cycle, tried again, with a growing pause, for up to
 // retryCyclesFor while the acquire fails unavailable, as it must when its
 // servers answer too slowly (a Redlock round past its node timeout, a
-// replica missing WAIT's timeout on a loaded machine); n counts the tries
+// replica missing WAIT's timeout on a loaded machine), or refused: no
+// other client locks the key of an uncontended cycle, so a refusal is a
+// lock that gave up waiting for its own request (zk-golib's Acquire waits
+// a second for zk.Lock, and leaves its node queued); n counts the tries
 // again rather than failing the measurement. A failed attempt may leave
 // its key held, until its TTL, on the nodes whose answers and releases
 // came too late (Redlock's release of a failed round is bounded too),
@@ -390,7 +393,8 @@ func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error
 			k = fmt.Sprintf("%s#%d", key, *n)
 		}
 		err := cycle(ctx, l, k)
-		if !errors.Is(err, locklab.ErrUnavailable) || time.Now().Add(pause).After(end) {
+		again := errors.Is(err, locklab.ErrUnavailable) || errors.Is(err, locklab.ErrNotAcquired)
+		if !again || time.Now().Add(pause).After(end) {
 			return err
 		}
 		*n++
