@@ -30,8 +30,9 @@
 //
 // Register the lock before Main, in main or an init: "stress --processes"
 // runs its clients as processes of the same program (the hidden command
-// "worker"), which must register it too. Stress mode gives the lock no
-// seeded Config.Rand: draw tokens through Config.Tokens.
+// "worker"), which must register it too. The race harness gives the lock
+// a seeded Config.Rand and its virtual Config.Clock, stress mode
+// crypto/rand and the system clock.
 //
 // Run runs a command line in the program's own process and returns its
 // exit status, as a test does; Command is the root command, for a program

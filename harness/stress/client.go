@@ -47,7 +47,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 	}
 	for ctx.Err() == nil {
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}
-		cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: r.o.TTL / 4}}
+		cfg := lockConfig(r.o.TTL)
 		var closeStore func()
 		if r.store != nil {
 			var err error

@@ -4,6 +4,7 @@
 package stress
 
 import (
+	"crypto/rand"
 	"math"
 	"slices"
 	"strings"
@@ -302,4 +303,17 @@ func (o *Options) checkStore() error {
 		}
 	}
 	return nil
+}
+
+// lockConfig is the Config a stress client's locker starts from, before
+// its servers are added: retries a millisecond apart at first, up to a
+// quarter of the TTL, and the clock and token source the defaults name,
+// set, so that a lock of one's own that reads Config.Clock or Config.Rand
+// itself runs here as it does in the race harness.
+func lockConfig(ttl time.Duration) locklab.Config {
+	return locklab.Config{
+		Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: ttl / 4},
+		Clock: locklab.SystemClock,
+		Rand:  rand.Reader,
+	}
 }

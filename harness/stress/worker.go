@@ -173,7 +173,7 @@ func (w *workerFlags) locker(ctx context.Context) (l locklab.Locker, retry lockl
 	if err != nil {
 		return nil, retry, nil, err
 	}
-	cfg := locklab.Config{Retry: locklab.RetryPolicy{Initial: time.Millisecond, Max: w.ttl / 4}}
+	cfg := lockConfig(w.ttl)
 	if len(w.sentinels) > 0 {
 		if len(w.addrs) > 0 || desc.Properties.MultiNode {
 			return nil, retry, nil, errors.New("worker: --sentinel takes a single-node strategy and no --addr")
