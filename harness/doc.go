@@ -1,8 +1,13 @@
 // Package harness runs lock strategies on real servers under explicit or
-// explored schedules and faults, and judges each run. Redis is its own
-// store; every other store is a folder under stores/ that registers
-// itself through the contract in store.go, and the harness imports none
-// of them (harness/harnesstest/memstore is one made for the tests).
+// explored schedules and faults, and judges each run. Every store
+// registers a Driver through the contract in store.go (RegisterStore),
+// and the harness asks the registry for a strategy's store, a node's and
+// a store's title, falling back on none: a strategy whose store is not
+// registered is an error naming the package to import. Redis's store is
+// still compiled in, and registers itself from redisdriver.go as the
+// Main store; every other store is a folder under stores/, and the
+// harness imports none of them (harness/harnesstest/memstore is one made
+// for the tests).
 //
 // A newcomer's map, in the order a run goes through it:
 //
@@ -18,6 +23,7 @@
 //	events.go     events between steps: crashes, time, node faults
 //	store.go      the store contract: Driver, Store, Client (what a store implements)
 //	registry.go   the stores registered (RegisterStore, Stores, a strategy's store)
+//	redisdriver.go  the Redis store's Driver, "redis", the Main store
 //	redisstore.go the Redis store; conn.go its connection wrapper
 //	nodes.go      the servers a run uses, and the store of its slot
 //	storecells.go the stores' cells: n/a reasons, bounds

@@ -202,8 +202,9 @@ type procNode struct {
 	s    *redisproc.Server
 }
 
-func (n procNode) Name() string { return n.name }
-func (n procNode) Addr() string { return n.s.Addr }
+func (n procNode) Name() string  { return n.name }
+func (n procNode) Store() string { return RedisStore }
+func (n procNode) Addr() string  { return n.s.Addr }
 func (n procNode) Restart(ctx context.Context, keep bool) error {
 	if keep {
 		return errors.New("procNode: no persistence configured")

@@ -14,21 +14,29 @@ import (
 	"github.com/locklab/locklab/harness/node"
 )
 
-// Node is a Redis server the harness runs schedules on. The harness talks to
-// it through its own connections to Addr (one database per parallel worker),
-// so a Node needs only a name and an address. The nodes of harness/node
-// satisfy it, and so does PoolNode. Schedules and scenarios that fault a node
-// need it to implement node's fault interfaces (fault.Pauser, fault.Killer,
-// fault.Restarter, fault.Partitioner, fault.FailingOver).
+// Node is a server the harness runs schedules on: a Redis server, or a
+// store's node (StoreNode). It names the registered store it serves,
+// whose Store a slot on it opens; that store talks to it through its own
+// connections to Addr (Redis's: one database per parallel worker), so a
+// Node needs no more than a name, an address and its store. The nodes of
+// harness/node satisfy it, and so does AddrNode. Schedules and scenarios
+// that fault a node need it to implement node's fault interfaces
+// (fault.Pauser, fault.Killer, fault.Restarter, fault.Partitioner,
+// fault.FailingOver).
 type Node interface {
 	Name() string
 	Addr() string
+	// Store names the registered store the node serves (a Driver's Name).
+	Store() string
 }
 
-// AddrNode is a Node given by name and address.
+// AddrNode is a Redis server given by name and address.
 type AddrNode struct {
 	NodeName, NodeAddr string
 }
+
+// Store names the node's store.
+func (n AddrNode) Store() string { return RedisStore }
 
 // Name returns the node's name.
 func (n AddrNode) Name() string { return n.NodeName }
@@ -80,18 +88,19 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 			direct = false
 		}
 	}
-	if name := nodeStore(nodes); name != "" {
-		d, err := LookupStore(name)
-		if err != nil {
-			return nil, err
-		}
-		st, err := d.Open(nodes)
-		if err != nil {
-			return nil, err
-		}
-		return &slot{nodes: nodes, store: st, keySuffix: storeKeySuffix(db)}, nil
+	d, err := LookupStore(nodeStore(nodes))
+	if err != nil {
+		return nil, err
 	}
-	return &slot{nodes: nodes, store: newRedisStore(nodes, db, direct)}, nil
+	st, err := d.Open(nodes, OpenOptions{Worker: db, Direct: direct})
+	if err != nil {
+		return nil, err
+	}
+	s := &slot{nodes: nodes, store: st}
+	if !d.Workers {
+		s.keySuffix = storeKeySuffix(db)
+	}
+	return s, nil
 }
 
 // close closes the slot's store, within closeEmptyTimeout, once the

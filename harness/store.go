@@ -4,11 +4,13 @@
 // clients, steps and nodes. A store knows how a client's operations reach
 // its servers (each one submitted to the scheduler as a step, through
 // Client.Send), how to empty what earlier runs wrote, how time passes on
-// it, and how to read the lock for the timeline. Redis is the harness's
-// own store (redisstore.go), named "". Every other store is a folder of
-// its own under stores/ (stores/etcd, stores/postgres, stores/zookeeper)
-// that registers a Driver from its init, as database/sql's drivers do: the
-// harness imports none of them, and names none of them. The tests have one
+// it, and how to read the lock for the timeline. Every store registers a
+// Driver from its init, as database/sql's drivers do (RegisterStore).
+// Redis's store is compiled into the harness (redisstore.go) and registers
+// itself as "redis", the Main store (redisdriver.go). Every other store is
+// a folder of its own under stores/ (stores/etcd, stores/postgres,
+// stores/zookeeper): the harness imports none of them, and names none of
+// them. The tests have one
 // more, harness/harnesstest/memstore, a lock server in the test's process
 // that docs/development.md's checklist takes as its worked example.
 //
@@ -45,15 +47,31 @@ import (
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 )
 
-// Driver is a store other than Redis, as its folder registers it.
+// Driver is a store, as its folder registers it.
 type Driver struct {
 	// Name names the store and is the family of the strategies that lock
 	// on it (strategies.Description.Family): "etcd", "postgres".
 	Name string
+	// Families are the other families whose strategies lock on the store.
+	Families []string
+	// Main says the store is the matrix's own: its servers are the nodes
+	// the harness is given (MatrixOptions.Nodes, a run's nodes), where the
+	// other stores' are started for their cells (MatrixOptions.Stores);
+	// its cells take the matrix's bounds, and every scenario of the
+	// catalog has a meaning there unless the scenario itself says not;
+	// the strategies whose family names no store (a lock of one's own,
+	// registered with a family of its own) lock on it; and messages and
+	// levels that name a strategy's store leave it unnamed. One registered
+	// store at most says so.
+	Main bool
+	// Workers says the store keeps an exploration's workers apart itself
+	// (OpenOptions.Worker), where the harness otherwise has each worker
+	// but the first lock the key with a suffix of its own.
+	Workers bool
 	// Title is how messages and pages name it: "PostgreSQL".
 	Title string
-	// Rank orders the stores wherever they are listed: Redis first, then
-	// the lowest Rank.
+	// Rank orders the stores wherever they are listed, the lowest first
+	// (Redis's is 0).
 	Rank int
 
 	// Installed says how to install the store's servers where they cannot
@@ -67,12 +85,13 @@ type Driver struct {
 	// runs the store's cells, the others those that fault the server.
 	Describe func(first StoreNode, more []StoreNode) string
 
-	// Open makes the store of a slot on nodes (one of Start's).
-	Open func(nodes []Node) (Store, error)
+	// Open makes the store of a slot on nodes (one of Start's, or the
+	// nodes given, for the Main store).
+	Open func(nodes []Node, o OpenOptions) (Store, error)
 
 	// NA says why scenario sc has no meaning on the store, "" where it
 	// has one. It is asked for the scenarios the harness does not rule
-	// out itself: MultiNode's are n/a on every store but Redis.
+	// out itself: MultiNode's are n/a on every store but the Main one.
 	NA func(sc *Scenario) string
 	// MultiNode is why a scenario of Redlock's independent masters has no
 	// meaning on the store.
@@ -83,8 +102,8 @@ type Driver struct {
 	// PlayLevels are the store's challenges in locklab play, after
 	// Redis's and those of the stores of lower Rank.
 	PlayLevels []PlayLevel
-	// Columns order the store's strategies in a matrix, after Redis's and
-	// the stores of lower Rank; those not listed follow every store's,
+	// Columns order the store's strategies in a matrix, after the
+	// stores' of lower Rank; those not listed follow every store's,
 	// sorted.
 	Columns []string
 	// Known are the schedules told or found for the store's strategies,
@@ -129,6 +148,17 @@ type Driver struct {
 	// Abbreviations explains the short names of the store's timelines;
 	// common is what every store's timeline shares.
 	Abbreviations func(common string) string
+}
+
+// OpenOptions are what a slot's Open is told beside its nodes.
+type OpenOptions struct {
+	// Worker is the exploration's worker the slot runs for (0 for a run
+	// alone): a store whose Driver says Workers keeps each one's runs
+	// apart from the others'.
+	Worker int
+	// Direct says no step of the slot's runs partitions a node: the store
+	// may reach its servers past what a partition cuts.
+	Direct bool
 }
 
 // Bench is how `locklab bench --stores` measures a store's locks.
@@ -180,12 +210,10 @@ type Limit struct {
 	Applies func(sc *Scenario) bool
 }
 
-// StoreNode is a node of a store other than Redis: one server or one
-// cluster, which the harness runs a slot of runs on.
+// StoreNode is a node a store's Driver starts (Driver.Start): one server
+// or one cluster, which the harness runs a slot of runs on.
 type StoreNode interface {
 	Node
-	// Store returns the Driver's Name.
-	Store() string
 	// Close stops the node's servers and removes what they wrote.
 	Close() error
 }
@@ -430,12 +458,10 @@ func (s *Sent) Done(v any, err error) {
 	r.idle(s.c.c, s.own)
 }
 
-// nodeStore names the store nodes serve: "" for Redis.
+// nodeStore names the store nodes serve, "" for no node.
 func nodeStore(nodes []Node) string {
 	if len(nodes) > 0 {
-		if s, ok := nodes[0].(StoreNode); ok {
-			return s.Store()
-		}
+		return nodes[0].Store()
 	}
 	return ""
 }

@@ -21,8 +21,9 @@ import (
 // harness, its renderer and its checkers, stress mode, play and the fault
 // vocabulary every store's nodes implement (harness/fault), import no
 // store's client (pgx, etcd's client, gRPC, ZooKeeper's client) and no
-// package of stores/, and their code names no store other than Redis, and
-// no strategy of one, in a string. What differs by store is asked of the store's harness.Driver
+// package of stores/, and their code names no registered store (Redis's
+// "redis" among them) and no strategy of a store other than Redis in a
+// string. What differs by store is asked of the store's harness.Driver
 // (stress.StoreDriver in stress mode).
 func TestCoreKnowsNoStore(t *testing.T) {
 	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
@@ -48,15 +49,15 @@ func TestCoreKnowsNoStore(t *testing.T) {
 	}
 }
 
-// storeNames are the names of the stores other than Redis and of their
-// strategies.
+// storeNames are the names of the registered stores and of the strategies
+// of the stores other than Redis.
 func storeNames() []string {
 	var out []string
 	for _, d := range harness.Stores() {
 		out = append(out, d.Name)
 	}
 	for _, d := range strategies.All() {
-		if harness.StoreOfStrategy(d.Name) != "" {
+		if Of(d.Name) != "" {
 			out = append(out, d.Name)
 		}
 	}

@@ -42,9 +42,16 @@ func (s *Servers) First(store string) harness.StoreNode {
 	return s.Nodes[store][0].(harness.StoreNode)
 }
 
-// Of names the store that strategy name locks on when it is not Redis
-// ("postgres", "etcd"), or "".
-func Of(name string) string { return harness.StoreOfStrategy(name) }
+// Of names the store that strategy name locks on when it is not Redis,
+// the harness's Main store, whose servers the caller starts itself
+// ("postgres", "etcd"); else "". A strategy whose store is not registered
+// is an error of harness.Resolve's, which names the package to import.
+func Of(name string) string {
+	if d, err := harness.StrategyStore(name); err == nil && !d.Main {
+		return d.Name
+	}
+	return ""
+}
 
 // Installed reports whether the servers of store can be started here: an
 // error saying how to install them otherwise.

@@ -27,6 +27,25 @@ var storeStrategies = map[string][]string{
 	ZooKeeperPackage: {"zk-ephemeral", "zk-golib", "zk-recipe"},
 }
 
+// familyStores are the packages that register the stores of the families
+// of the strategies of storeStrategies with the harness (harness.RegisterStore),
+// by family: the harness names the one a program lacks when it runs such
+// a strategy.
+var familyStores = map[string]string{
+	"etcd":      "github.com/locklab/locklab/stores/etcd",
+	"postgres":  "github.com/locklab/locklab/stores/postgres",
+	"zookeeper": "github.com/locklab/locklab/stores/zookeeper",
+}
+
+// StorePackage returns the import path of the package that registers the
+// store the strategies of family lock on with the harness, for the
+// families of the stores whose strategies are not built in (etcd,
+// PostgreSQL, ZooKeeper); ok is false for any other family.
+func StorePackage(family string) (path string, ok bool) {
+	path, ok = familyStores[family]
+	return path, ok
+}
+
 // Package returns the import path of the package that registers the
 // strategy name, for the strategies of the stores other than Redis (etcd,
 // PostgreSQL, ZooKeeper), each in a package of its own that brings its
