@@ -15,6 +15,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
 
@@ -74,18 +75,14 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		v, err := send(bg)
 		r.mu.Lock()
 		if k.lastEvent(c) != nil {
-			k.lastEvent(c).Extra = fmtArgs(call.Cmd, call.Args)
-			k.lastEvent(c).Reply = fmtReply(v, err)
+			k.lastEvent(c).Extra = redisCommand(call.Cmd, call.Args)
+			k.lastEvent(c).Reply = fmtReply(recorded(v), recordedErr(err))
 		}
 		r.mu.Unlock()
 		if r.spec.multi {
 			r.idle(c, &k.own) // the step is over: see reply
 		}
 		return v, err
-	}
-	label := call.Cmd
-	if call.Pipeline() {
-		label = "pipeline"
 	}
 	keysOn := 0
 	if r.spec.multi {
@@ -95,7 +92,11 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	inTx := k.own.multi
 	r.mu.Unlock()
 	t := k.touchOf(keysOn, call.Cmd, call.Args, call.Queued, inTx)
-	q, err := r.submitTouching(ctx, c, &k.own, node, label, call.Args, "", t)
+	text := []string{"MULTI/pipeline"}
+	if !call.Pipeline() {
+		text = redisCommand(call.Cmd, call.Args)
+	}
+	q, err := r.submitTouching(ctx, c, &k.own, node, text, "", t)
 	if err != nil {
 		return nil, err
 	}
@@ -131,12 +132,12 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		r.mu.Lock()
 		k.own.multi = false
 		r.mu.Unlock()
-		r.reply(q, v, err, false)
+		r.reply(q, recorded(v), recordedErr(err), false)
 		w.judge(q)
 		return nil, errLostReply
 	}
 	k.transaction(call, err)
-	r.reply(q, v, err, k.freeEval)
+	r.reply(q, recorded(v), recordedErr(err), k.freeEval)
 	w.judge(q)
 	return v, err
 }
@@ -200,6 +201,57 @@ func isRefusedAccess(err error) bool {
 		}
 	}
 	return false
+}
+
+// redisCommand is how a history shows a command: its name and arguments.
+// A script sent by name (rcmd.Script) shows as that name followed by its
+// keys and arguments, without the key count ("EVALSHA set-nx-px.acquire
+// lock:k tok 30000"), for EVALSHA and for the EVAL that follows a NOSCRIPT
+// answer alike; another script as its SHA1's first 8 digits or <script>.
+func redisCommand(cmd string, args []any) []string {
+	if len(args) >= 2 && (cmd == "EVALSHA" || cmd == "EVAL") {
+		if name, ok := rcmd.ScriptName(args[0]); ok {
+			return commandText(cmd, append([]any{name}, args[2:]...))
+		}
+	}
+	out := []string{cmd}
+	for i, a := range args {
+		s := fmtValue(a)
+		if i == 0 && cmd == "EVALSHA" && len(s) > 8 {
+			s = "sha:" + s[:8]
+		}
+		if i == 0 && cmd == "EVAL" {
+			s = "<script>"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// recorded is a reply as the history records it: the server's error
+// replies in it (an EXEC's answer holds one per failed command) as
+// ErrorReply.
+func recorded(v any) any {
+	switch x := v.(type) {
+	case redis.Error:
+		return ErrorReply(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = recorded(e)
+		}
+		return out
+	}
+	return v
+}
+
+// recordedErr is an error as the history records it: the server's error
+// reply as ErrorReply.
+func recordedErr(err error) error {
+	if e, ok := err.(redis.Error); ok {
+		return ErrorReply(e)
+	}
+	return err
 }
 
 func isNoScript(err error) bool {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"io"
 	"testing"
 
 	"github.com/gomodule/redigo/redis"
@@ -39,19 +40,19 @@ func scriptCalls(t *testing.T, s rcmd.Script, keysAndArgs ...any) []wrapconn.Cal
 
 // A script's step shows its name, keys and arguments, for EVALSHA and for
 // the EVAL after NOSCRIPT; a script without a name shows as its SHA1.
-func TestFmtArgsNamesScripts(t *testing.T) {
+func TestRedisCommandNamesScripts(t *testing.T) {
 	s := rcmd.NewScript("set-nx-px.acquire", 2, "return 1")
 	calls := scriptCalls(t, s, "orders:42", "orders:42:fence", "tok1", int64(100))
 	require.Len(t, calls, 2)
 	assert.Equal(t, []string{"EVALSHA", "set-nx-px.acquire", "orders:42", "orders:42:fence", "tok1", "100"},
-		fmtArgs(calls[0].Cmd, calls[0].Args))
+		redisCommand(calls[0].Cmd, calls[0].Args))
 	assert.Equal(t, []string{"EVAL", "set-nx-px.acquire", "orders:42", "orders:42:fence", "tok1", "100"},
-		fmtArgs(calls[1].Cmd, calls[1].Args))
+		redisCommand(calls[1].Cmd, calls[1].Args))
 
 	sha := s.Hash()
-	assert.Equal(t, []string{"EVALSHA", "sha:" + sha[:8], "1", "k"}, fmtArgs("EVALSHA", []any{sha, 1, "k"}))
-	assert.Equal(t, []string{"EVAL", "<script>", "0"}, fmtArgs("EVAL", []any{"return 1", 0}))
-	assert.Equal(t, []string{"GET", "k"}, fmtArgs("GET", []any{"k"}))
+	assert.Equal(t, []string{"EVALSHA", "sha:" + sha[:8], "1", "k"}, redisCommand("EVALSHA", []any{sha, 1, "k"}))
+	assert.Equal(t, []string{"EVAL", "<script>", "0"}, redisCommand("EVAL", []any{"return 1", 0}))
+	assert.Equal(t, []string{"GET", "k"}, redisCommand("GET", []any{"k"}))
 }
 
 // On a real server, a set-nx-px timeline names its scripts, with the lock
@@ -91,4 +92,13 @@ func TestSetNXPXTimelineNamesItsScripts(t *testing.T) {
 	for _, e := range warm.Events {
 		assert.Empty(t, e.Extra, "a warm server runs every script by EVALSHA")
 	}
+}
+
+// A server's error reply shows as ERR and its text, alone or inside an
+// EXEC's answer, once the Redis store records it; another error as error:.
+func TestRecordedErrorReplies(t *testing.T) {
+	assert.Equal(t, "ERR WRONGTYPE bad", fmtReply(recorded(nil), recordedErr(redis.Error("WRONGTYPE bad"))))
+	assert.Equal(t, "[OK ERR EXECABORT x 1]", fmtReply(recorded([]any{"OK", redis.Error("EXECABORT x"), int64(1)}), recordedErr(nil)))
+	assert.Equal(t, "error: EOF", fmtReply(nil, recordedErr(io.EOF)))
+	assert.Equal(t, `"t1"`, fmtReply(recorded([]byte("t1")), nil))
 }

@@ -23,7 +23,7 @@ func TestGrantLate(t *testing.T) {
 	if r.grant(st) {
 		t.Fatal("granted a command nobody sent")
 	}
-	q := &request{c: c, owner: &c.local, node: 2, cmd: "GET", args: []any{"k"}, done: make(chan struct{})}
+	q := &request{c: c, owner: &c.local, node: 2, text: []string{"GET", "k"}, done: make(chan struct{})}
 	go func() {
 		time.Sleep(20 * time.Millisecond) // far past the quiet period
 		r.mu.Lock()

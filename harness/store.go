@@ -414,7 +414,7 @@ func (c *Client) Send(ctx context.Context, node int, label string, args []any) (
 func (c *Client) SendTouching(ctx context.Context, node int, label string, args []any, t *Touch) (*Sent, error) {
 	r := c.r
 	own := &owner{}
-	q, err := r.submitTouching(ctx, c.c, own, node, label, args, "", t)
+	q, err := r.submitTouching(ctx, c.c, own, node, commandText(label, args), "", t)
 	if err != nil {
 		return nil, err
 	}

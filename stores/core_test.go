@@ -49,6 +49,37 @@ func TestCoreKnowsNoStore(t *testing.T) {
 	}
 }
 
+// TestRedigoStaysInRedisFiles: of the core's code, only the files of
+// Redis's store, which harness still compiles in (redisstore.go, conn.go),
+// import redigo, Redis's client: the run, its history, its checkers, the
+// renderer, play and the fault vocabulary do not. Stress mode runs Redis
+// itself, and is not held to it.
+func TestRedigoStaysInRedisFiles(t *testing.T) {
+	allowed := []string{filepath.Join("..", "harness", "conn.go"), filepath.Join("..", "harness", "redisstore.go")}
+	fset := token.NewFileSet()
+	for _, dir := range []string{"../harness", "../harness/render", "../harness/play", "../harness/fault"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		if len(files) == 0 {
+			t.Fatalf("no Go files in %s", dir)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(p, "github.com/gomodule/redigo") && !slices.Contains(allowed, filepath.Clean(f)) {
+					t.Errorf("%s imports %s: a store's replies reach the core as values of its own (harness.ErrorReply)", f, p)
+				}
+			}
+		}
+	}
+}
+
 // storeNames are the names of the registered stores and of the strategies
 // of the stores other than Redis.
 func storeNames() []string {
