@@ -28,8 +28,8 @@ import (
 	"github.com/locklab/locklab/strategies"
 )
 
-// storeRedis names Redis among --stores.
-const storeRedis = "redis"
+// storeRedis names Redis among --stores: its registered store's name.
+const storeRedis = harness.RedisStore
 
 // benchStores are the stores --stores knows, in the order of the rows:
 // Redis, then the registered stores in their Bench.Row order.
@@ -559,9 +559,4 @@ func printStores(w io.Writer, o storesOptions, servers []storesServer, rows []*m
 }
 
 // storeTitle is how the table's header names a store.
-func storeTitle(store string) string {
-	if store == storeRedis {
-		return "Redis"
-	}
-	return harness.StoreTitle(store)
-}
+func storeTitle(store string) string { return harness.StoreTitle(store) }
