@@ -168,7 +168,7 @@ func (r *run) clock(c *client) time.Time {
 // submit queues a request and blocks until it is granted, rejected, or ctx
 // ends.
 func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string) (*request, error) {
-	return r.submitTouching(ctx, c, o, node, commandText(cmd, args), local, nil)
+	return r.submitTouching(ctx, c, o, node, CommandText(cmd, args), local, nil)
 }
 
 // submitTouching is submit of a step that touches t.
@@ -342,4 +342,24 @@ func (r *run) fail(err error) {
 		r.err = err
 	}
 	r.mu.Unlock()
+}
+
+// reply records a granted command's answer in its event. more says the
+// command's step goes on (Conn.Continue completes it): the client
+// stays running until it is done.
+func (r *run) reply(q *request, v any, err error, more bool) {
+	r.mu.Lock()
+	e := &r.hist.Events[q.event]
+	e.Reply = fmtReply(v, err)
+	q.c.changed = time.Now()
+	if r.spec.multi {
+		// Fan-out goroutines may keep their connection open: count them as
+		// idle once the answer is in; the quiet period covers the rest.
+		if q.owner.active && !more {
+			q.owner.active = false
+			q.c.active--
+		}
+	}
+	r.mu.Unlock()
+	r.notify()
 }

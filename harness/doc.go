@@ -18,7 +18,8 @@
 //	run.go        one run: Run, its setup, its step loop, its end
 //	client.go     the client side: each client's program calling the strategy
 //	ops.go        a client's operations (acquire, write, sleep, release, crash) as steps
-//	conn.go       the connection wrapper: every Redis command a scheduled step
+//	conn.go       Redis's connection wrapper: every Redis command a scheduled step,
+//	              sent on a Conn (store.go), the MULTI rule's state kept there
 //	scheduler.go  which steps can run, and granting the chosen one
 //	events.go     events between steps: crashes, time, node faults
 //	store.go      the store contract: Driver, Store, Client (what a store implements)
@@ -29,7 +30,7 @@
 //	storecells.go the stores' cells: n/a reasons, bounds
 //	history.go    the record of a run; check.go the checkers on it
 //	explore.go    many schedules of a case, keeping the shortest counterexample
-//	prefix.go     the explorer's depth-first walk, and the MULTI rule
+//	prefix.go     the explorer's depth-first walk, and its transaction rule
 //	touch.go      what a step reads and writes; redistouch.go Redis's commands'
 //	effect.go     what a step did, the harness's part of its footprint
 //	sleep.go      sleep sets under the preemption bound (docs/reduction.md)

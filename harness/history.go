@@ -142,15 +142,19 @@ func (h *History) Commands() int {
 	return n
 }
 
-// commandText is how a history shows an operation a store sent: its name
-// and its arguments.
-func commandText(name string, args []any) []string {
+// CommandText is how a history shows an operation a store sent: its name
+// and its arguments, each as FormatValue shows it.
+func CommandText(name string, args []any) []string {
 	out := []string{name}
 	for _, a := range args {
 		out = append(out, fmtValue(a))
 	}
 	return out
 }
+
+// FormatValue is how a history shows a value: an argument, a reply, or an
+// element of one.
+func FormatValue(v any) string { return fmtValue(v) }
 
 // ErrorReply is an error a server answered in place of a reply (Redis's
 // error replies): a history shows it as "ERR " and its text, where another
@@ -202,7 +206,3 @@ func fmtReply(v any, err error) string {
 	}
 	return fmtValue(v)
 }
-
-func splitLines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") }
-
-func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,16 +83,15 @@ func newRedisStore(nodes []Node, db int, direct bool) *redisStore {
 // Connect gives client c's Config a connection source on each node that
 // the run's scheduler sees every command of.
 func (s *redisStore) Connect(h *Client, cfg *locklab.Config) error {
-	r, c := h.r, h.c
-	if r.spec.multi {
+	if h.MultiNode() {
 		// A node answers when the scheduler says so: no timeout of its own.
 		cfg.NodeTimeout = time.Hour
 		for i := range s.nodes {
-			cfg.Nodes = append(cfg.Nodes, s.source(r, c, i+1))
+			cfg.Nodes = append(cfg.Nodes, s.source(h, i+1))
 		}
 		return nil
 	}
-	cfg.Pool = s.source(r, c, 1)
+	cfg.Pool = s.source(h, 1)
 	return nil
 }
 
@@ -220,20 +220,17 @@ func (s *redisStore) Empty(ctx context.Context) error {
 	return nil
 }
 
-// source is the ConnSource client c sees for node (1-based): its
-// connections refuse to open once c has crashed, and send each command
+// source is the ConnSource client h sees for node (1-based): its
+// connections refuse to open once h has crashed, and send each command
 // through conn.do.
-func (s *redisStore) source(r *run, c *client, node int) locklab.ConnSource {
+func (s *redisStore) source(h *Client, node int) locklab.ConnSource {
 	return &wrapconn.Source{
-		Src: storeSource{s: s, r: r, node: node},
+		Src: storeSource{s: s, h: h, node: node},
 		Open: func(context.Context) (wrapconn.Hooks, error) {
-			r.mu.Lock()
-			crashed := c.crashed
-			r.mu.Unlock()
-			if crashed {
-				return wrapconn.Hooks{}, errCrashed
+			if h.Crashed() {
+				return wrapconn.Hooks{}, ErrCrashed
 			}
-			k := &conn{r: r, st: s, c: c, node: node}
+			k := &conn{h: h, k: h.Conn(), st: s, node: node}
 			return wrapconn.Hooks{Do: k.do, Receive: noPush, Close: k.close}, nil
 		},
 	}
@@ -244,12 +241,12 @@ func (s *redisStore) source(r *run, c *client, node int) locklab.ConnSource {
 // run lasts.
 type storeSource struct {
 	s    *redisStore
-	r    *run
+	h    *Client
 	node int
 }
 
 func (s storeSource) GetContext(context.Context) (redis.Conn, error) {
-	return s.s.pool(s.node - 1).GetContext(s.r.ctx)
+	return s.s.pool(s.node - 1).GetContext(s.h.Context())
 }
 
 // probeScript reads a lock key whatever its type: a string's value, or the
@@ -291,8 +288,8 @@ func ServerVersion(ctx context.Context, n Node) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range splitLines(s) {
-		if v, ok := cutPrefix(line, "redis_version:"); ok {
+	for _, line := range strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
 			return v
 		}
 	}

@@ -113,7 +113,7 @@ func argString(a any) string {
 	case []byte:
 		return string(v)
 	}
-	return fmtValue(a)
+	return FormatValue(a)
 }
 
 // touchOf is what a call touches on the connection k: a transaction's

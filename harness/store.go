@@ -31,6 +31,14 @@
 // A step's footprint (what it reads and writes, for a reduction that
 // knows which steps commute) goes with its submission: SendTouching and a
 // Touch (touch.go). A step sent without one touches everything.
+//
+// A store whose connections carry state across operations sends them on
+// a Conn: the connection stays busy between an operation's answer and the
+// next one, and a transaction open on it (Conn.SetTransaction: Redis's
+// MULTI, whose server queues the commands until EXEC) has the explorer run
+// its operations whole. Redis's store (redisstore.go, conn.go,
+// redistouch.go, redisdriver.go) uses the harness through this contract
+// alone, as a store in a folder of its own would.
 
 package harness
 
@@ -324,6 +332,15 @@ type HoldProber interface {
 // run is over.
 var ErrStopped = errStopped
 
+// ErrCrashed is what a crashed client's store gets for an operation, and
+// where it would open a connection.
+var ErrCrashed = errCrashed
+
+// ErrUnreachable is what an operation to a node the run took down, or
+// that a partition cut the client off from, fails with (wrapped, with the
+// node's name).
+var ErrUnreachable = errUnreachable
+
 // Client is a run's client as its store sees it.
 type Client struct {
 	r *run
@@ -362,6 +379,20 @@ func (c *Client) Holding() (locklab.Lease, bool) {
 	defer c.r.mu.Unlock()
 	return c.c.lease, c.c.holding
 }
+
+// MultiNode reports whether the client's strategy locks on several
+// independent nodes at once (Redlock): the store gives it one connection
+// source per node, and each of its steps ends when its answer is in.
+func (c *Client) MultiNode() bool { return c.r.spec.multi }
+
+// FailsOver reports whether the run's scenario fails a node over to its
+// replica: there the replica misses every write but those a client waits
+// for (Redis's WAIT).
+func (c *Client) FailsOver() bool { return c.r.spec.prepare }
+
+// Context is the run's context: a store's connections to its servers
+// last as long as it does.
+func (c *Client) Context() context.Context { return c.r.ctx }
 
 // Locker is the strategy the client runs (nil before it is built).
 func (c *Client) Locker() locklab.Locker { return c.c.locker }
@@ -414,7 +445,7 @@ func (c *Client) Send(ctx context.Context, node int, label string, args []any) (
 func (c *Client) SendTouching(ctx context.Context, node int, label string, args []any, t *Touch) (*Sent, error) {
 	r := c.r
 	own := &owner{}
-	q, err := r.submitTouching(ctx, c.c, own, node, commandText(label, args), "", t)
+	q, err := r.submitTouching(ctx, c.c, own, node, CommandText(label, args), "", t)
 	if err != nil {
 		return nil, err
 	}
@@ -428,6 +459,89 @@ func (c *Client) SendTouching(ctx context.Context, node int, label string, args 
 		return nil, err
 	}
 	return &Sent{c: c, q: q, own: own, watch: r.watchRelease(c.c, node)}, nil
+}
+
+// Conn is one connection of a client, for a store whose operations on a
+// connection share its state: its operations' steps are the connection's,
+// which stays busy from an operation's grant until its next operation or
+// Close (a client's library reads the answer and goes on, on the same
+// connection, before the scheduler takes it for settled), and a
+// transaction open on it (Transaction) has the explorer run its
+// operations whole, no other client's step between them, as a server
+// that queues a transaction's commands runs them.
+type Conn struct {
+	c   *Client
+	own owner
+}
+
+// Conn opens a connection of the client.
+func (c *Client) Conn() *Conn { return &Conn{c: c} }
+
+// SendTouching submits one operation on the connection to node (1-based)
+// to the scheduler, shown as text, touching what t says (nil:
+// everything), and waits for its grant. A node the run took down, or a
+// client cut off from it, refuses the operation before it is sent: the
+// step is recorded, and the error wraps ErrUnreachable. Otherwise the
+// caller sends the operation and calls Reply with its answer.
+func (k *Conn) SendTouching(ctx context.Context, node int, text []string, t *Touch) (*Sent, error) {
+	r, c := k.c.r, k.c.c
+	q, err := r.submitTouching(ctx, c, &k.own, node, text, "", t)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	down := r.down[node-1] || c.isolated
+	r.mu.Unlock()
+	if down {
+		err := fmt.Errorf("%w: n%d", errUnreachable, node)
+		r.reply(q, nil, err, false)
+		return nil, err
+	}
+	return &Sent{c: k.c, q: q, own: &k.own, watch: r.watchRelease(c, node)}, nil
+}
+
+// Transaction reports whether a transaction is open on the connection.
+func (k *Conn) Transaction() bool {
+	k.c.r.mu.Lock()
+	defer k.c.r.mu.Unlock()
+	return k.own.multi
+}
+
+// SetTransaction says whether a transaction is open on the connection:
+// while one is, the explorer runs the connection's next operation before
+// any other step.
+func (k *Conn) SetTransaction(open bool) {
+	k.c.r.mu.Lock()
+	k.own.multi = open
+	k.c.r.mu.Unlock()
+}
+
+// Continue records what the connection sent to complete its last step
+// (the EVAL a client's library sends after a NOSCRIPT answer belongs to
+// the EVALSHA's step): extra as the step's Extra, and its answer, v or
+// err, as the step's reply. A multi-node client's step ends with it.
+func (k *Conn) Continue(extra []string, v any, err error) {
+	r, c := k.c.r, k.c.c
+	r.mu.Lock()
+	if c.lastEvent >= 0 && c.lastEvent < len(r.hist.Events) {
+		e := &r.hist.Events[c.lastEvent]
+		e.Extra = extra
+		e.Reply = fmtReply(v, err)
+	}
+	r.mu.Unlock()
+	if r.spec.multi {
+		r.idle(c, &k.own)
+	}
+}
+
+// Close closes the connection: a transaction open on it ends, and the
+// client is no longer busy on it.
+func (k *Conn) Close() {
+	r := k.c.r
+	r.mu.Lock()
+	k.own.multi = false
+	r.mu.Unlock()
+	r.idle(k.c.c, &k.own)
 }
 
 // Sent is a granted operation of a client: one step of the schedule.
@@ -448,6 +562,24 @@ func (s *Sent) LoseReply() bool { return s.c.r.takeLost(s.c.c, s.q) }
 // ErrLostReply is what a store's client reads where a lost reply was
 // (LoseReply): the end of its connection.
 var ErrLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
+
+// Reply records the answer of an operation sent on a Conn (v, shown as
+// the step's reply, or err) and judges the step; the connection stays
+// busy until its next operation or Close, but a multi-node client's step
+// ends here. more says the step goes on (Conn.Continue completes it).
+func (s *Sent) Reply(v any, err error, more bool) {
+	s.c.r.reply(s.q, v, err, more)
+	s.watch.judge(s.q)
+}
+
+// Note adds a note to the step's event.
+func (s *Sent) Note(note string) {
+	r := s.c.r
+	r.mu.Lock()
+	e := &r.hist.Events[s.q.event]
+	e.Notes = append(e.Notes, note)
+	r.mu.Unlock()
+}
 
 // Done records the operation's answer (v, shown as the step's reply, or
 // err) and ends the step.

@@ -3,8 +3,10 @@ package stores
 import (
 	"fmt"
 	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +79,51 @@ func TestRedigoStaysInRedisFiles(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRedisStoreUsesTheContract: the files of Redis's store, which
+// harness still compiles in, use of the harness only what it exports (the
+// store contract: Client, Conn, Sent, Touch, RegisterStore...), as a
+// store in a folder of its own must: nothing the harness keeps to itself
+// (a run's fields, its lock, its unexported functions).
+func TestRedisStoreUsesTheContract(t *testing.T) {
+	redisFiles := []string{"conn.go", "redisstore.go", "redistouch.go", "redisdriver.go"}
+	fset := token.NewFileSet()
+	paths, _ := filepath.Glob(filepath.Join("..", "harness", "*.go"))
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	for _, name := range redisFiles {
+		if !slices.Contains(paths, filepath.Join("..", "harness", name)) {
+			t.Fatalf("harness has no %s", name)
+		}
+	}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	pkg, err := conf.Check("github.com/locklab/locklab/harness", fset, files, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRedis := func(p token.Pos) bool { return slices.Contains(redisFiles, filepath.Base(fset.Position(p).Filename)) }
+	var found []string
+	for id, obj := range info.Uses {
+		if obj.Pkg() != pkg || obj.Exported() || !inRedis(id.Pos()) || inRedis(obj.Pos()) {
+			continue
+		}
+		found = append(found, fmt.Sprintf("%s uses %s, which harness does not export", fset.Position(id.Pos()), obj.Name()))
+	}
+	slices.Sort(found)
+	for _, f := range found {
+		t.Error(f)
 	}
 }
 
