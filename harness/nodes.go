@@ -35,8 +35,15 @@ type AddrNode struct {
 	NodeName, NodeAddr string
 }
 
-// Store names the node's store.
-func (n AddrNode) Store() string { return RedisStore }
+// Store names the node's store, Redis's.
+func (n AddrNode) Store() string { return node.StoreName }
+
+// replicaLink is a node whose replica lags until asked to catch up
+// (node.Replicated): a strategy that waits for a replica (WAIT) needs one.
+type replicaLink interface {
+	CatchUp(ctx context.Context) error
+	Lag(ctx context.Context) error
+}
 
 // Name returns the node's name.
 func (n AddrNode) Name() string { return n.NodeName }
@@ -45,9 +52,10 @@ func (n AddrNode) Name() string { return n.NodeName }
 func (n AddrNode) Addr() string { return n.NodeAddr }
 
 // slot is where one run executes: a set of nodes, and the store that
-// keeps the lock there (redisStore: one database on each Redis node;
-// parallel workers use separate databases of the same servers, or separate
-// namespaces of a server the harness does not own).
+// keeps the lock there, which the nodes' store's Driver opened (Redis's:
+// one database on each Redis node; parallel workers use separate
+// databases of the same servers, or separate namespaces of a server the
+// harness does not own).
 type slot struct {
 	nodes []Node
 	// appendFsync is the fsync policy of the append-only file the slot's

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -14,9 +15,9 @@ import (
 // that names the package to import, and so is a store no package
 // registered.
 func TestStoreOfAsksTheRegistry(t *testing.T) {
-	for _, family := range []string{strategies.FamilySetNXEx, strategies.FamilyRedlock, "mine", RedisStore} {
+	for _, family := range []string{strategies.FamilySetNXEx, strategies.FamilyRedlock, "mine", node.StoreName} {
 		d, err := storeOf(family)
-		if err != nil || d.Name != RedisStore || !d.Main {
+		if err != nil || d.Name != node.StoreName || !d.Main {
 			t.Errorf("storeOf(%q) = %v, %v; want the Redis store", family, d, err)
 		}
 	}
@@ -26,22 +27,22 @@ func TestStoreOfAsksTheRegistry(t *testing.T) {
 			t.Errorf("storeOf(%q) = %v, %v; want an error naming %s", family, d, err, pkg)
 		}
 	}
-	if got := StoreOfStrategy("set-nx-px"); got != RedisStore {
+	if got := StoreOfStrategy("set-nx-px"); got != node.StoreName {
 		t.Errorf("StoreOfStrategy(set-nx-px) = %q", got)
 	}
-	if got := StoreTitle(RedisStore); got != "Redis" {
-		t.Errorf("StoreTitle(%q) = %q", RedisStore, got)
+	if got := StoreTitle(node.StoreName); got != "Redis" {
+		t.Errorf("StoreTitle(%q) = %q", node.StoreName, got)
 	}
-	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1"}}); got != RedisStore {
+	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1"}}); got != node.StoreName {
 		t.Errorf("an AddrNode's store is %q", got)
 	}
-	if err := StoreInstalled(RedisStore); err != nil {
-		t.Errorf("StoreInstalled(%q) = %v", RedisStore, err)
+	if err := StoreInstalled(node.StoreName); err != nil {
+		t.Errorf("StoreInstalled(%q) = %v", node.StoreName, err)
 	}
 	if err := StoreInstalled("nosuch"); err == nil {
 		t.Error("StoreInstalled of a store no package registered is nil")
 	}
-	if stores := Stores(); len(stores) == 0 || stores[0].Name != RedisStore {
+	if stores := Stores(); len(stores) == 0 || stores[0].Name != node.StoreName {
 		t.Errorf("Stores() does not list Redis first: %v", stores)
 	}
 }

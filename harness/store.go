@@ -4,13 +4,12 @@
 // clients, steps and nodes. A store knows how a client's operations reach
 // its servers (each one submitted to the scheduler as a step, through
 // Client.Send), how to empty what earlier runs wrote, how time passes on
-// it, and how to read the lock for the timeline. Every store registers a
-// Driver from its init, as database/sql's drivers do (RegisterStore).
-// Redis's store is compiled into the harness (redisstore.go) and registers
-// itself as "redis", the Main store (redisdriver.go). Every other store is
-// a folder of its own under stores/ (stores/etcd, stores/postgres,
-// stores/zookeeper): the harness imports none of them, and names none of
-// them. The tests have one
+// it, and how to read the lock for the timeline. Every store is a folder
+// of its own under stores/ (stores/redis, stores/etcd, stores/postgres,
+// stores/zookeeper) that registers a Driver from its init, as
+// database/sql's drivers do (RegisterStore): the harness imports none of
+// them, and names none of them. Redis's is the Main store, whose servers
+// are the nodes the harness is given. The tests have one
 // more, harness/harnesstest/memstore, a lock server in the test's process
 // that docs/development.md's checklist takes as its worked example.
 //
@@ -36,9 +35,7 @@
 // a Conn: the connection stays busy between an operation's answer and the
 // next one, and a transaction open on it (Conn.SetTransaction: Redis's
 // MULTI, whose server queues the commands until EXEC) has the explorer run
-// its operations whole. Redis's store (redisstore.go, conn.go,
-// redistouch.go, redisdriver.go) uses the harness through this contract
-// alone, as a store in a folder of its own would.
+// its operations whole (stores/redis's MULTI).
 
 package harness
 

@@ -25,11 +25,12 @@ import (
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/strategies"
 )
 
 // storeRedis names Redis among --stores: its registered store's name.
-const storeRedis = harness.RedisStore
+const storeRedis = redis.Name
 
 // benchStores are the stores --stores knows, in the order of the rows:
 // Redis, then the registered stores in their Bench.Row order.

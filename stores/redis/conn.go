@@ -3,7 +3,7 @@
 // command waits for the scheduler's grant, then runs on a real connection
 // to the node, and its reply is written into the step's event.
 
-package harness
+package redis
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
@@ -26,13 +27,13 @@ func noPush(context.Context) error {
 
 // conn is the scheduler's side of one connection a strategy gets.
 type conn struct {
-	h        *Client
-	k        *Conn
+	h        *harness.Client
+	k        *harness.Conn
 	st       *redisStore
 	node     int
 	freeEval bool
 	// tx is what the connection's open transaction has queued and the
-	// keys it watches (redistouch.go).
+	// keys it watches (touch.go).
 	tx txTouch
 }
 
@@ -80,7 +81,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	}
 	s, err := k.k.SendTouching(ctx, node, text, t)
 	if err != nil {
-		if errors.Is(err, ErrUnreachable) {
+		if errors.Is(err, harness.ErrUnreachable) {
 			k.transaction(call, err)
 		}
 		return nil, err
@@ -130,7 +131,7 @@ type replicaLink interface {
 // misses every write except those a client waited for. Elsewhere it stays
 // connected, which changes nothing of those stories and spares a resync per
 // WAIT.
-func (k *conn) wait(s *Sent, send func() (any, error)) (any, error) {
+func (k *conn) wait(s *harness.Sent, send func() (any, error)) (any, error) {
 	rl, ok := k.st.nodes[k.node-1].(replicaLink)
 	if !ok {
 		return send()
@@ -172,12 +173,12 @@ func isRefusedAccess(err error) bool {
 func redisCommand(cmd string, args []any) []string {
 	if len(args) >= 2 && (cmd == "EVALSHA" || cmd == "EVAL") {
 		if name, ok := rcmd.ScriptName(args[0]); ok {
-			return CommandText(cmd, append([]any{name}, args[2:]...))
+			return harness.CommandText(cmd, append([]any{name}, args[2:]...))
 		}
 	}
 	out := []string{cmd}
 	for i, a := range args {
-		s := FormatValue(a)
+		s := harness.FormatValue(a)
 		if i == 0 && cmd == "EVALSHA" && len(s) > 8 {
 			s = "sha:" + s[:8]
 		}
@@ -195,7 +196,7 @@ func redisCommand(cmd string, args []any) []string {
 func recorded(v any) any {
 	switch x := v.(type) {
 	case redis.Error:
-		return ErrorReply(x)
+		return harness.ErrorReply(x)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -210,7 +211,7 @@ func recorded(v any) any {
 // reply as ErrorReply.
 func recordedErr(err error) error {
 	if e, ok := err.(redis.Error); ok {
-		return ErrorReply(e)
+		return harness.ErrorReply(e)
 	}
 	return err
 }
