@@ -6,12 +6,9 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-
-	"github.com/locklab/locklab/harness/node"
 )
 
 // Node is a server the harness runs schedules on: a Redis server, or a
@@ -19,7 +16,7 @@ import (
 // whose Store a slot on it opens; that store talks to it through its own
 // connections to Addr (Redis's: one database per parallel worker), so a
 // Node needs no more than a name, an address and its store. The nodes of
-// harness/node satisfy it, and so does AddrNode. Schedules and scenarios
+// harness/node satisfy it (Redis's), and so does AddrNode. Schedules and scenarios
 // that fault a node need it to implement node's fault interfaces
 // (fault.Pauser, fault.Killer, fault.Restarter, fault.Partitioner,
 // fault.FailingOver).
@@ -30,13 +27,14 @@ type Node interface {
 	Store() string
 }
 
-// AddrNode is a Redis server given by name and address.
+// AddrNode is a server given by name, address and the name of the
+// registered store it serves.
 type AddrNode struct {
-	NodeName, NodeAddr string
+	NodeName, NodeAddr, NodeStore string
 }
 
-// Store names the node's store, Redis's.
-func (n AddrNode) Store() string { return node.StoreName }
+// Store names the node's store.
+func (n AddrNode) Store() string { return n.NodeStore }
 
 // replicaLink is a node whose replica lags until asked to catch up
 // (node.Replicated): a strategy that waits for a replica (WAIT) needs one.
@@ -166,21 +164,4 @@ func (s *slot) keepAppendOnly(ctx context.Context, fsync string) (func() error, 
 		s.appendFsync = ""
 		return s.appendOnly(context.WithoutCancel(ctx), false, fsync)
 	}, nil
-}
-
-// StartMatrixNodes starts the Redis servers a whole matrix runs on, as
-// `locklab matrix` does: three nodes with opts (its N is set to 3), the
-// first with an asynchronous replica for the scenarios that fail it over.
-// stop stops them.
-func StartMatrixNodes(ctx context.Context, opts node.Options) (nodes []Node, stop func() error, err error) {
-	opts.N = 3
-	c, err := node.Start(ctx, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := c.Replicated(ctx, c.Nodes()[0])
-	if err != nil {
-		return nil, nil, errors.Join(err, c.Close())
-	}
-	return []Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
 }

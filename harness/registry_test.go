@@ -33,7 +33,7 @@ func TestStoreOfAsksTheRegistry(t *testing.T) {
 	if got := StoreTitle(node.StoreName); got != "Redis" {
 		t.Errorf("StoreTitle(%q) = %q", node.StoreName, got)
 	}
-	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1"}}); got != node.StoreName {
+	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: node.StoreName}}); got != node.StoreName {
 		t.Errorf("an AddrNode's store is %q", got)
 	}
 	if err := StoreInstalled(node.StoreName); err != nil {

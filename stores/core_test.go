@@ -80,6 +80,27 @@ func TestCoreImportsNoRedigo(t *testing.T) {
 	}
 }
 
+// TestHarnessImportsNoServers: package harness starts no store's servers,
+// Redis's included: it imports no package of harness/node, whose servers
+// stores/redis starts for the matrix (StartMatrixNodes), and runs on the
+// nodes it is given or a store's Driver starts. harness/play and
+// harness/stress still start Redis's themselves.
+func TestHarnessImportsNoServers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../harness").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if !slices.Contains(imports, "github.com/locklab/locklab/strategies") {
+		t.Fatalf("go list found the imports %v", imports)
+	}
+	for _, p := range imports {
+		if p == "github.com/locklab/locklab/harness/node" || strings.HasPrefix(p, "github.com/locklab/locklab/harness/node/") {
+			t.Errorf("harness imports %s", p)
+		}
+	}
+}
+
 // storeNames are the names of the registered stores and of the strategies
 // of the stores other than Redis.
 func storeNames() []string {

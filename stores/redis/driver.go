@@ -9,6 +9,7 @@
 //	driver.go  the store's Driver
 //	store.go   a slot's store: its pools, emptying, time, probing the lock
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
+//	nodes.go   the servers a matrix of its strategies runs on
 //	touch.go   what each command reads and writes, a transaction's at EXEC
 package redis
 
