@@ -25,11 +25,12 @@ import (
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/strategies"
 )
 
-// storeRedis names Redis among --stores.
-const storeRedis = "redis"
+// storeRedis names Redis among --stores: its registered store's name.
+const storeRedis = redis.Name
 
 // benchStores are the stores --stores knows, in the order of the rows:
 // Redis, then the registered stores in their Bench.Row order.
@@ -559,9 +560,4 @@ func printStores(w io.Writer, o storesOptions, servers []storesServer, rows []*m
 }
 
 // storeTitle is how the table's header names a store.
-func storeTitle(store string) string {
-	if store == storeRedis {
-		return "Redis"
-	}
-	return harness.StoreTitle(store)
-}
+func storeTitle(store string) string { return harness.StoreTitle(store) }

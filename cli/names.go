@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -24,7 +25,7 @@ func (g *globals) strategies(cmd *cobra.Command, flag string, names []string) er
 		if err != nil {
 			return g.args.badFlag(cmd, flag, n, "unknown strategy; the strategies are %s", strings.Join(strategies.Names(), ", "))
 		}
-		if st := harness.StoreOfStrategy(n); st != "" && !slices.Contains(d.Options, strategies.OptStore) {
+		if st := stores.Of(n); st != "" && !slices.Contains(d.Options, strategies.OptStore) {
 			return g.args.badFlag(cmd, flag, n, "a lock of the %s family runs on %s and takes its client from Config.Store, "+
 				"which only a strategy whose Description lists strategies.OptStore in its Options is given", d.Family, harness.StoreTitle(st))
 		}

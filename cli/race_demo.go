@@ -13,6 +13,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/stores/redis"
 )
 
 func newRaceDemoCmd(g *globals) *cobra.Command {
@@ -59,7 +60,7 @@ func raceDemo(ctx context.Context, w io.Writer, nodes []harness.Node) error {
 		}
 		fmt.Fprintf(w, "== %s ==\n%s\n", strat, render.Timeline(h))
 	}
-	v := harness.ServerVersion(ctx, nodes[0])
+	v := redis.ServerVersion(ctx, nodes[0])
 	fmt.Fprintf(w, "Ran on %s at %s (Redis %s).\n", nodes[0].Name(), nodes[0].Addr(), v)
 	if d, ok := nodes[0].(interface{ Describe() string }); ok {
 		fmt.Fprintln(w, d.Describe())

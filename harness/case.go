@@ -49,7 +49,11 @@ func (s *Scenario) Resolve(strategy string) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
-	if dr := driver(storeOf(d.Family)); dr != nil && dr.Lockers[d.Name] != nil {
+	dr, err := storeOf(d.Family)
+	if err != nil {
+		return Case{}, fmt.Errorf("strategy %s: %w", d.Name, err)
+	}
+	if dr.Lockers[d.Name] != nil {
 		f = dr.Lockers[d.Name]
 	}
 	return Case{Scenario: s.On(d), Strategy: d, Factory: f, Symmetric: true}, nil
@@ -71,8 +75,12 @@ func (c Case) check(nodes []Node) error {
 	if c.Scenario == nil || c.Factory == nil {
 		return fmt.Errorf("harness: incomplete case (resolve it with Resolve or Custom)")
 	}
-	if want, have := storeOf(c.Strategy.Family), nodeStore(nodes); want != have {
-		return fmt.Errorf("strategy %s locks on %s, and the run's nodes are %s servers", c.Strategy.Name, StoreTitle(want), StoreTitle(have))
+	want, err := storeOf(c.Strategy.Family)
+	if err != nil {
+		return fmt.Errorf("strategy %s: %w", c.Strategy.Name, err)
+	}
+	if have := nodeStore(nodes); want.Name != have {
+		return fmt.Errorf("strategy %s locks on %s, and the run's nodes are %s servers", c.Strategy.Name, want.Title, StoreTitle(have))
 	}
 	if len(nodes) < c.Scenario.nodes() {
 		return fmt.Errorf("scenario %s needs %d node(s), got %d", c.Scenario.Name, c.Scenario.nodes(), len(nodes))

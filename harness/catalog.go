@@ -480,24 +480,24 @@ func Scenarios() []*Scenario {
 // versioned row on the lock's own server: the strategies of the stores
 // whose Driver says they keep one (PostgreSQL's).
 func versionedRow(d strategies.Description) bool {
-	st := driver(storeOf(d.Family))
-	return st != nil && st.Versioned
+	st, err := storeOf(d.Family)
+	return err == nil && st.Versioned
 }
 
 // queues is the Applies of the scenarios whose waiter waits in the lock's
 // queue on the server, on a lease or a session of its own: the strategies
 // their store's Driver names in Queues.
 func queues(d strategies.Description) bool {
-	st := driver(storeOf(d.Family))
-	return st != nil && slices.Contains(st.Queues, d.Name)
+	st, err := storeOf(d.Family)
+	return err == nil && slices.Contains(st.Queues, d.Name)
 }
 
 // sessionEnds is the Applies of the scenarios whose server ends the
 // holder's session: the strategies of the stores whose Driver says their
 // locks can live in one and their Store can end it (Terminates).
 func sessionEnds(d strategies.Description) bool {
-	st := driver(storeOf(d.Family))
-	return st != nil && st.Terminates
+	st, err := storeOf(d.Family)
+	return err == nil && st.Terminates
 }
 
 // Lookup finds a scenario by name.

@@ -6,8 +6,6 @@ package harness
 
 import (
 	"fmt"
-
-	"github.com/gomodule/redigo/redis"
 )
 
 // Outcome is the verdict of a property on a run, or of a strategy on a
@@ -115,8 +113,13 @@ func checkReleaseStep(h *History, event int, p releaseProbe) bool {
 // tokenHolds reports whether v, what a store's Probe read of the lock key,
 // is the hold whose Lease.Token is token.
 func tokenHolds(v any, token string) bool {
-	s, _ := redis.String(v, nil)
-	return v != nil && s == token
+	switch x := v.(type) {
+	case string:
+		return x == token
+	case []byte:
+		return string(x) == token
+	}
+	return false
 }
 
 // checkFencing fails when the resource accepted a write carrying a smaller

@@ -23,8 +23,8 @@ type request struct {
 	c     *client
 	owner *owner
 	node  int // 1-based; 0 for a local action
-	cmd   string
-	args  []any
+	// text is how the operation shows in the history (Event.Command).
+	text  []string
 	local string
 	seq   int
 	done  chan struct{}
@@ -36,15 +36,12 @@ type request struct {
 }
 
 // command is how a request shows in a history: the local action, or the
-// Redis command with its arguments.
+// operation as its store shows it.
 func (q *request) command() []string {
-	switch {
-	case q.local != "":
+	if q.local != "" {
 		return []string{q.local}
-	case q.cmd == "pipeline":
-		return []string{"MULTI/pipeline"}
 	}
-	return fmtArgs(q.cmd, q.args)
+	return q.text
 }
 
 // owner is who will run once a request is granted: a connection (its
@@ -171,11 +168,11 @@ func (r *run) clock(c *client) time.Time {
 // submit queues a request and blocks until it is granted, rejected, or ctx
 // ends.
 func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string) (*request, error) {
-	return r.submitTouching(ctx, c, o, node, cmd, args, local, nil)
+	return r.submitTouching(ctx, c, o, node, CommandText(cmd, args), local, nil)
 }
 
 // submitTouching is submit of a step that touches t.
-func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string, t *Touch) (*request, error) {
+func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int, text []string, local string, t *Touch) (*request, error) {
 	r.mu.Lock()
 	if c.crashed || c.done {
 		r.mu.Unlock()
@@ -195,7 +192,7 @@ func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int,
 	c.waiting = false
 	r.reqs++
 	t = r.unsuffixed(t)
-	q := &request{c: c, owner: o, node: node, cmd: cmd, args: args, local: local, seq: r.reqs, done: make(chan struct{}), touch: t}
+	q := &request{c: c, owner: o, node: node, text: text, local: local, seq: r.reqs, done: make(chan struct{}), touch: t}
 	if node != 0 && c.merge >= 0 && !r.spec.multi {
 		// The first command of an operation runs in the step that began
 		// the operation.
@@ -345,4 +342,24 @@ func (r *run) fail(err error) {
 		r.err = err
 	}
 	r.mu.Unlock()
+}
+
+// reply records a granted command's answer in its event. more says the
+// command's step goes on (Conn.Continue completes it): the client
+// stays running until it is done.
+func (r *run) reply(q *request, v any, err error, more bool) {
+	r.mu.Lock()
+	e := &r.hist.Events[q.event]
+	e.Reply = fmtReply(v, err)
+	q.c.changed = time.Now()
+	if r.spec.multi {
+		// Fan-out goroutines may keep their connection open: count them as
+		// idle once the answer is in; the quiet period covers the rest.
+		if q.owner.active && !more {
+			q.owner.active = false
+			q.c.active--
+		}
+	}
+	r.mu.Unlock()
+	r.notify()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/lockkit"
@@ -202,8 +203,9 @@ type procNode struct {
 	s    *redisproc.Server
 }
 
-func (n procNode) Name() string { return n.name }
-func (n procNode) Addr() string { return n.s.Addr }
+func (n procNode) Name() string  { return n.name }
+func (n procNode) Store() string { return node.StoreName }
+func (n procNode) Addr() string  { return n.s.Addr }
 func (n procNode) Restart(ctx context.Context, keep bool) error {
 	if keep {
 		return errors.New("procNode: no persistence configured")

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 )
 
 func nodesOf(servers []*redistest.Server) []Node {
 	out := make([]Node, len(servers))
 	for i, s := range servers {
-		out[i] = AddrNode{NodeName: "n" + string(rune('1'+i)), NodeAddr: s.Addr}
+		out[i] = AddrNode{NodeName: "n" + string(rune('1'+i)), NodeAddr: s.Addr, NodeStore: node.StoreName}
 	}
 	return out
 }

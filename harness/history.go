@@ -9,10 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/gomodule/redigo/redis"
-
-	"github.com/locklab/locklab/internal/rcmd"
 )
 
 // Event is one step of a run as it happened.
@@ -146,34 +142,27 @@ func (h *History) Commands() int {
 	return n
 }
 
-// fmtArgs is how a history shows a command: its name and arguments. A
-// script sent by name (rcmd.Script) shows as that name followed by its keys
-// and arguments, without the key count ("EVALSHA set-nx-px.acquire
-// lock:k tok 30000"), for EVALSHA and for the EVAL that follows a NOSCRIPT
-// answer alike; another script as its SHA1's first 8 digits or <script>.
-func fmtArgs(cmd string, args []any) []string {
-	if len(args) >= 2 && (cmd == "EVALSHA" || cmd == "EVAL") {
-		if name, ok := rcmd.ScriptName(args[0]); ok {
-			out := []string{cmd, name}
-			for _, a := range args[2:] {
-				out = append(out, fmtValue(a))
-			}
-			return out
-		}
-	}
-	out := []string{cmd}
-	for i, a := range args {
-		s := fmtValue(a)
-		if i == 0 && cmd == "EVALSHA" && len(s) > 8 {
-			s = "sha:" + s[:8]
-		}
-		if i == 0 && cmd == "EVAL" {
-			s = "<script>"
-		}
-		out = append(out, s)
+// CommandText is how a history shows an operation a store sent: its name
+// and its arguments, each as FormatValue shows it.
+func CommandText(name string, args []any) []string {
+	out := []string{name}
+	for _, a := range args {
+		out = append(out, fmtValue(a))
 	}
 	return out
 }
+
+// FormatValue is how a history shows a value: an argument, a reply, or an
+// element of one.
+func FormatValue(v any) string { return fmtValue(v) }
+
+// ErrorReply is an error a server answered in place of a reply (Redis's
+// error replies): a history shows it as "ERR " and its text, where another
+// error shows as "error: " and its text. A store records its server's
+// error replies as ErrorReply, alone or inside a reply.
+type ErrorReply string
+
+func (e ErrorReply) Error() string { return string(e) }
 
 func fmtValue(v any) string {
 	switch x := v.(type) {
@@ -185,7 +174,7 @@ func fmtValue(v any) string {
 		return x
 	case int64:
 		return fmt.Sprint(x)
-	case redis.Error:
+	case ErrorReply:
 		return "ERR " + string(x)
 	case []any:
 		parts := make([]string, len(x))
@@ -201,10 +190,8 @@ func fmtValue(v any) string {
 
 func fmtReply(v any, err error) string {
 	if err != nil {
-		var re redis.Error
-		if e, ok := err.(redis.Error); ok {
-			re = e
-			return "ERR " + string(re)
+		if e, ok := err.(ErrorReply); ok {
+			return "ERR " + string(e)
 		}
 		return "error: " + err.Error()
 	}
@@ -219,7 +206,3 @@ func fmtReply(v any, err error) string {
 	}
 	return fmtValue(v)
 }
-
-func splitLines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") }
-
-func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }

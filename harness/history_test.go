@@ -2,57 +2,14 @@ package harness
 
 import (
 	"context"
+	"io"
 	"testing"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/tooling/redistest"
-	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
-
-// scriptCalls runs s through a wrapped connection whose hook answers
-// NOSCRIPT to EVALSHA and 1 to EVAL, without a server, and returns the
-// calls the hook saw.
-func scriptCalls(t *testing.T, s rcmd.Script, keysAndArgs ...any) []wrapconn.Call {
-	t.Helper()
-	var calls []wrapconn.Call
-	src := &wrapconn.Source{Open: func(context.Context) (wrapconn.Hooks, error) {
-		return wrapconn.Hooks{Do: func(_ context.Context, call wrapconn.Call, _ wrapconn.Send) (any, error) {
-			calls = append(calls, call)
-			if call.Cmd == "EVALSHA" {
-				return nil, redis.Error("NOSCRIPT No matching script. Please use EVAL.")
-			}
-			return int64(1), nil
-		}}, nil
-	}}
-	c, err := src.GetContext(context.Background())
-	require.NoError(t, err)
-	defer c.Close()
-	v, err := s.Do(context.Background(), c, keysAndArgs...)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), v)
-	return calls
-}
-
-// A script's step shows its name, keys and arguments, for EVALSHA and for
-// the EVAL after NOSCRIPT; a script without a name shows as its SHA1.
-func TestFmtArgsNamesScripts(t *testing.T) {
-	s := rcmd.NewScript("set-nx-px.acquire", 2, "return 1")
-	calls := scriptCalls(t, s, "orders:42", "orders:42:fence", "tok1", int64(100))
-	require.Len(t, calls, 2)
-	assert.Equal(t, []string{"EVALSHA", "set-nx-px.acquire", "orders:42", "orders:42:fence", "tok1", "100"},
-		fmtArgs(calls[0].Cmd, calls[0].Args))
-	assert.Equal(t, []string{"EVAL", "set-nx-px.acquire", "orders:42", "orders:42:fence", "tok1", "100"},
-		fmtArgs(calls[1].Cmd, calls[1].Args))
-
-	sha := s.Hash()
-	assert.Equal(t, []string{"EVALSHA", "sha:" + sha[:8], "1", "k"}, fmtArgs("EVALSHA", []any{sha, 1, "k"}))
-	assert.Equal(t, []string{"EVAL", "<script>", "0"}, fmtArgs("EVAL", []any{"return 1", 0}))
-	assert.Equal(t, []string{"GET", "k"}, fmtArgs("GET", []any{"k"}))
-}
 
 // On a real server, a set-nx-px timeline names its scripts, with the lock
 // key after the name; on a server whose script cache was flushed, the EVAL
@@ -91,4 +48,13 @@ func TestSetNXPXTimelineNamesItsScripts(t *testing.T) {
 	for _, e := range warm.Events {
 		assert.Empty(t, e.Extra, "a warm server runs every script by EVALSHA")
 	}
+}
+
+// An error a server answered shows as ERR and its text, alone or inside
+// a reply; another error as error:.
+func TestErrorReplies(t *testing.T) {
+	assert.Equal(t, "ERR WRONGTYPE bad", fmtReply(nil, ErrorReply("WRONGTYPE bad")))
+	assert.Equal(t, "[OK ERR EXECABORT x 1]", fmtReply([]any{"OK", ErrorReply("EXECABORT x"), int64(1)}, nil))
+	assert.Equal(t, "error: EOF", fmtReply(nil, io.EOF))
+	assert.Equal(t, `"t1"`, fmtReply([]byte("t1"), nil))
 }

@@ -279,9 +279,10 @@ func Matrix(ctx context.Context, o MatrixOptions) (*MatrixResult, error) {
 func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []cellJob, err error) {
 	m = &MatrixResult{Strategies: o.Strategies, Scenarios: o.Scenarios, Shard: o.Shard}
 	if len(m.Strategies) == 0 {
-		// Every Redis strategy, and those of the other stores given.
+		// Every strategy of the Main store, and those of the other
+		// stores given.
 		for _, d := range strategies.All() {
-			if st := storeOf(d.Family); st == "" || len(o.Stores[st]) > 0 {
+			if st, err := storeOf(d.Family); err == nil && (st.Main || len(o.Stores[st.Name]) > 0) {
 				m.Strategies = append(m.Strategies, d.Name)
 			}
 		}
@@ -313,7 +314,7 @@ func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []ce
 				na = append(na, c)
 				continue
 			}
-			if storeOf(cs.Strategy.Family) != "" {
+			if st, _ := storeOf(cs.Strategy.Family); !st.Main {
 				storeJobs = append(storeJobs, cellJob{index: i, cs: cs})
 				continue
 			}
@@ -408,10 +409,15 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
 	nodes := o.Nodes
-	if st := storeOf(cs.Strategy.Family); st != "" {
-		nodes = o.Stores[st]
+	st, err := storeOf(cs.Strategy.Family)
+	if err != nil {
+		c.Outcome, c.Message = NA, err.Error()
+		return c, false
+	}
+	if !st.Main {
+		nodes = o.Stores[st.Name]
 		if len(nodes) == 0 {
-			c.Outcome, c.Message = NA, "needs a "+StoreTitle(st)+" server"
+			c.Outcome, c.Message = NA, "needs a "+st.Title+" server"
 			return c, false
 		}
 		if why := storeNA(st, sc); why != "" {

@@ -6,28 +6,41 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-
-	"github.com/locklab/locklab/harness/node"
 )
 
-// Node is a Redis server the harness runs schedules on. The harness talks to
-// it through its own connections to Addr (one database per parallel worker),
-// so a Node needs only a name and an address. The nodes of harness/node
-// satisfy it, and so does PoolNode. Schedules and scenarios that fault a node
-// need it to implement node's fault interfaces (fault.Pauser, fault.Killer,
-// fault.Restarter, fault.Partitioner, fault.FailingOver).
+// Node is a server the harness runs schedules on: a Redis server, or a
+// store's node (StoreNode). It names the registered store it serves,
+// whose Store a slot on it opens; that store talks to it through its own
+// connections to Addr (Redis's: one database per parallel worker), so a
+// Node needs no more than a name, an address and its store. The nodes of
+// harness/node satisfy it (Redis's), and so does AddrNode. Schedules and scenarios
+// that fault a node need it to implement node's fault interfaces
+// (fault.Pauser, fault.Killer, fault.Restarter, fault.Partitioner,
+// fault.FailingOver).
 type Node interface {
 	Name() string
 	Addr() string
+	// Store names the registered store the node serves (a Driver's Name).
+	Store() string
 }
 
-// AddrNode is a Node given by name and address.
+// AddrNode is a server given by name, address and the name of the
+// registered store it serves.
 type AddrNode struct {
-	NodeName, NodeAddr string
+	NodeName, NodeAddr, NodeStore string
+}
+
+// Store names the node's store.
+func (n AddrNode) Store() string { return n.NodeStore }
+
+// replicaLink is a node whose replica lags until asked to catch up
+// (node.Replicated): a strategy that waits for a replica (WAIT) needs one.
+type replicaLink interface {
+	CatchUp(ctx context.Context) error
+	Lag(ctx context.Context) error
 }
 
 // Name returns the node's name.
@@ -37,9 +50,10 @@ func (n AddrNode) Name() string { return n.NodeName }
 func (n AddrNode) Addr() string { return n.NodeAddr }
 
 // slot is where one run executes: a set of nodes, and the store that
-// keeps the lock there (redisStore: one database on each Redis node;
-// parallel workers use separate databases of the same servers, or separate
-// namespaces of a server the harness does not own).
+// keeps the lock there, which the nodes' store's Driver opened (Redis's:
+// one database on each Redis node; parallel workers use separate
+// databases of the same servers, or separate namespaces of a server the
+// harness does not own).
 type slot struct {
 	nodes []Node
 	// appendFsync is the fsync policy of the append-only file the slot's
@@ -80,18 +94,19 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 			direct = false
 		}
 	}
-	if name := nodeStore(nodes); name != "" {
-		d, err := LookupStore(name)
-		if err != nil {
-			return nil, err
-		}
-		st, err := d.Open(nodes)
-		if err != nil {
-			return nil, err
-		}
-		return &slot{nodes: nodes, store: st, keySuffix: storeKeySuffix(db)}, nil
+	d, err := LookupStore(nodeStore(nodes))
+	if err != nil {
+		return nil, err
 	}
-	return &slot{nodes: nodes, store: newRedisStore(nodes, db, direct)}, nil
+	st, err := d.Open(nodes, OpenOptions{Worker: db, Direct: direct})
+	if err != nil {
+		return nil, err
+	}
+	s := &slot{nodes: nodes, store: st}
+	if !d.Workers {
+		s.keySuffix = storeKeySuffix(db)
+	}
+	return s, nil
 }
 
 // close closes the slot's store, within closeEmptyTimeout, once the
@@ -149,21 +164,4 @@ func (s *slot) keepAppendOnly(ctx context.Context, fsync string) (func() error, 
 		s.appendFsync = ""
 		return s.appendOnly(context.WithoutCancel(ctx), false, fsync)
 	}, nil
-}
-
-// StartMatrixNodes starts the Redis servers a whole matrix runs on, as
-// `locklab matrix` does: three nodes with opts (its N is set to 3), the
-// first with an asynchronous replica for the scenarios that fail it over.
-// stop stops them.
-func StartMatrixNodes(ctx context.Context, opts node.Options) (nodes []Node, stop func() error, err error) {
-	opts.N = 3
-	c, err := node.Start(ctx, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := c.Replicated(ctx, c.Nodes()[0])
-	if err != nil {
-		return nil, nil, errors.Join(err, c.Close())
-	}
-	return []Node{r, c.Nodes()[1], c.Nodes()[2]}, c.Close, nil
 }

@@ -1,6 +1,10 @@
 package harness
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/locklab/locklab/harness/node"
+)
 
 // The placer never lets a cell that faults a node share it, gives cells
 // sharing a node separate databases, and keeps to its parallelism.
@@ -44,7 +48,7 @@ func TestPlacer(t *testing.T) {
 // A strategy that waits for a replica runs on the first node, where the
 // replica is, and has it to itself only when the scenario fails it over.
 func TestJobForReplicaStrategy(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:2"}, AddrNode{"n3", "127.0.0.1:3"}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:2", node.StoreName}, AddrNode{"n3", "127.0.0.1:3", node.StoreName}}
 	for _, tc := range []struct {
 		scenario  string
 		exclusive bool

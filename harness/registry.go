@@ -32,6 +32,16 @@ func RegisterStore(d *Driver) {
 	if _, dup := drivers[d.Name]; dup {
 		panic("harness: store " + d.Name + " registered twice")
 	}
+	for _, o := range drivers {
+		if d.Main && o.Main {
+			panic("harness: stores " + o.Name + " and " + d.Name + " both say they are the Main store")
+		}
+		for _, f := range append([]string{d.Name}, d.Families...) {
+			if f == o.Name || slices.Contains(o.Families, f) {
+				panic("harness: the family " + f + " of store " + d.Name + " is store " + o.Name + "'s")
+			}
+		}
+	}
 	drivers[d.Name] = d
 	if d.Stress != nil {
 		if d.Stress.Name == "" {
@@ -55,16 +65,15 @@ func RegisterStore(d *Driver) {
 	}
 }
 
-// driver returns the registered store named name; nil for Redis ("") and
-// for a store no package registered.
+// driver returns the registered store named name; nil for a store no
+// package registered.
 func driver(name string) *Driver {
 	driversMu.RLock()
 	defer driversMu.RUnlock()
 	return drivers[name]
 }
 
-// Stores returns the registered stores other than Redis, in their Rank's
-// order.
+// Stores returns the registered stores, in their Rank's order.
 func Stores() []*Driver {
 	driversMu.RLock()
 	out := make([]*Driver, 0, len(drivers))
@@ -96,43 +105,72 @@ type PlayLevel struct {
 	Why, Docs, Story   string
 }
 
-// StoreInstalled reports whether the servers of store can be started here:
-// nil for Redis (harness/node starts its servers, or says why not) and for
-// a store whose Driver says nothing, else the Driver's error saying how to
-// install them.
+// StoreInstalled reports whether the servers of the registered store can
+// be started here: nil where its Driver says nothing, else the Driver's
+// error saying how to install them; an error for a store no package
+// registered.
 func StoreInstalled(store string) error {
-	d := driver(store)
-	if d == nil || d.Installed == nil {
+	d, err := LookupStore(store)
+	if err != nil {
+		return err
+	}
+	if d.Installed == nil {
 		return nil
 	}
 	return d.Installed()
 }
 
-// storeOf names the store a strategy of family locks on: "" for Redis.
-func storeOf(family string) string {
-	if driver(family) != nil {
-		return family
+// storeOf returns the registered store the strategies of family lock on:
+// the store named family or listing it among its Families; for a family
+// that names a store whose package is not imported, an error naming that
+// package; for any other family, the Main store.
+func storeOf(family string) (*Driver, error) {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	var main *Driver
+	for _, d := range drivers {
+		if d.Name == family || slices.Contains(d.Families, family) {
+			return d, nil
+		}
+		if d.Main {
+			main = d
+		}
 	}
-	return ""
+	if pkg, ok := strategies.StorePackage(family); ok {
+		return nil, fmt.Errorf("harness: the strategies of family %q lock on a store that is not registered: import _ %q", family, pkg)
+	}
+	if main == nil {
+		return nil, fmt.Errorf("harness: no registered store takes the strategies of family %q: import the package of its store under stores/", family)
+	}
+	return main, nil
 }
 
-// StoreOfStrategy names the store the registered strategy name locks on
-// when it is not Redis ("etcd", "postgres"), else "".
-func StoreOfStrategy(name string) string {
+// StrategyStore returns the registered store the registered strategy name
+// locks on.
+func StrategyStore(name string) (*Driver, error) {
 	d, err := strategies.Info(name)
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	return storeOf(d.Family)
 }
 
-// StoreTitle is how messages name store: "Redis" for "".
+// StoreOfStrategy names the store the registered strategy name locks on
+// (a Driver's Name), "" when it is no registered strategy or its store is
+// not registered (StrategyStore says why).
+func StoreOfStrategy(name string) string {
+	d, err := StrategyStore(name)
+	if err != nil {
+		return ""
+	}
+	return d.Name
+}
+
+// StoreTitle is how messages name the store named store: its Driver's
+// Title, or the name itself when no package registered it.
 func StoreTitle(store string) string {
 	if d := driver(store); d != nil {
 		return d.Title
-	}
-	if store == "" {
-		return "Redis"
 	}
 	return store
 }

@@ -20,15 +20,6 @@ import (
 	"github.com/locklab/locklab"
 )
 
-var _ Renewer = (*redisStore)(nil)
-
-// Unscheduled gives cfg the first node's pool: the store's own
-// connections, which the scheduler does not see.
-func (s *redisStore) Unscheduled(cfg *locklab.Config) { cfg.Pool = s.pool(0) }
-
-// Renewed does nothing: the key's TTL on the server is the account.
-func (s *redisStore) Renewed(locklab.Lease) {}
-
 // renewTimeout bounds one renewal: a node that does not answer (paused)
 // fails it, as the watchdog's bounded extend would.
 const renewTimeout = 2 * time.Second

@@ -1,6 +1,6 @@
-// The run: one schedule of a case on fresh Redis state. Run sets up the
-// clients (client.go), whose commands go through the connection wrapper
-// (conn.go); the scheduler (scheduler.go) grants them one step at a time,
+// The run: one schedule of a case on its store, emptied. Run sets up the
+// clients (client.go), whose operations their store submits as steps
+// (store.go: Client.Send, Conn); the scheduler (scheduler.go) grants them one step at a time,
 // events (events.go) change the world between steps, and at the end the
 // checkers (check.go) judge the history (history.go).
 

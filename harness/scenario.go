@@ -154,7 +154,7 @@ func (s *Scenario) AppliesTo(d strategies.Description) bool {
 // for a multi-node strategy on a story told for one node, the story's
 // schedule, faults and bounds on several nodes.
 func (s *Scenario) On(d strategies.Description) *Scenario {
-	if dr := driver(storeOf(d.Family)); dr != nil && len(dr.Known[s.Name][d.Name]) > 0 {
+	if dr, err := storeOf(d.Family); err == nil && len(dr.Known[s.Name][d.Name]) > 0 {
 		// The schedules its store knows for the strategy.
 		m := *s
 		m.Known = maps.Clone(s.Known)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/fanout"
 )
 
@@ -13,7 +14,7 @@ import (
 // arrives, instead of failing the schedule that names it; a step naming a
 // command that never comes still fails.
 func TestGrantLate(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}}
 	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k"}, sl)
@@ -23,7 +24,7 @@ func TestGrantLate(t *testing.T) {
 	if r.grant(st) {
 		t.Fatal("granted a command nobody sent")
 	}
-	q := &request{c: c, owner: &c.local, node: 2, cmd: "GET", args: []any{"k"}, done: make(chan struct{})}
+	q := &request{c: c, owner: &c.local, node: 2, text: []string{"GET", "k"}, done: make(chan struct{})}
 	go func() {
 		time.Sleep(20 * time.Millisecond) // far past the quiet period
 		r.mu.Lock()
@@ -52,7 +53,7 @@ func TestGrantLate(t *testing.T) {
 // have sent yet), unless every node has had its command since the client
 // was last idle: then nothing more is coming.
 func TestSettledAfterFanOut(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}, AddrNode{"n3", "127.0.0.1:1"}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}, AddrNode{"n3", "127.0.0.1:1", node.StoreName}}
 	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: time.Hour}, sl)
@@ -117,7 +118,7 @@ func TestSettledAfterFanOut(t *testing.T) {
 // in, however long past the quiet period, and no longer: a round to two of
 // three nodes is complete with two.
 func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1"}, AddrNode{"n2", "127.0.0.1:1"}, AddrNode{"n3", "127.0.0.1:1"}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}, AddrNode{"n3", "127.0.0.1:1", node.StoreName}}
 	for _, tc := range []struct {
 		name  string
 		quiet time.Duration

@@ -4,11 +4,12 @@
 // clients, steps and nodes. A store knows how a client's operations reach
 // its servers (each one submitted to the scheduler as a step, through
 // Client.Send), how to empty what earlier runs wrote, how time passes on
-// it, and how to read the lock for the timeline. Redis is the harness's
-// own store (redisstore.go), named "". Every other store is a folder of
-// its own under stores/ (stores/etcd, stores/postgres, stores/zookeeper)
-// that registers a Driver from its init, as database/sql's drivers do: the
-// harness imports none of them, and names none of them. The tests have one
+// it, and how to read the lock for the timeline. Every store is a folder
+// of its own under stores/ (stores/redis, stores/etcd, stores/postgres,
+// stores/zookeeper) that registers a Driver from its init, as
+// database/sql's drivers do (RegisterStore): the harness imports none of
+// them, and names none of them. Redis's is the Main store, whose servers
+// are the nodes the harness is given. The tests have one
 // more, harness/harnesstest/memstore, a lock server in the test's process
 // that docs/development.md's checklist takes as its worked example.
 //
@@ -29,6 +30,12 @@
 // A step's footprint (what it reads and writes, for a reduction that
 // knows which steps commute) goes with its submission: SendTouching and a
 // Touch (touch.go). A step sent without one touches everything.
+//
+// A store whose connections carry state across operations sends them on
+// a Conn: the connection stays busy between an operation's answer and the
+// next one, and a transaction open on it (Conn.SetTransaction: Redis's
+// MULTI, whose server queues the commands until EXEC) has the explorer run
+// its operations whole (stores/redis's MULTI).
 
 package harness
 
@@ -45,15 +52,31 @@ import (
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 )
 
-// Driver is a store other than Redis, as its folder registers it.
+// Driver is a store, as its folder registers it.
 type Driver struct {
 	// Name names the store and is the family of the strategies that lock
 	// on it (strategies.Description.Family): "etcd", "postgres".
 	Name string
+	// Families are the other families whose strategies lock on the store.
+	Families []string
+	// Main says the store is the matrix's own: its servers are the nodes
+	// the harness is given (MatrixOptions.Nodes, a run's nodes), where the
+	// other stores' are started for their cells (MatrixOptions.Stores);
+	// its cells take the matrix's bounds, and every scenario of the
+	// catalog has a meaning there unless the scenario itself says not;
+	// the strategies whose family names no store (a lock of one's own,
+	// registered with a family of its own) lock on it; and messages and
+	// levels that name a strategy's store leave it unnamed. One registered
+	// store at most says so.
+	Main bool
+	// Workers says the store keeps an exploration's workers apart itself
+	// (OpenOptions.Worker), where the harness otherwise has each worker
+	// but the first lock the key with a suffix of its own.
+	Workers bool
 	// Title is how messages and pages name it: "PostgreSQL".
 	Title string
-	// Rank orders the stores wherever they are listed: Redis first, then
-	// the lowest Rank.
+	// Rank orders the stores wherever they are listed, the lowest first
+	// (Redis's is 0).
 	Rank int
 
 	// Installed says how to install the store's servers where they cannot
@@ -67,12 +90,13 @@ type Driver struct {
 	// runs the store's cells, the others those that fault the server.
 	Describe func(first StoreNode, more []StoreNode) string
 
-	// Open makes the store of a slot on nodes (one of Start's).
-	Open func(nodes []Node) (Store, error)
+	// Open makes the store of a slot on nodes (one of Start's, or the
+	// nodes given, for the Main store).
+	Open func(nodes []Node, o OpenOptions) (Store, error)
 
 	// NA says why scenario sc has no meaning on the store, "" where it
 	// has one. It is asked for the scenarios the harness does not rule
-	// out itself: MultiNode's are n/a on every store but Redis.
+	// out itself: MultiNode's are n/a on every store but the Main one.
 	NA func(sc *Scenario) string
 	// MultiNode is why a scenario of Redlock's independent masters has no
 	// meaning on the store.
@@ -83,8 +107,8 @@ type Driver struct {
 	// PlayLevels are the store's challenges in locklab play, after
 	// Redis's and those of the stores of lower Rank.
 	PlayLevels []PlayLevel
-	// Columns order the store's strategies in a matrix, after Redis's and
-	// the stores of lower Rank; those not listed follow every store's,
+	// Columns order the store's strategies in a matrix, after the
+	// stores' of lower Rank; those not listed follow every store's,
 	// sorted.
 	Columns []string
 	// Known are the schedules told or found for the store's strategies,
@@ -129,6 +153,17 @@ type Driver struct {
 	// Abbreviations explains the short names of the store's timelines;
 	// common is what every store's timeline shares.
 	Abbreviations func(common string) string
+}
+
+// OpenOptions are what a slot's Open is told beside its nodes.
+type OpenOptions struct {
+	// Worker is the exploration's worker the slot runs for (0 for a run
+	// alone): a store whose Driver says Workers keeps each one's runs
+	// apart from the others'.
+	Worker int
+	// Direct says no step of the slot's runs partitions a node: the store
+	// may reach its servers past what a partition cuts.
+	Direct bool
 }
 
 // Bench is how `locklab bench --stores` measures a store's locks.
@@ -180,12 +215,10 @@ type Limit struct {
 	Applies func(sc *Scenario) bool
 }
 
-// StoreNode is a node of a store other than Redis: one server or one
-// cluster, which the harness runs a slot of runs on.
+// StoreNode is a node a store's Driver starts (Driver.Start): one server
+// or one cluster, which the harness runs a slot of runs on.
 type StoreNode interface {
 	Node
-	// Store returns the Driver's Name.
-	Store() string
 	// Close stops the node's servers and removes what they wrote.
 	Close() error
 }
@@ -296,6 +329,15 @@ type HoldProber interface {
 // run is over.
 var ErrStopped = errStopped
 
+// ErrCrashed is what a crashed client's store gets for an operation, and
+// where it would open a connection.
+var ErrCrashed = errCrashed
+
+// ErrUnreachable is what an operation to a node the run took down, or
+// that a partition cut the client off from, fails with (wrapped, with the
+// node's name).
+var ErrUnreachable = errUnreachable
+
 // Client is a run's client as its store sees it.
 type Client struct {
 	r *run
@@ -334,6 +376,20 @@ func (c *Client) Holding() (locklab.Lease, bool) {
 	defer c.r.mu.Unlock()
 	return c.c.lease, c.c.holding
 }
+
+// MultiNode reports whether the client's strategy locks on several
+// independent nodes at once (Redlock): the store gives it one connection
+// source per node, and each of its steps ends when its answer is in.
+func (c *Client) MultiNode() bool { return c.r.spec.multi }
+
+// FailsOver reports whether the run's scenario fails a node over to its
+// replica: there the replica misses every write but those a client waits
+// for (Redis's WAIT).
+func (c *Client) FailsOver() bool { return c.r.spec.prepare }
+
+// Context is the run's context: a store's connections to its servers
+// last as long as it does.
+func (c *Client) Context() context.Context { return c.r.ctx }
 
 // Locker is the strategy the client runs (nil before it is built).
 func (c *Client) Locker() locklab.Locker { return c.c.locker }
@@ -386,7 +442,7 @@ func (c *Client) Send(ctx context.Context, node int, label string, args []any) (
 func (c *Client) SendTouching(ctx context.Context, node int, label string, args []any, t *Touch) (*Sent, error) {
 	r := c.r
 	own := &owner{}
-	q, err := r.submitTouching(ctx, c.c, own, node, label, args, "", t)
+	q, err := r.submitTouching(ctx, c.c, own, node, CommandText(label, args), "", t)
 	if err != nil {
 		return nil, err
 	}
@@ -400,6 +456,89 @@ func (c *Client) SendTouching(ctx context.Context, node int, label string, args 
 		return nil, err
 	}
 	return &Sent{c: c, q: q, own: own, watch: r.watchRelease(c.c, node)}, nil
+}
+
+// Conn is one connection of a client, for a store whose operations on a
+// connection share its state: its operations' steps are the connection's,
+// which stays busy from an operation's grant until its next operation or
+// Close (a client's library reads the answer and goes on, on the same
+// connection, before the scheduler takes it for settled), and a
+// transaction open on it (Transaction) has the explorer run its
+// operations whole, no other client's step between them, as a server
+// that queues a transaction's commands runs them.
+type Conn struct {
+	c   *Client
+	own owner
+}
+
+// Conn opens a connection of the client.
+func (c *Client) Conn() *Conn { return &Conn{c: c} }
+
+// SendTouching submits one operation on the connection to node (1-based)
+// to the scheduler, shown as text, touching what t says (nil:
+// everything), and waits for its grant. A node the run took down, or a
+// client cut off from it, refuses the operation before it is sent: the
+// step is recorded, and the error wraps ErrUnreachable. Otherwise the
+// caller sends the operation and calls Reply with its answer.
+func (k *Conn) SendTouching(ctx context.Context, node int, text []string, t *Touch) (*Sent, error) {
+	r, c := k.c.r, k.c.c
+	q, err := r.submitTouching(ctx, c, &k.own, node, text, "", t)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	down := r.down[node-1] || c.isolated
+	r.mu.Unlock()
+	if down {
+		err := fmt.Errorf("%w: n%d", errUnreachable, node)
+		r.reply(q, nil, err, false)
+		return nil, err
+	}
+	return &Sent{c: k.c, q: q, own: &k.own, watch: r.watchRelease(c, node)}, nil
+}
+
+// Transaction reports whether a transaction is open on the connection.
+func (k *Conn) Transaction() bool {
+	k.c.r.mu.Lock()
+	defer k.c.r.mu.Unlock()
+	return k.own.multi
+}
+
+// SetTransaction says whether a transaction is open on the connection:
+// while one is, the explorer runs the connection's next operation before
+// any other step.
+func (k *Conn) SetTransaction(open bool) {
+	k.c.r.mu.Lock()
+	k.own.multi = open
+	k.c.r.mu.Unlock()
+}
+
+// Continue records what the connection sent to complete its last step
+// (the EVAL a client's library sends after a NOSCRIPT answer belongs to
+// the EVALSHA's step): extra as the step's Extra, and its answer, v or
+// err, as the step's reply. A multi-node client's step ends with it.
+func (k *Conn) Continue(extra []string, v any, err error) {
+	r, c := k.c.r, k.c.c
+	r.mu.Lock()
+	if c.lastEvent >= 0 && c.lastEvent < len(r.hist.Events) {
+		e := &r.hist.Events[c.lastEvent]
+		e.Extra = extra
+		e.Reply = fmtReply(v, err)
+	}
+	r.mu.Unlock()
+	if r.spec.multi {
+		r.idle(c, &k.own)
+	}
+}
+
+// Close closes the connection: a transaction open on it ends, and the
+// client is no longer busy on it.
+func (k *Conn) Close() {
+	r := k.c.r
+	r.mu.Lock()
+	k.own.multi = false
+	r.mu.Unlock()
+	r.idle(k.c.c, &k.own)
 }
 
 // Sent is a granted operation of a client: one step of the schedule.
@@ -421,6 +560,24 @@ func (s *Sent) LoseReply() bool { return s.c.r.takeLost(s.c.c, s.q) }
 // (LoseReply): the end of its connection.
 var ErrLostReply = fmt.Errorf("%w: the connection dropped before the reply came", io.ErrUnexpectedEOF)
 
+// Reply records the answer of an operation sent on a Conn (v, shown as
+// the step's reply, or err) and judges the step; the connection stays
+// busy until its next operation or Close, but a multi-node client's step
+// ends here. more says the step goes on (Conn.Continue completes it).
+func (s *Sent) Reply(v any, err error, more bool) {
+	s.c.r.reply(s.q, v, err, more)
+	s.watch.judge(s.q)
+}
+
+// Note adds a note to the step's event.
+func (s *Sent) Note(note string) {
+	r := s.c.r
+	r.mu.Lock()
+	e := &r.hist.Events[s.q.event]
+	e.Notes = append(e.Notes, note)
+	r.mu.Unlock()
+}
+
 // Done records the operation's answer (v, shown as the step's reply, or
 // err) and ends the step.
 func (s *Sent) Done(v any, err error) {
@@ -430,12 +587,10 @@ func (s *Sent) Done(v any, err error) {
 	r.idle(s.c.c, s.own)
 }
 
-// nodeStore names the store nodes serve: "" for Redis.
+// nodeStore names the store nodes serve, "" for no node.
 func nodeStore(nodes []Node) string {
 	if len(nodes) > 0 {
-		if s, ok := nodes[0].(StoreNode); ok {
-			return s.Store()
-		}
+		return nodes[0].Store()
 	}
 	return ""
 }

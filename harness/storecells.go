@@ -11,12 +11,9 @@ import "slices"
 const getsetNA = "the story of GETSET's recovery: on this store its clients and faults are stale-recovery's, " +
 	"whose cell explores the same schedules"
 
-// storeNA returns why scenario sc is n/a on store st, or "".
-func storeNA(st string, sc *Scenario) string {
-	d := driver(st)
-	if d == nil {
-		return ""
-	}
+// storeNA returns why scenario sc is n/a on store d, a store other than
+// the Main one, or "".
+func storeNA(d *Driver, sc *Scenario) string {
 	if sc.MultiNode {
 		return d.MultiNode
 	}
@@ -138,7 +135,7 @@ func storeNAOnly(c Cell) bool {
 		return false
 	}
 	for _, d := range Stores() {
-		if c.Message == d.MultiNode {
+		if !d.Main && c.Message == d.MultiNode {
 			return true
 		}
 	}

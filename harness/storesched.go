@@ -31,8 +31,8 @@ import (
 func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, storeJobs []cellJob, r *cellResults) {
 	byStore := map[string][]cellJob{}
 	for _, j := range storeJobs {
-		st := storeOf(j.cs.Strategy.Family)
-		byStore[st] = append(byStore[st], j)
+		st, _ := storeOf(j.cs.Strategy.Family) // its cell applied: its store is registered
+		byStore[st.Name] = append(byStore[st.Name], j)
 	}
 	so := o
 	if o.StorePreemptions != 0 {

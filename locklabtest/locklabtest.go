@@ -42,6 +42,7 @@ import (
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -206,7 +207,7 @@ func register(d strategies.Description, f strategies.Factory) (*atomic.Int64, er
 // Redis, whose client a lock of the family gets in Config.Store.
 func onStore(family string) bool {
 	for _, d := range harness.Stores() {
-		if d.Name == family {
+		if d.Name == family && !d.Main {
 			return true
 		}
 	}
@@ -226,9 +227,9 @@ type servers struct {
 // the scenarios that fail it over.
 func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	t.Helper()
-	st := harness.StoreOfStrategy(name)
+	st := stores.Of(name)
 	if st == "" {
-		nodes, stop, err := harness.StartMatrixNodes(ctx, node.Options{Backend: backend, Label: "locklabtest"})
+		nodes, stop, err := redis.StartMatrixNodes(ctx, node.Options{Backend: backend, Label: "locklabtest"})
 		if err != nil {
 			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
 		}

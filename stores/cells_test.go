@@ -12,6 +12,7 @@ import (
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/redis"
 )
 
 // TestStoreCellsSayWhyNA: on PostgreSQL and etcd, a scenario without
@@ -40,12 +41,15 @@ func TestStoreCellsSayWhyNA(t *testing.T) {
 			t.Errorf("%s × %s: %s %q, want n/a saying %q", k[0], k[1], c.Outcome, c.Message, w)
 		}
 	}
-	part := m.Only(func(s string) bool { return harness.StoreOfStrategy(s) != "" })
+	part := m.Only(func(s string) bool { return Of(s) != "" })
 	if got := strings.Join(part.Scenarios, " "); got != "stale-recovery-getset" {
 		t.Errorf("the stores' part has scenarios %q; want Redlock's left out", got)
 	}
-	if harness.StoreOfStrategy("set-nx-px") != "" || harness.StoreOfStrategy("pg-lock-table") != postgres.Name {
+	if harness.StoreOfStrategy("set-nx-px") != redis.Name || harness.StoreOfStrategy("pg-lock-table") != postgres.Name {
 		t.Error("StoreOfStrategy names the wrong store")
+	}
+	if Of("set-nx-px") != "" || Of("pg-lock-table") != postgres.Name {
+		t.Error("Of names the wrong store")
 	}
 }
 

@@ -21,8 +21,9 @@ import (
 // harness, its renderer and its checkers, stress mode, play and the fault
 // vocabulary every store's nodes implement (harness/fault), import no
 // store's client (pgx, etcd's client, gRPC, ZooKeeper's client) and no
-// package of stores/, and their code names no store other than Redis, and
-// no strategy of one, in a string. What differs by store is asked of the store's harness.Driver
+// package of stores/, and their code names no registered store (Redis's
+// "redis" among them) and no strategy of a store other than Redis in a
+// string. What differs by store is asked of the store's harness.Driver
 // (stress.StoreDriver in stress mode).
 func TestCoreKnowsNoStore(t *testing.T) {
 	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
@@ -48,15 +49,67 @@ func TestCoreKnowsNoStore(t *testing.T) {
 	}
 }
 
-// storeNames are the names of the stores other than Redis and of their
-// strategies.
+// TestCoreImportsNoRedigo: no file of the harness, its renderer, play or
+// the fault vocabulary imports redigo, Redis's client: Redis's store is
+// stores/redis, and the run, its history and its checkers see a server's
+// replies as values of their own (an error reply as harness.ErrorReply).
+// They still depend on it through harness/node, Redis's servers, which
+// the harness starts for the matrix; stress mode runs Redis itself, and is
+// not held to it.
+func TestCoreImportsNoRedigo(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, dir := range []string{"../harness", "../harness/render", "../harness/play", "../harness/fault"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		if len(files) == 0 {
+			t.Fatalf("no Go files in %s", dir)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "github.com/gomodule/redigo") {
+					t.Errorf("%s imports %s: Redis's client is stores/redis's", f, p)
+				}
+			}
+		}
+	}
+}
+
+// TestHarnessImportsNoServers: package harness starts no store's servers,
+// Redis's included: it imports no package of harness/node, whose servers
+// stores/redis starts for the matrix (StartMatrixNodes), and runs on the
+// nodes it is given or a store's Driver starts. harness/play and
+// harness/stress still start Redis's themselves.
+func TestHarnessImportsNoServers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../harness").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if !slices.Contains(imports, "github.com/locklab/locklab/strategies") {
+		t.Fatalf("go list found the imports %v", imports)
+	}
+	for _, p := range imports {
+		if p == "github.com/locklab/locklab/harness/node" || strings.HasPrefix(p, "github.com/locklab/locklab/harness/node/") {
+			t.Errorf("harness imports %s", p)
+		}
+	}
+}
+
+// storeNames are the names of the registered stores and of the strategies
+// of the stores other than Redis.
 func storeNames() []string {
 	var out []string
 	for _, d := range harness.Stores() {
 		out = append(out, d.Name)
 	}
 	for _, d := range strategies.All() {
-		if harness.StoreOfStrategy(d.Name) != "" {
+		if Of(d.Name) != "" {
 			out = append(out, d.Name)
 		}
 	}

@@ -1,6 +1,7 @@
-// Package stores holds the stores other than Redis that locklab's locks
-// run on, one folder each (stores/etcd, stores/postgres, stores/zookeeper), and starts
-// their servers for the CLI, play and the documentation generator.
+// Package stores holds the stores that locklab's locks run on, one folder
+// each (stores/redis, stores/etcd, stores/postgres, stores/zookeeper), and
+// starts the servers of those other than Redis for the CLI, play and the
+// documentation generator (Redis's are the nodes harness/node starts).
 // Importing it registers every store with the harness; each store's
 // folder registers itself (harness.RegisterStore), as database/sql's
 // drivers do, and this package is the one list of them.
@@ -20,6 +21,7 @@ import (
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	_ "github.com/locklab/locklab/stores/etcd"      // registers the etcd store
 	_ "github.com/locklab/locklab/stores/postgres"  // registers the PostgreSQL store
+	_ "github.com/locklab/locklab/stores/redis"     // registers the Redis store
 	_ "github.com/locklab/locklab/stores/zookeeper" // registers the ZooKeeper store
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // registers the etcd family
@@ -42,9 +44,16 @@ func (s *Servers) First(store string) harness.StoreNode {
 	return s.Nodes[store][0].(harness.StoreNode)
 }
 
-// Of names the store that strategy name locks on when it is not Redis
-// ("postgres", "etcd"), or "".
-func Of(name string) string { return harness.StoreOfStrategy(name) }
+// Of names the store that strategy name locks on when it is not Redis,
+// the harness's Main store, whose servers the caller starts itself
+// ("postgres", "etcd"); else "". A strategy whose store is not registered
+// is an error of harness.Resolve's, which names the package to import.
+func Of(name string) string {
+	if d, err := harness.StrategyStore(name); err == nil && !d.Main {
+		return d.Name
+	}
+	return ""
+}
 
 // Installed reports whether the servers of store can be started here: an
 // error saying how to install them otherwise.

@@ -2,6 +2,9 @@ package stores
 
 import (
 	"context"
+	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +16,8 @@ import (
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/stores/redis"
+	"github.com/locklab/locklab/strategies"
 )
 
 // TestStartAndFaultServer: Start starts one server of each store named,
@@ -69,10 +74,16 @@ func TestStartAndFaultServer(t *testing.T) {
 // TestOneRegistrationPerStore: each store registers one harness.Driver,
 // and its stress part is known to stress mode by that registration alone,
 // under the Driver's name and title; stress mode knows no store the
-// harness does not.
+// harness does not. Redis, the Main store, has none: stress mode runs it
+// itself.
 func TestOneRegistrationPerStore(t *testing.T) {
 	var names []string
 	for _, d := range harness.Stores() {
+		if d.Main {
+			assert.Equal(t, redis.Name, d.Name)
+			assert.Nil(t, d.Stress, "Redis's stress mode is stress mode's own")
+			continue
+		}
 		names = append(names, d.Name)
 		require.NotNil(t, d.Stress, "%s has a part in stress mode", d.Name)
 		assert.Same(t, d.Stress, stress.LookupStore(d.Name), d.Name)
@@ -85,4 +96,24 @@ func TestOneRegistrationPerStore(t *testing.T) {
 	}
 	assert.ElementsMatch(t, names, stressNames)
 	assert.Len(t, names, 3)
+}
+
+// TestStorePackagesAreTheDrivers': the package strategies.StorePackage
+// names for a registered store's families, which the harness's error
+// tells a program that lacks it to import, is the package that registers
+// that store.
+func TestStorePackagesAreTheDrivers(t *testing.T) {
+	checked := 0
+	for _, d := range harness.Stores() {
+		registrar := runtime.FuncForPC(reflect.ValueOf(d.Open).Pointer()).Name()
+		for _, family := range append([]string{d.Name}, d.Families...) {
+			pkg, ok := strategies.StorePackage(family)
+			if !ok {
+				continue
+			}
+			checked++
+			assert.True(t, strings.HasPrefix(registrar, pkg+"."), "family %s: StorePackage says %s, and %s's Open is %s", family, pkg, d.Name, registrar)
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 8, "the built-in Redis families and the three other stores'")
 }

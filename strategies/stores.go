@@ -27,6 +27,37 @@ var storeStrategies = map[string][]string{
 	ZooKeeperPackage: {"zk-ephemeral", "zk-golib", "zk-recipe"},
 }
 
+// familyStores are the packages that register the stores the families
+// lock on with the harness (harness.RegisterStore), by family: the
+// built-in Redis families' and those of the strategies of
+// storeStrategies. The harness names the one a program lacks when it runs
+// such a strategy.
+var familyStores = map[string]string{
+	FamilySetNXGetSet: RedisStorePackage,
+	FamilyIncrExpire:  RedisStorePackage,
+	FamilySetNXEx:     RedisStorePackage,
+	FamilyRedlock:     RedisStorePackage,
+	FamilyReentrant:   RedisStorePackage,
+	"etcd":            "github.com/locklab/locklab/stores/etcd",
+	"postgres":        "github.com/locklab/locklab/stores/postgres",
+	"zookeeper":       "github.com/locklab/locklab/stores/zookeeper",
+}
+
+// RedisStorePackage is the package that registers the Redis store with
+// the harness.
+const RedisStorePackage = "github.com/locklab/locklab/stores/redis"
+
+// StorePackage returns the import path of the package that registers the
+// store the strategies of family lock on with the harness, for the
+// built-in Redis families and those of the stores whose strategies are
+// not built in (etcd, PostgreSQL, ZooKeeper); ok is false for any other
+// family (a lock of one's own on Redis, the harness's Main store, or on a
+// store of one's own).
+func StorePackage(family string) (path string, ok bool) {
+	path, ok = familyStores[family]
+	return path, ok
+}
+
 // Package returns the import path of the package that registers the
 // strategy name, for the strategies of the stores other than Redis (etcd,
 // PostgreSQL, ZooKeeper), each in a package of its own that brings its

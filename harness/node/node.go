@@ -21,6 +21,10 @@ import (
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 )
 
+// StoreName is the name of the store the nodes serve, as the harness's
+// registry knows it.
+const StoreName = "redis"
+
 // Node is one redis-server of a Cluster.
 type Node struct {
 	name    string
@@ -42,6 +46,9 @@ type Node struct {
 
 // Name returns the node's name: "n1".."nN", or "n1r1" for a replica.
 func (n *Node) Name() string { return n.name }
+
+// Store names the store the node serves, StoreName.
+func (n *Node) Store() string { return StoreName }
 
 // Addr returns the address clients dial, "host:port". It does not change
 // over the node's life (restarts, partitions).

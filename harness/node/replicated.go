@@ -62,6 +62,9 @@ func (r *Replicated) current() *Node {
 // Name is the name of the master the pair was made from.
 func (r *Replicated) Name() string { return r.name }
 
+// Store names the store the pair serves, StoreName.
+func (r *Replicated) Store() string { return StoreName }
+
 // Addr is the current master's address.
 func (r *Replicated) Addr() string { return r.current().Addr() }
 

@@ -38,9 +38,11 @@ type Level struct {
 	// needs an asynchronous replica (failover).
 	Nodes   int  `json:"nodes"`
 	Replica bool `json:"replica,omitempty"`
-	// Store is what the strategy locks on when it is not Redis (a store
-	// registered with the harness: "etcd", a three-member cluster that is
-	// one node of the harness; "postgres", a PostgreSQL server), else "".
+	// Store is what the strategy locks on when it is not the harness's
+	// Main store, Redis, whose servers play starts as the level's nodes (a
+	// store registered with the harness: "etcd", a three-member cluster
+	// that is one node of the harness; "postgres", a PostgreSQL server),
+	// else "".
 	Store string `json:"store,omitempty"`
 	// Unavailable says why the level cannot be played here (its store's
 	// servers are not installed); the server sets it, and refuses to start
@@ -114,7 +116,9 @@ func (l Level) of(cs harness.Case) Level {
 	sc := cs.Scenario
 	l.cs = cs
 	l.Property, l.Nodes = sc.Property, sc.NodesNeeded()
-	l.Store = harness.StoreOfStrategy(cs.Strategy.Name)
+	if d, err := harness.StrategyStore(cs.Strategy.Name); err == nil && !d.Main {
+		l.Store = d.Name
+	}
 	if l.Story == "" {
 		l.Story = sc.For(l.Store).Story
 	}

@@ -188,12 +188,12 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 		JS:        template.JS(js),
 	}
 	var on, others []string
-	for _, st := range append([]string{""}, storeNames()...) {
-		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == st }) {
-			on = append(on, harness.StoreTitle(st))
-			p.OnRedis = p.OnRedis || st == ""
-			if st != "" {
-				others = append(others, st)
+	for _, d := range harness.Stores() {
+		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == d.Name }) {
+			on = append(on, d.Title)
+			p.OnRedis = p.OnRedis || d.Main
+			if !d.Main {
+				others = append(others, d.Name)
 			}
 		}
 	}
@@ -345,16 +345,6 @@ func bounds(m Meta, redis bool, others []string) string {
 			strings.Join(limits, ", ")))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// storeNames are the names of the registered stores other than Redis, in
-// their order.
-func storeNames() []string {
-	var out []string
-	for _, d := range harness.Stores() {
-		out = append(out, d.Name)
-	}
-	return out
 }
 
 // joinAnd joins "a", "b" and "c" as "a, b and c".

@@ -132,22 +132,19 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	return err
 }
 
-// redisOrder is the order the docs present the Redis strategies in, the
-// history's; strategyOrder adds the other stores' columns (Driver.Columns),
-// store by store. scenarioOrder is the scenarios'. Names not listed follow,
-// sorted.
+// strategyOrder is the order of the strategies: each registered store's
+// columns (Driver.Columns), store by store. scenarioOrder is the
+// scenarios'. Names not listed follow, sorted.
 var (
-	redisOrder = []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
-		"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"}
 	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
 		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
 		"partitioned-holder", "failover-loses-lock", "redlock-restart", "redlock-restart-delayed",
 		"redlock-restart-fsync", "redlock-clock-jump", "redlock-pause"}
 )
 
-// strategyOrder is redisOrder, then each registered store's columns.
+// strategyOrder is each registered store's columns, store by store.
 func strategyOrder() []string {
-	out := slices.Clone(redisOrder)
+	var out []string
 	for _, d := range harness.Stores() {
 		out = append(out, d.Columns...)
 	}

@@ -43,7 +43,9 @@ func init() {
 		},
 		Start:    start,
 		Describe: describe,
-		Open:     func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
+			return newStore(nodes[0].(*Node))
+		},
 		MultiNode: "a story of Redlock's independent masters: etcd's locks run on one Raft cluster, whose members " +
 			"agree on every write before it is acknowledged",
 		NA: func(sc *harness.Scenario) string {

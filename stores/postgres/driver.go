@@ -41,9 +41,11 @@ func init() {
 			_, err := pgproc.BinDir()
 			return err
 		},
-		Start:      start,
-		Describe:   describe,
-		Open:       func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		Start:    start,
+		Describe: describe,
+		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
+			return newStore(nodes[0].(*Node))
+		},
 		MultiNode:  "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
 		Tellings:   tellings,
 		Known:      known,

@@ -50,7 +50,9 @@ func init() {
 		Installed: zkproc.Installed,
 		Start:     start,
 		Describe:  describe,
-		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
+			return newStore(nodes[0].(*Node))
+		},
 		MultiNode: "a story of Redlock's independent masters: a ZooKeeper lock lives on one ensemble, whose " +
 			"servers agree on every write before it is acknowledged",
 		NA: func(sc *harness.Scenario) string {

@@ -49,6 +49,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/stores"
 )
 
 // Marker texts.
@@ -199,8 +200,8 @@ func (g *Generator) Block(ctx context.Context, d Directive) (string, error) {
 		if g.RedisMatrix && slices.Contains(d.Args, "stores") {
 			return "", fmt.Errorf("%s: the generator runs the matrix of Redis alone", d.Text)
 		}
-		redis := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) == "" })
-		others := m.Only(func(st string) bool { return harness.StoreOfStrategy(st) != "" })
+		redis := m.Only(func(st string) bool { return stores.Of(st) == "" })
+		others := m.Only(func(st string) bool { return stores.Of(st) != "" })
 		switch strings.Join(d.Args, " ") {
 		case "":
 			return render.MatrixMarkdown(redis, MatrixPreemptions, MatrixSchedules), nil
@@ -256,7 +257,7 @@ func (g *Generator) run(ctx context.Context, scenario, strategy, schedule string
 		return nil, err
 	}
 	nodes := g.Nodes
-	if st := harness.StoreOfStrategy(strategy); st != "" {
+	if st := stores.Of(strategy); st != "" {
 		if nodes = g.Stores[st]; len(nodes) == 0 {
 			return nil, fmt.Errorf("%s locks on %s: the generator has no such server", strategy, st)
 		}

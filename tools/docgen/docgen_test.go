@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/tools/docgen"
 )
 
@@ -253,7 +254,7 @@ func matchesDesign(t *testing.T, m *harness.MatrixResult, whole bool) {
 	require.ElementsMatch(t, scs, m.Scenarios, "the catalog changed: update the expectations")
 	rows := map[string]string{}
 	for strat, row := range expected {
-		if whole || harness.StoreOfStrategy(strat) == "" {
+		if whole || stores.Of(strat) == "" {
 			rows[strat] = row
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -15,7 +16,7 @@ import (
 // the failover scenario, as `locklab matrix --backend process` does. The
 // caller calls stop when done.
 func StartNodes(ctx context.Context) (nodes []harness.Node, stop func() error, err error) {
-	return harness.StartMatrixNodes(ctx, node.Options{Backend: node.BackendProcess})
+	return redis.StartMatrixNodes(ctx, node.Options{Backend: node.BackendProcess})
 }
 
 // StartStores starts the servers of the other stores the matrix and the

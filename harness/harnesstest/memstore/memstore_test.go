@@ -20,6 +20,7 @@ import (
 	_ "github.com/locklab/locklab/harness/harnesstest/memstore" // the one import: registers the store and mem-cas
 	"github.com/locklab/locklab/harness/play"
 	"github.com/locklab/locklab/harness/render"
+	_ "github.com/locklab/locklab/stores/redis" // Redis's store, whose strategies and levels the lists also hold
 )
 
 // The names the store registers, as a test that knows it only by its

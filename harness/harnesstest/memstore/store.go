@@ -34,7 +34,9 @@ func init() {
 		Describe: func(first harness.StoreNode, more []harness.StoreNode) string {
 			return "an in-process server on " + first.Addr()
 		},
-		Open:      func(nodes []harness.Node) (harness.Store, error) { return newStore(nodes[0].(*Node)) },
+		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
+			return newStore(nodes[0].(*Node))
+		},
 		MultiNode: "a story of Redlock's independent masters: mem-cas runs on one server",
 		NA: func(sc *harness.Scenario) string {
 			if sc.EndsSessions() {

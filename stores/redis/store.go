@@ -3,25 +3,27 @@
 // client's strategy gets (each command a step: conn.go), emptying it
 // between runs, time passing on its keys, and reading the lock key.
 
-package harness
+package redis
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
 
 // optionsNode is a node that says how clients reach it beyond its address:
-// the user, password, database and TLS of its URL (node.Node).
+// the user, password, database and TLS of its URL (node.harness.Node).
 type optionsNode interface {
 	PoolOptions() locklab.PoolOptions
 }
@@ -32,7 +34,7 @@ type sharedNode interface {
 	Shared() bool
 }
 
-func isShared(n Node) bool {
+func isShared(n harness.Node) bool {
 	s, ok := n.(sharedNode)
 	return ok && s.Shared()
 }
@@ -55,7 +57,7 @@ type directNode interface {
 // each run, moves only their TTLs when time passes, and at close deletes
 // every key of the namespace. It uses the database of the node's URL.
 type redisStore struct {
-	nodes []Node
+	nodes []harness.Node
 	db    int
 	// direct: dial the nodes' direct addresses (directNode).
 	direct bool
@@ -67,7 +69,7 @@ type redisStore struct {
 	keys *namespace.Tracker
 }
 
-func newRedisStore(nodes []Node, db int, direct bool) *redisStore {
+func newRedisStore(nodes []harness.Node, db int, direct bool) *redisStore {
 	s := &redisStore{nodes: nodes, db: db, direct: direct, pools: make([]*redis.Pool, len(nodes))}
 	if slices.ContainsFunc(nodes, isShared) {
 		s.ns = namespace.New()
@@ -81,17 +83,16 @@ func newRedisStore(nodes []Node, db int, direct bool) *redisStore {
 
 // Connect gives client c's Config a connection source on each node that
 // the run's scheduler sees every command of.
-func (s *redisStore) Connect(h *Client, cfg *locklab.Config) error {
-	r, c := h.r, h.c
-	if r.spec.multi {
+func (s *redisStore) Connect(h *harness.Client, cfg *locklab.Config) error {
+	if h.MultiNode() {
 		// A node answers when the scheduler says so: no timeout of its own.
 		cfg.NodeTimeout = time.Hour
 		for i := range s.nodes {
-			cfg.Nodes = append(cfg.Nodes, s.source(r, c, i+1))
+			cfg.Nodes = append(cfg.Nodes, s.source(h, i+1))
 		}
 		return nil
 	}
-	cfg.Pool = s.source(r, c, 1)
+	cfg.Pool = s.source(h, 1)
 	return nil
 }
 
@@ -163,7 +164,7 @@ func (s *redisStore) pool(i int) *redis.Pool {
 }
 
 // Crashed does nothing: a Redis lock outlives its client's connections.
-func (s *redisStore) Crashed(*Client) {}
+func (s *redisStore) Crashed(*harness.Client) {}
 
 // Reconnect replaces node i's pool: after a kill or restart, idle
 // connections are dead.
@@ -220,20 +221,17 @@ func (s *redisStore) Empty(ctx context.Context) error {
 	return nil
 }
 
-// source is the ConnSource client c sees for node (1-based): its
-// connections refuse to open once c has crashed, and send each command
+// source is the ConnSource client h sees for node (1-based): its
+// connections refuse to open once h has crashed, and send each command
 // through conn.do.
-func (s *redisStore) source(r *run, c *client, node int) locklab.ConnSource {
+func (s *redisStore) source(h *harness.Client, node int) locklab.ConnSource {
 	return &wrapconn.Source{
-		Src: storeSource{s: s, r: r, node: node},
+		Src: storeSource{s: s, h: h, node: node},
 		Open: func(context.Context) (wrapconn.Hooks, error) {
-			r.mu.Lock()
-			crashed := c.crashed
-			r.mu.Unlock()
-			if crashed {
-				return wrapconn.Hooks{}, errCrashed
+			if h.Crashed() {
+				return wrapconn.Hooks{}, harness.ErrCrashed
 			}
-			k := &conn{r: r, st: s, c: c, node: node}
+			k := &conn{h: h, k: h.Conn(), st: s, node: node}
 			return wrapconn.Hooks{Do: k.do, Receive: noPush, Close: k.close}, nil
 		},
 	}
@@ -244,12 +242,12 @@ func (s *redisStore) source(r *run, c *client, node int) locklab.ConnSource {
 // run lasts.
 type storeSource struct {
 	s    *redisStore
-	r    *run
+	h    *harness.Client
 	node int
 }
 
 func (s storeSource) GetContext(context.Context) (redis.Conn, error) {
-	return s.s.pool(s.node - 1).GetContext(s.r.ctx)
+	return s.s.pool(s.node - 1).GetContext(s.h.Context())
 }
 
 // probeScript reads a lock key whatever its type: a string's value, or the
@@ -272,7 +270,7 @@ func (s *redisStore) Probe(ctx context.Context, i int, key string) (any, error) 
 
 // ServerVersion returns the "redis_version" n reports, or "" when it
 // cannot be read.
-func ServerVersion(ctx context.Context, n Node) string {
+func ServerVersion(ctx context.Context, n harness.Node) string {
 	o := locklab.PoolOptions{Addr: n.Addr()}
 	if on, ok := n.(optionsNode); ok {
 		o = on.PoolOptions()
@@ -291,10 +289,19 @@ func ServerVersion(ctx context.Context, n Node) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range splitLines(s) {
-		if v, ok := cutPrefix(line, "redis_version:"); ok {
+	for _, line := range strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
 			return v
 		}
 	}
 	return ""
 }
+
+var _ harness.Renewer = (*redisStore)(nil)
+
+// Unscheduled gives cfg the first node's pool: the store's own
+// connections, which the scheduler does not see.
+func (s *redisStore) Unscheduled(cfg *locklab.Config) { cfg.Pool = s.pool(0) }
+
+// Renewed does nothing: the key's TTL on the server is the account.
+func (s *redisStore) Renewed(locklab.Lease) {}

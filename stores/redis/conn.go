@@ -3,7 +3,7 @@
 // command waits for the scheduler's grant, then runs on a real connection
 // to the node, and its reply is written into the step's event.
 
-package harness
+package redis
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/rcmd"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
 )
 
@@ -26,23 +27,17 @@ func noPush(context.Context) error {
 
 // conn is the scheduler's side of one connection a strategy gets.
 type conn struct {
-	r        *run
+	h        *harness.Client
+	k        *harness.Conn
 	st       *redisStore
-	c        *client
 	node     int
-	own      owner
 	freeEval bool
 	// tx is what the connection's open transaction has queued and the
-	// keys it watches (redistouch.go).
+	// keys it watches (touch.go).
 	tx txTouch
 }
 
-func (k *conn) close() {
-	k.r.mu.Lock()
-	k.own.multi = false
-	k.r.mu.Unlock()
-	k.r.idle(k.c, &k.own)
-}
+func (k *conn) close() { k.k.Close() }
 
 // transaction follows the connection's MULTI … EXEC state after call
 // (err: its answer's error): a MULTI that succeeded opens a transaction, an
@@ -51,20 +46,20 @@ func (k *conn) transaction(call wrapconn.Call, err error) {
 	if call.Pipeline() {
 		return
 	}
-	k.r.mu.Lock()
-	defer k.r.mu.Unlock()
 	switch {
 	case strings.EqualFold(call.Cmd, "MULTI"):
-		k.own.multi = k.own.multi || err == nil
+		if err == nil {
+			k.k.SetTransaction(true)
+		}
 	case strings.EqualFold(call.Cmd, "EXEC"), strings.EqualFold(call.Cmd, "DISCARD"):
-		k.own.multi = false
+		k.k.SetTransaction(false)
 	}
 }
 
 // do sends one command, or one pipeline, once the scheduler grants it. The
 // command runs whatever becomes of ctx after the grant: the step is taken.
 func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (any, error) {
-	r, c, node := k.r, k.c, k.node
+	h, node := k.h, k.node
 	k.st.note(call.Args, call.Queued)
 	bg := context.Background()
 	if k.freeEval && call.Cmd == "EVAL" {
@@ -72,47 +67,29 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 		// EVALSHA: step counts do not depend on the script cache.
 		k.freeEval = false
 		v, err := send(bg)
-		r.mu.Lock()
-		if k.lastEvent(c) != nil {
-			k.lastEvent(c).Extra = fmtArgs(call.Cmd, call.Args)
-			k.lastEvent(c).Reply = fmtReply(v, err)
-		}
-		r.mu.Unlock()
-		if r.spec.multi {
-			r.idle(c, &k.own) // the step is over: see reply
-		}
+		k.k.Continue(redisCommand(call.Cmd, call.Args), recorded(v), recordedErr(err))
 		return v, err
 	}
-	label := call.Cmd
-	if call.Pipeline() {
-		label = "pipeline"
-	}
 	keysOn := 0
-	if r.spec.multi {
+	if h.MultiNode() {
 		keysOn = node // each node a master of its own
 	}
-	r.mu.Lock()
-	inTx := k.own.multi
-	r.mu.Unlock()
-	t := k.touchOf(keysOn, call.Cmd, call.Args, call.Queued, inTx)
-	q, err := r.submitTouching(ctx, c, &k.own, node, label, call.Args, "", t)
+	t := k.touchOf(keysOn, call.Cmd, call.Args, call.Queued, k.k.Transaction())
+	text := []string{"MULTI/pipeline"}
+	if !call.Pipeline() {
+		text = redisCommand(call.Cmd, call.Args)
+	}
+	s, err := k.k.SendTouching(ctx, node, text, t)
 	if err != nil {
+		if errors.Is(err, harness.ErrUnreachable) {
+			k.transaction(call, err)
+		}
 		return nil, err
 	}
-	r.mu.Lock()
-	down := r.down[node-1] || c.isolated
-	r.mu.Unlock()
-	if down {
-		err = fmt.Errorf("%w: n%d", errUnreachable, node)
-		k.transaction(call, err)
-		r.reply(q, nil, err, false)
-		return nil, err
-	}
-	w := r.watchRelease(c, node)
-	lose := r.takeLost(c, q)
+	lose := s.LoseReply()
 	var v any
 	if strings.EqualFold(call.Cmd, "WAIT") {
-		v, err = k.wait(q, func() (any, error) { return send(bg) })
+		v, err = k.wait(s, func() (any, error) { return send(bg) })
 	} else {
 		v, err = send(bg)
 	}
@@ -122,35 +99,24 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 	if isRefusedAccess(err) {
 		// Not a lock's answer but the server's refusal of the run itself:
 		// a history made of such answers would judge nothing.
-		r.fail(fmt.Errorf("harness: %s refused %s: %w", r.slot.nodes[node-1].Name(), call.Cmd, err))
+		h.Fail(fmt.Errorf("harness: %s refused %s: %w", k.st.nodes[node-1].Name(), call.Cmd, err))
 	}
 	if lose {
 		// The server ran the command; the client hears only that its
 		// connection dropped, which ends the connection's transaction.
 		k.freeEval = false
-		r.mu.Lock()
-		k.own.multi = false
-		r.mu.Unlock()
-		r.reply(q, v, err, false)
-		w.judge(q)
+		k.k.SetTransaction(false)
+		s.Reply(recorded(v), recordedErr(err), false)
 		return nil, errLostReply
 	}
 	k.transaction(call, err)
-	r.reply(q, v, err, k.freeEval)
-	w.judge(q)
+	s.Reply(recorded(v), recordedErr(err), k.freeEval)
 	return v, err
 }
 
 // errLostReply is what a command whose reply a lose step lost returns: a
 // read that met the end of the connection.
 var errLostReply = fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, wrapconn.ErrDropped)
-
-func (k *conn) lastEvent(c *client) *Event {
-	if c.lastEvent < 0 || c.lastEvent >= len(k.r.hist.Events) {
-		return nil
-	}
-	return &k.r.hist.Events[c.lastEvent]
-}
 
 // replicaLink is a node whose replica lags until asked to catch up
 // (node.Replicated).
@@ -159,30 +125,27 @@ type replicaLink interface {
 	Lag(ctx context.Context) error
 }
 
-// wait runs a WAIT (send). On a node whose replica lags, the replica
-// catches up first, so that the master's answer counts it. In a failover
-// scenario it is cut off again after the WAIT: there the replica misses
-// every write except those a client waited for. Elsewhere it stays
+// wait runs a WAIT (send), the step s. On a node whose replica lags, the
+// replica catches up first, so that the master's answer counts it. In a
+// failover scenario it is cut off again after the WAIT: there the replica
+// misses every write except those a client waited for. Elsewhere it stays
 // connected, which changes nothing of those stories and spares a resync per
 // WAIT.
-func (k *conn) wait(q *request, send func() (any, error)) (any, error) {
-	r := k.r
-	rl, ok := r.slot.nodes[k.node-1].(replicaLink)
+func (k *conn) wait(s *harness.Sent, send func() (any, error)) (any, error) {
+	rl, ok := k.st.nodes[k.node-1].(replicaLink)
 	if !ok {
 		return send()
 	}
-	if err := rl.CatchUp(r.ctx); err != nil {
+	ctx := k.h.Context()
+	if err := rl.CatchUp(ctx); err != nil {
 		return nil, fmt.Errorf("harness: the replica of n%d could not catch up: %w", k.node, err)
 	}
 	v, err := send()
-	if r.spec.prepare {
-		if lerr := rl.Lag(r.ctx); lerr != nil && err == nil {
+	if k.h.FailsOver() {
+		if lerr := rl.Lag(ctx); lerr != nil && err == nil {
 			err = fmt.Errorf("harness: cutting the replica of n%d off again: %w", k.node, lerr)
 		}
-		r.mu.Lock()
-		e := &r.hist.Events[q.event]
-		e.Notes = append(e.Notes, "replica caught up")
-		r.mu.Unlock()
+		s.Note("replica caught up")
 	}
 	return v, err
 }
@@ -202,27 +165,58 @@ func isRefusedAccess(err error) bool {
 	return false
 }
 
+// redisCommand is how a history shows a command: its name and arguments.
+// A script sent by name (rcmd.Script) shows as that name followed by its
+// keys and arguments, without the key count ("EVALSHA set-nx-px.acquire
+// lock:k tok 30000"), for EVALSHA and for the EVAL that follows a NOSCRIPT
+// answer alike; another script as its SHA1's first 8 digits or <script>.
+func redisCommand(cmd string, args []any) []string {
+	if len(args) >= 2 && (cmd == "EVALSHA" || cmd == "EVAL") {
+		if name, ok := rcmd.ScriptName(args[0]); ok {
+			return harness.CommandText(cmd, append([]any{name}, args[2:]...))
+		}
+	}
+	out := []string{cmd}
+	for i, a := range args {
+		s := harness.FormatValue(a)
+		if i == 0 && cmd == "EVALSHA" && len(s) > 8 {
+			s = "sha:" + s[:8]
+		}
+		if i == 0 && cmd == "EVAL" {
+			s = "<script>"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// recorded is a reply as the history records it: the server's error
+// replies in it (an EXEC's answer holds one per failed command) as
+// ErrorReply.
+func recorded(v any) any {
+	switch x := v.(type) {
+	case redis.Error:
+		return harness.ErrorReply(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = recorded(e)
+		}
+		return out
+	}
+	return v
+}
+
+// recordedErr is an error as the history records it: the server's error
+// reply as ErrorReply.
+func recordedErr(err error) error {
+	if e, ok := err.(redis.Error); ok {
+		return harness.ErrorReply(e)
+	}
+	return err
+}
+
 func isNoScript(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && len(re) >= 8 && string(re[:8]) == "NOSCRIPT"
-}
-
-// reply records a granted command's answer in its event. more says the
-// command's step goes on (the EVAL that follows a NOSCRIPT): the client
-// stays running until it is done.
-func (r *run) reply(q *request, v any, err error, more bool) {
-	r.mu.Lock()
-	e := &r.hist.Events[q.event]
-	e.Reply = fmtReply(v, err)
-	q.c.changed = time.Now()
-	if r.spec.multi {
-		// Fan-out goroutines may keep their connection open: count them as
-		// idle once the answer is in; the quiet period covers the rest.
-		if q.owner.active && !more {
-			q.owner.active = false
-			q.c.active--
-		}
-	}
-	r.mu.Unlock()
-	r.notify()
 }

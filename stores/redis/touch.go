@@ -1,14 +1,16 @@
 // What each Redis command reads and writes, for the explorer's reduction
-// (touch.go): the keys it names, a script's KEYS, a channel it publishes
+// (harness/touch.go): the keys it names, a script's KEYS, a channel it publishes
 // on; nothing for a command that only answers (PING), or that a
 // transaction queues (its effect is EXEC's).
 
-package harness
+package redis
 
 import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/locklab/locklab/harness"
 )
 
 // redisKeyRes names key on node (0: the key on whatever node the run's
@@ -52,7 +54,7 @@ func set(names ...string) map[string]bool {
 // one run's step touched compares with another run's. nil, which
 // conflicts with everything, for a command it does not know, a malformed
 // one, and WAIT, which moves what a replica holds.
-func redisTouch(tag string, node int, cmd string, args []any) *Touch {
+func redisTouch(tag string, node int, cmd string, args []any) *harness.Touch {
 	c := strings.ToUpper(cmd)
 	keys := func(from, to int) []string {
 		var out []string
@@ -67,17 +69,17 @@ func redisTouch(tag string, node int, cmd string, args []any) *Touch {
 	}
 	switch {
 	case nothing[c]:
-		return &Touch{}
+		return &harness.Touch{}
 	case readOneKey[c] && len(args) >= 1:
-		return &Touch{Reads: keys(0, 1)}
+		return &harness.Touch{Reads: keys(0, 1)}
 	case readKeys[c] && len(args) >= 1:
-		return &Touch{Reads: keys(0, len(args))}
+		return &harness.Touch{Reads: keys(0, len(args))}
 	case writeOneKey[c] && len(args) >= 1:
-		return &Touch{Writes: keys(0, 1)}
+		return &harness.Touch{Writes: keys(0, 1)}
 	case writeKeys[c] && len(args) >= 1:
-		return &Touch{Writes: keys(0, len(args))}
+		return &harness.Touch{Writes: keys(0, len(args))}
 	case c == "WATCH" && len(args) >= 1:
-		return &Touch{Reads: keys(0, len(args))}
+		return &harness.Touch{Reads: keys(0, len(args))}
 	case (c == "EVAL" || c == "EVALSHA") && len(args) >= 2:
 		// A script may read and write each of its KEYS, and nothing else
 		// (a script that reaches other keys breaks Redis's own rule).
@@ -85,16 +87,16 @@ func redisTouch(tag string, node int, cmd string, args []any) *Touch {
 		if err != nil || n < 0 || 2+n > len(args) {
 			return nil
 		}
-		return &Touch{Writes: keys(2, 2+n)}
+		return &harness.Touch{Writes: keys(2, 2+n)}
 	case c == "PUBLISH" && len(args) >= 1:
-		return &Touch{Writes: []string{"channel:" + argString(args[0])}}
+		return &harness.Touch{Writes: []string{"channel:" + argString(args[0])}}
 	}
 	return nil
 }
 
 // union is what the steps touching ts touch together (nil if any is).
-func union(ts ...*Touch) *Touch {
-	u := &Touch{}
+func union(ts ...*harness.Touch) *harness.Touch {
+	u := &harness.Touch{}
 	for _, t := range ts {
 		if t == nil {
 			return nil
@@ -113,16 +115,16 @@ func argString(a any) string {
 	case []byte:
 		return string(v)
 	}
-	return fmtValue(a)
+	return harness.FormatValue(a)
 }
 
 // touchOf is what a call touches on the connection k: a transaction's
 // queued commands nothing (Redis answers QUEUED), its EXEC what they touch
 // together, with the keys WATCH read; a pipeline what its commands touch
 // together. It keeps the connection's transaction state for that: inTx
-// tells whether a MULTI that succeeded opened one (owner.multi).
-func (k *conn) touchOf(node int, cmd string, args []any, queued [][]any, inTx bool) *Touch {
-	var ts []*Touch
+// tells whether a MULTI that succeeded opened one (harness.Conn.Transaction).
+func (k *conn) touchOf(node int, cmd string, args []any, queued [][]any, inTx bool) *harness.Touch {
+	var ts []*harness.Touch
 	for _, q := range queued {
 		name, _ := q[0].(string)
 		ts = append(ts, k.touchOne(node, name, q[1:], &inTx))
@@ -136,13 +138,13 @@ func (k *conn) touchOf(node int, cmd string, args []any, queued [][]any, inTx bo
 // txTouch is what a connection's open transaction has queued, and the
 // keys it watches.
 type txTouch struct {
-	queued  Touch
+	queued  harness.Touch
 	all     bool // a queued command the store does not know
 	watched []string
 }
 
 // touchOne is touchOf for one command; inTx follows the transaction.
-func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *Touch {
+func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *harness.Touch {
 	tag := ""
 	if k.st != nil {
 		tag = k.st.ns.String()
@@ -151,10 +153,10 @@ func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *Touch {
 	switch strings.ToUpper(cmd) {
 	case "MULTI":
 		*inTx = true
-		k.tx.queued, k.tx.all = Touch{}, false
+		k.tx.queued, k.tx.all = harness.Touch{}, false
 	case "EXEC":
 		*inTx = false
-		out := &Touch{Reads: append(slices.Clone(k.tx.queued.Reads), k.tx.watched...), Writes: k.tx.queued.Writes}
+		out := &harness.Touch{Reads: append(slices.Clone(k.tx.queued.Reads), k.tx.watched...), Writes: k.tx.queued.Writes}
 		if k.tx.all {
 			out = nil
 		}
@@ -179,7 +181,7 @@ func (k *conn) touchOne(node int, cmd string, args []any, inTx *bool) *Touch {
 			k.tx.queued.Reads = append(k.tx.queued.Reads, t.Reads...)
 			k.tx.queued.Writes = append(k.tx.queued.Writes, t.Writes...)
 		}
-		return &Touch{}
+		return &harness.Touch{}
 	}
 	return t
 }

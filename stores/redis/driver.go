@@ -1,0 +1,41 @@
+// Package redis is the Redis store of the harness: the database (or, on a
+// server the harness does not own, the namespace) a slot's runs lock in on
+// each Redis node, the connections its clients' strategies get, each
+// command a step, and what each command reads and writes. Importing it
+// registers it with the harness (harness.RegisterStore) as the Main store,
+// whose servers are the nodes the harness is given (harness/node starts
+// them).
+//
+//	driver.go  the store's Driver
+//	store.go   a slot's store: its pools, emptying, time, probing the lock
+//	conn.go    the connection wrapper: every command a step, on a harness.Conn
+//	nodes.go   the servers a matrix of its strategies runs on
+//	touch.go   what each command reads and writes, a transaction's at EXEC
+package redis
+
+import (
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/strategies"
+)
+
+// Name is the Redis store's name, as harness/node's nodes say it.
+const Name = node.StoreName
+
+func init() {
+	harness.RegisterStore(&harness.Driver{
+		Name:  Name,
+		Title: "Redis",
+		Families: []string{strategies.FamilySetNXGetSet, strategies.FamilyIncrExpire, strategies.FamilySetNXEx,
+			strategies.FamilyRedlock, strategies.FamilyReentrant},
+		Main:    true,
+		Workers: true,
+		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
+			return newRedisStore(nodes, o.Worker, o.Direct), nil
+		},
+		// The order the docs present the Redis strategies in, the
+		// historical progression of docs/redis-locks-history.md.
+		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
+			"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"},
+	})
+}
