@@ -16,10 +16,12 @@
 // The factory receives a locklab.Config whose Pool (Nodes, for a lock over
 // several masters) is the harness's: every command sent through it is one
 // step of the schedule, so write the lock against the redigo connections
-// it gives, or on a go-redis client made of them (goredis.NewClient, in
-// the module github.com/locklab/locklab/adapters/goredis), not a client of
-// its own (Run fails the test, saying so, when the lock sent no command
-// through them). Run fails the test for each scenario
+// it gives, or on a go-redis or rueidis client made of them
+// (goredis.NewClient, in the module
+// github.com/locklab/locklab/adapters/goredis, or rueidis.NewClient, in
+// github.com/locklab/locklab/adapters/rueidis), not a client of its own
+// (Run fails the test, saying so, when the lock sent no command through
+// them). Run fails the test for each scenario
 // whose exploration found a violation, with the counterexample's timeline
 // and its schedule; a lock known to break in some scenarios pins them with
 // ExpectViolation.

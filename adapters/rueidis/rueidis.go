@@ -23,6 +23,11 @@
 // rueidis gets the Notifier's wake-ups and its one-command handoff. As
 // rueidis does, an error reply loses its "ERR " prefix.
 //
+// NewClient goes the other way: it returns a rueidis client whose
+// commands go through a locklab.ConnSource, so that a lock written on
+// rueidis runs under locklab's race harness (locklabtest) unchanged, each
+// of its commands one step of the schedule.
+//
 // Source says when it reaches a Redis Cluster (RedisCluster), so that the
 // strategies that cannot run on one (Redlock) refuse it.
 //
