@@ -22,7 +22,8 @@
 //	ops.go        a client's operations (acquire, write, sleep, release, crash) as steps
 //	scheduler.go  which steps can run, and granting the chosen one
 //	events.go     events between steps: crashes, time, node faults
-//	store.go      the store contract: Driver, Store, Client, Conn (what a store implements)
+//	store.go      the store contract: Driver, Store and the interfaces a store may add
+//	storeclient.go a run's client as its store sees it: Client, Conn, Sent
 //	registry.go   the stores registered (RegisterStore, Stores, a strategy's store)
 //	nodes.go      the servers a run uses, and the store of its slot
 //	storecells.go the stores' cells: n/a reasons, bounds
