@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,9 +35,14 @@ type counted struct {
 	open  atomic.Int64
 	mu    sync.Mutex
 	addrs []string
-	// ports are the host:port of the other stores' servers.
-	ports []string
+	// procs are the other stores' server processes: an etcd cluster's
+	// members, a PostgreSQL server.
+	procs []exiter
 }
+
+// exiter is a server process: Exited is closed once its current process
+// has exited (nil when none was started).
+type exiter interface{ Exited() <-chan struct{} }
 
 func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
 	sv, err := ClusterServers(node.BackendProcess, "")(ctx, l)
@@ -50,11 +54,11 @@ func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
 	for _, n := range sv.Nodes() {
 		switch n := n.(type) {
 		case *etcd.Node:
-			for _, e := range n.Cluster.Endpoints() {
-				c.ports = append(c.ports, strings.TrimPrefix(e, "http://"))
+			for _, m := range n.Cluster.Members() {
+				c.procs = append(c.procs, m)
 			}
 		case *postgres.Node:
-			c.ports = append(c.ports, n.Addr())
+			c.procs = append(c.procs, n.Server)
 		default:
 			c.addrs = append(c.addrs, n.Addr())
 		}
@@ -89,12 +93,17 @@ func (c *counted) assertGone(t testing.TB) {
 		}
 		assert.Error(t, err, "the server at %s still answers", a)
 	}
-	for _, a := range c.ports {
-		conn, err := net.DialTimeout("tcp", a, time.Second)
-		if err == nil {
-			conn.Close()
+	// The other stores' servers are known by their processes, not their
+	// ports: a port freed early in a test may be another test's server's
+	// by its end.
+	for _, p := range c.procs {
+		if ch := p.Exited(); ch != nil {
+			select {
+			case <-ch:
+			default:
+				assert.Fail(t, "a server still runs", "%v", p)
+			}
 		}
-		assert.Error(t, err, "the server at %s still listens", a)
 	}
 }
 
