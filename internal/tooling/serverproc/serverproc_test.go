@@ -3,6 +3,7 @@ package serverproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,4 +135,68 @@ func TestProcWithChildren(t *testing.T) {
 	none, err := p.Children(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, none)
+}
+
+// TestRelaunch: a restart kills the running process and launches it
+// again until start succeeds, trying again after the failures its retry
+// accepts, each failed start's process killed; another failure, the tries
+// spent or an ended context stop it at once.
+func TestRelaunch(t *testing.T) {
+	p := &Proc{What: "test: server s1", Timeout: time.Second}
+	spec := Spec{Local: []string{"sleep", "60"}, Dir: t.TempDir()}
+	require.NoError(t, p.Launch(spec))
+	t.Cleanup(p.Kill)
+	first := p.Exited()
+
+	var exits []<-chan struct{}
+	// start launches the process and fails with the errors given, then
+	// succeeds.
+	start := func(errs ...error) func() error {
+		return func() error {
+			if err := p.Launch(spec); err != nil {
+				return err
+			}
+			exits = append(exits, p.Exited())
+			if len(exits) > len(errs) {
+				return nil
+			}
+			return errs[len(exits)-1]
+		}
+	}
+	ctx := context.Background()
+	taken := fmt.Errorf("wrapped: %w", ErrPortTaken)
+	require.NoError(t, p.Relaunch(ctx, start(taken, taken), PortTaken))
+	assert.True(t, closed(first), "the running process is killed first")
+	require.Len(t, exits, 3)
+	assert.True(t, closed(exits[0]) && closed(exits[1]), "the failed starts' processes are killed")
+	assert.False(t, closed(exits[2]))
+	assert.True(t, p.Running())
+
+	other := errors.New("no such file")
+	exits = nil
+	require.ErrorIs(t, p.Relaunch(ctx, start(taken, other, taken), PortTaken), other)
+	assert.Len(t, exits, 2, "another error is not retried")
+	assert.False(t, p.Running())
+
+	exits = nil
+	require.ErrorIs(t, p.Relaunch(ctx, start(other, other, other, other), Tries(3)), other)
+	assert.Len(t, exits, 3, "Tries(3) calls start three times")
+	assert.False(t, p.Running())
+
+	exits = nil
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, p.Relaunch(done, start(taken, taken), PortTaken), ErrPortTaken)
+	assert.Len(t, exits, 1, "an ended context is not waited on")
+	assert.False(t, p.Running())
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

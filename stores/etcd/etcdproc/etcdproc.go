@@ -209,7 +209,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return c, nil
 		}
 		last = err
-		if !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+		if !serverproc.PortTaken(err) || ctx.Err() != nil {
 			break
 		}
 	}

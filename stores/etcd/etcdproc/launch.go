@@ -23,9 +23,6 @@ import (
 	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
-// errPortTaken marks a start that failed because a port was in use.
-var errPortTaken = errors.New("port in use")
-
 func start(ctx context.Context, bin string, opts Options) (*Cluster, error) {
 	dir, err := procid.MkdirTemp(dirPrefix)
 	if err != nil {
@@ -173,7 +170,7 @@ func (m *Member) exitError() error {
 	tail := m.LogTail(10)
 	err := fmt.Errorf("etcd member %s (%s) exited\n%s", m.Name, m.ClientURL, tail)
 	if strings.Contains(tail, "address already in use") {
-		err = fmt.Errorf("%w: %w", errPortTaken, err)
+		err = fmt.Errorf("%w: %w", serverproc.ErrPortTaken, err)
 	}
 	return err
 }

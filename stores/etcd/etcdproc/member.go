@@ -5,10 +5,11 @@ package etcdproc
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // Status asks m for its status (maintenance API), within 1s or ctx.
@@ -27,29 +28,14 @@ func (m *Member) Client() *clientv3.Client { return m.client }
 // log and database and rejoins as the same member. It returns once m
 // serves a linearizable read: it has caught up with the leader.
 func (m *Member) Restart(ctx context.Context) error {
-	m.Kill()
 	wctx, cancel := context.WithTimeout(ctx, m.c.opts.StartTimeout)
 	defer cancel()
-	delay := 10 * time.Millisecond
-	for {
+	return m.Relaunch(wctx, func() error {
 		if err := m.launch(m.c.initialCluster()); err != nil {
 			return err
 		}
-		err := m.c.waitHealthy(wctx, []*Member{m})
-		if err == nil {
-			return nil
-		}
-		m.Kill()
-		if !errors.Is(err, errPortTaken) || wctx.Err() != nil {
-			return err
-		}
-		select { // the port may linger a moment after the kill
-		case <-wctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
+		return m.c.waitHealthy(wctx, []*Member{m})
+	}, serverproc.PortTaken)
 }
 
 // LogTail returns the last n lines of the member's log.

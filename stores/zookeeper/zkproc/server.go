@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // Name is the server's name, "zk" and its myid: "zk1", "zk2", ...
@@ -31,29 +32,14 @@ func (s *Server) Addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.
 // once the ensemble is healthy again with s serving: s has synced with the
 // leader (or, from a quorum lost, the servers elected one).
 func (s *Server) Restart(ctx context.Context) error {
-	s.Kill()
 	wctx, cancel := context.WithTimeout(ctx, s.e.opts.StartTimeout)
 	defer cancel()
-	delay := 10 * time.Millisecond
-	for {
+	return s.Relaunch(wctx, func() error {
 		if err := s.launch(); err != nil {
 			return err
 		}
-		err := s.e.waitHealthy(wctx, s.e.running(s))
-		if err == nil {
-			return nil
-		}
-		s.Kill()
-		if !errors.Is(err, errPortTaken) || wctx.Err() != nil {
-			return err
-		}
-		select { // the port may linger a moment after the kill
-		case <-wctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
+		return s.e.waitHealthy(wctx, s.e.running(s))
+	}, serverproc.PortTaken)
 }
 
 // LogTail returns the last n lines of the server's log.
@@ -71,7 +57,7 @@ func (s *Server) exitError() error {
 	}
 	err := fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), procid.TailLines(strings.Join(lines, "\n"), 12))
 	if strings.Contains(all, "Address already in use") {
-		err = fmt.Errorf("%w: %w", errPortTaken, err)
+		err = fmt.Errorf("%w: %w", serverproc.ErrPortTaken, err)
 	}
 	return err
 }

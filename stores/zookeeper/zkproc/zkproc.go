@@ -181,15 +181,12 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 			return e, nil
 		}
 		last = err
-		if !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+		if !serverproc.PortTaken(err) || ctx.Err() != nil {
 			break
 		}
 	}
 	return nil, last
 }
-
-// errPortTaken marks a start that failed because a port was in use.
-var errPortTaken = errors.New("port in use")
 
 func start(ctx context.Context, inst installation, opts Options) (*Ensemble, error) {
 	dir, err := procid.MkdirTemp(dirPrefix)
@@ -334,10 +331,10 @@ func (e *Ensemble) identify(ctx context.Context) error {
 			}
 		}
 		if id, ok := conf["serverId"]; ok && len(e.servers) > 1 && id != strconv.Itoa(s.ID) { // 0 standalone
-			return fmt.Errorf("%w: zookeeper on %s is server %s, not %s (id %d): another ensemble holds the port", errPortTaken, s.Addr(), id, s.Name(), s.ID)
+			return fmt.Errorf("%w: zookeeper on %s is server %s, not %s (id %d): another ensemble holds the port", serverproc.ErrPortTaken, s.Addr(), id, s.Name(), s.ID)
 		}
 		if d := conf["dataDir"]; s.Box() == nil && !strings.HasPrefix(d, s.DataDir) {
-			return fmt.Errorf("%w: zookeeper on %s keeps its data in %q, not %s: another ensemble holds the port", errPortTaken, s.Addr(), d, s.DataDir)
+			return fmt.Errorf("%w: zookeeper on %s keeps its data in %q, not %s: another ensemble holds the port", serverproc.ErrPortTaken, s.Addr(), d, s.DataDir)
 		}
 	}
 	return nil
