@@ -315,14 +315,8 @@ func (s *Server) Restart() error {
 			}
 		}
 	}
-	var err error
-	for i := 0; i < 20; i++ { // the port may linger for a moment
-		if err = s.launch(s.Port); err == nil {
-			return nil
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return err
+	// Its start does not tell a port that lingers from other failures.
+	return s.proc.Relaunch(context.Background(), func() error { return s.launch(s.Port) }, serverproc.Tries(20))
 }
 
 // Stop kills the process and removes a directory Start created.

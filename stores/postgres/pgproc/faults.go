@@ -49,21 +49,8 @@ func (s *Server) KillPostmaster() {
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.proc.Kill()
-	var err error
-	delay := 5 * time.Millisecond
-	for range 20 { // the port may linger for a moment
-		if err = s.launchLocked(ctx, s.Port); err == nil || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
-	return err
+	// Its start does not tell a port that lingers from other failures.
+	return s.proc.Relaunch(ctx, func() error { return s.launchLocked(ctx, s.Port) }, serverproc.Tries(20))
 }
 
 // KillBackend ends the session served by backend pid with
