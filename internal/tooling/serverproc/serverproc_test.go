@@ -200,3 +200,42 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// TestOnFreePorts: a start that found a port taken is tried again, three
+// times at the most; another failure, or an ended context, is not.
+func TestOnFreePorts(t *testing.T) {
+	ctx := context.Background()
+	taken := fmt.Errorf("wrapped: %w", ErrPortTaken)
+	other := errors.New("no such file")
+	// start fails with the errors given, then returns how many times it
+	// was called.
+	start := func(calls *int, errs ...error) func() (int, error) {
+		return func() (int, error) {
+			if *calls++; *calls <= len(errs) {
+				return 0, errs[*calls-1]
+			}
+			return *calls, nil
+		}
+	}
+	var calls int
+	v, err := OnFreePorts(ctx, start(&calls, taken, taken))
+	require.NoError(t, err)
+	assert.Equal(t, 3, v)
+
+	calls = 0
+	_, err = OnFreePorts(ctx, start(&calls, taken, taken, taken))
+	require.ErrorIs(t, err, ErrPortTaken)
+	assert.Equal(t, 3, calls, "three tries at the most")
+
+	calls = 0
+	_, err = OnFreePorts(ctx, start(&calls, other, taken))
+	require.ErrorIs(t, err, other)
+	assert.Equal(t, 1, calls, "another error is not retried")
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	calls = 0
+	_, err = OnFreePorts(done, start(&calls, taken))
+	require.ErrorIs(t, err, ErrPortTaken)
+	assert.Equal(t, 1, calls, "nor a port taken once the context ended")
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // ImageRepo is the repository of the images built from the host's etcd;
@@ -116,18 +117,11 @@ func startDocker(ctx context.Context, bin string, opts Options) (_ *Cluster, err
 
 // closeDocker removes the containers and the network.
 func (c *Cluster) closeDocker() error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.members))
-	for i, m := range c.members {
-		box := m.Box()
-		if box == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = box.Remove() }()
+	var ps []*serverproc.Proc
+	for _, m := range c.members {
+		ps = append(ps, &m.Proc)
 	}
-	wg.Wait()
-	return errors.Join(errors.Join(errs...), c.net.Remove())
+	return errors.Join(serverproc.RemoveBoxes(ps...), c.net.Remove())
 }
 
 // Backend names the backend the cluster runs on.

@@ -202,16 +202,5 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("etcdproc: backend %q: want %q or %q", opts.Backend, BackendProcess, BackendDocker)
 	}
 	sweep.Do(func() { RemoveStale() })
-	var last error
-	for range 3 { // another process may take a port between the pick and the bind
-		c, err := start(ctx, bin, opts)
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if !serverproc.PortTaken(err) || ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, last
+	return serverproc.OnFreePorts(ctx, func() (*Cluster, error) { return start(ctx, bin, opts) })
 }

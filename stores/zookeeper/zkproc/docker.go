@@ -28,6 +28,7 @@ import (
 
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
 
 // ImageRepo is the repository of the images built from the host's
@@ -214,16 +215,9 @@ func startDocker(ctx context.Context, inst installation, opts Options) (_ *Ensem
 
 // closeDocker removes the containers and the network.
 func (e *Ensemble) closeDocker() error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(e.servers))
-	for i, s := range e.servers {
-		box := s.Box()
-		if box == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = box.Remove() }()
+	var ps []*serverproc.Proc
+	for _, s := range e.servers {
+		ps = append(ps, &s.Proc)
 	}
-	wg.Wait()
-	return errors.Join(errors.Join(errs...), e.net.Remove())
+	return errors.Join(serverproc.RemoveBoxes(ps...), e.net.Remove())
 }

@@ -174,18 +174,7 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 		return nil, fmt.Errorf("zkproc: backend %q: want %q or %q", opts.Backend, BackendProcess, BackendDocker)
 	}
 	sweep.Do(func() { RemoveStale() })
-	var last error
-	for range 3 { // another process may take a port between the pick and the bind
-		e, err := start(ctx, inst, opts)
-		if err == nil {
-			return e, nil
-		}
-		last = err
-		if !serverproc.PortTaken(err) || ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, last
+	return serverproc.OnFreePorts(ctx, func() (*Ensemble, error) { return start(ctx, inst, opts) })
 }
 
 func start(ctx context.Context, inst installation, opts Options) (*Ensemble, error) {
