@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 )
 
 // A directory left by a run that died is removed by the next one; those of
@@ -62,4 +63,25 @@ func TestRemoveStaleKeepsLiveOwners(t *testing.T) {
 	assert.Contains(t, filepath.Base(s.Dir), dirPrefix+procid.Tag())
 	s.Stop()
 	assert.NoDirExists(t, s.Dir)
+}
+
+const helperEnv = "LOCKLAB_REDISPROC_HELPER"
+
+// TestHelperServer is not a test: TestServerDiesWithParent runs it in a
+// process of its own, which starts a server, prints its pid and its
+// directory, and waits to be killed.
+func TestHelperServer(t *testing.T) {
+	proctest.Helper(t, helperEnv, func() (int, string, error) {
+		s, err := Start(Options{})
+		if err != nil {
+			return 0, "", err
+		}
+		return s.Pid(), s.Dir, nil
+	})
+}
+
+// TestServerDiesWithParent: a process killed before it could stop its
+// server takes it with it, and RemoveStale removes its directory.
+func TestServerDiesWithParent(t *testing.T) {
+	proctest.DiesWithParent(t, "TestHelperServer", helperEnv, RemoveStale)
 }

@@ -1,15 +1,10 @@
 package etcdproc_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
@@ -27,18 +23,6 @@ func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// alive reports whether pid names a process that has not exited (a zombie
-// has).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // get reads key with a linearizable read through m's endpoint alone, or
@@ -122,7 +106,7 @@ func TestStartClose(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close(), "a second Close")
 	for _, pid := range pids {
-		assert.False(t, alive(pid), "process %d gone", pid)
+		assert.False(t, proctest.Alive(pid), "process %d gone", pid)
 	}
 	assert.NoDirExists(t, c.Dir)
 	for _, m := range c.Members() {
@@ -229,59 +213,23 @@ func TestStartFailsAtExit(t *testing.T) {
 const helperEnv = "LOCKLAB_ETCDPROC_HELPER"
 
 // TestHelperCluster is not a test: TestMembersDieWithParent runs it in a
-// process of its own, which starts a cluster, prints its member pids and
-// directory, and waits to be killed.
+// process of its own, which starts a one-member cluster, prints its pid
+// and directory, and waits to be killed.
 func TestHelperCluster(t *testing.T) {
-	if os.Getenv(helperEnv) == "" {
-		t.Skip("helper process of TestMembersDieWithParent")
-	}
-	c, err := etcdproc.Start(context.Background(), etcdproc.Options{Members: 1})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	fmt.Println("pid", c.Member(0).Pid(), "dir", c.Dir)
-	select {}
+	proctest.Helper(t, helperEnv, func() (int, string, error) {
+		c, err := etcdproc.Start(context.Background(), etcdproc.Options{Members: 1})
+		if err != nil {
+			return 0, "", err
+		}
+		return c.Member(0).Pid(), c.Dir, nil
+	})
 }
 
 // TestMembersDieWithParent: a process killed before it could close its
 // cluster takes the members with it, and the next Start's sweep removes
 // its directory.
 func TestMembersDieWithParent(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCluster$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	var pid int
-	var dir string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if _, err := fmt.Sscanf(sc.Text(), "pid %d dir %s", &pid, &dir); err == nil {
-			break
-		}
-		require.False(t, strings.HasPrefix(sc.Text(), "error"), sc.Text())
-	}
-	require.NotZero(t, pid, "the helper printed its member's pid")
-	require.True(t, alive(pid))
-	require.DirExists(t, dir)
-
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	assert.False(t, alive(pid), "the member died with its parent")
-	if alive(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	assert.Equal(t, []string{dir}, etcdproc.RemoveStale())
-	assert.NoDirExists(t, dir)
+	proctest.DiesWithParent(t, "TestHelperCluster", helperEnv, etcdproc.RemoveStale)
 }
 
 // BenchmarkStart: the start of a three-member cluster, until every

@@ -16,6 +16,7 @@ import (
 
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/procid"
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 )
@@ -467,4 +468,26 @@ func TestPrivateTempDir(t *testing.T) {
 	assert.Equal(t, 1, scalar[int](t, connect(t, s), "SELECT 1"))
 	require.NoError(t, s.Close())
 	assert.NoDirExists(t, s.Dir)
+}
+
+const helperEnv = "LOCKLAB_PGPROC_HELPER"
+
+// TestHelperServer is not a test: TestServerDiesWithParent runs it in a
+// process of its own, which starts a server, prints its postmaster's pid
+// and its directory, and waits to be killed.
+func TestHelperServer(t *testing.T) {
+	proctest.Helper(t, helperEnv, func() (int, string, error) {
+		s, err := pgproc.Start(context.Background(), pgproc.Options{})
+		if err != nil {
+			return 0, "", err
+		}
+		return s.Pid(), s.Dir, nil
+	})
+}
+
+// TestServerDiesWithParent: a process killed before it could close its
+// server takes the postmaster with it (it runs as another user when the
+// process is root), and RemoveStale removes its directory.
+func TestServerDiesWithParent(t *testing.T) {
+	proctest.DiesWithParent(t, "TestHelperServer", helperEnv, pgproc.RemoveStale)
 }

@@ -1,7 +1,6 @@
 package zkproc_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
 )
@@ -36,18 +36,6 @@ func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// alive reports whether pid names a process that has not exited (a zombie
-// has).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // modes are the servers' modes, by name.
@@ -152,11 +140,11 @@ func TestStartClose(t *testing.T) {
 	assert.DirExists(t, e.Dir)
 
 	pid := s.Pid()
-	require.True(t, alive(pid))
+	require.True(t, proctest.Alive(pid))
 	require.NoError(t, s.Stop(), "Close kills a paused server too")
 	require.NoError(t, e.Close())
 	require.NoError(t, e.Close(), "a second Close")
-	assert.False(t, alive(pid), "process %d gone", pid)
+	assert.False(t, proctest.Alive(pid), "process %d gone", pid)
 	assert.NoDirExists(t, e.Dir)
 	assert.False(t, s.Running())
 	assert.Zero(t, s.Pid())
@@ -331,63 +319,19 @@ const helperEnv = "LOCKLAB_ZKPROC_HELPER"
 // one-server ensemble, prints its pid and directory, and waits; for
 // TestStartFailsAtExit it starts one that fails, and prints the error.
 func TestHelperEnsemble(t *testing.T) {
-	switch os.Getenv(helperEnv) {
-	case "":
-		t.Skip("helper process of TestServersDieWithParent, TestInterrupt and TestStartFailsAtExit")
-	case "fail":
+	if os.Getenv(helperEnv) == "fail" {
 		_, err := zkproc.Start(context.Background(), zkproc.Options{Servers: 1, Config: []string{"tickTime=soon"},
 			StartTimeout: time.Hour}) // an exit is seen at once, not at the timeout
 		fmt.Printf("failed %q\n", fmt.Sprint(err))
 		return
 	}
-	e, err := zkproc.Start(context.Background(), zkproc.Options{Servers: 1})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	fmt.Println("pid", e.Server(0).Pid(), "dir", e.Dir)
-	select {}
-}
-
-// helper starts TestHelperEnsemble and returns it with its server's pid
-// and its directory.
-func helper(t *testing.T) (*exec.Cmd, int, string) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnsemble$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var pid int
-	var dir string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if _, err := fmt.Sscanf(sc.Text(), "pid %d dir %s", &pid, &dir); err == nil {
-			break
+	proctest.Helper(t, helperEnv, func() (int, string, error) {
+		e, err := zkproc.Start(context.Background(), zkproc.Options{Servers: 1})
+		if err != nil {
+			return 0, "", err
 		}
-		require.False(t, strings.HasPrefix(sc.Text(), "error"), sc.Text())
-	}
-	require.NotZero(t, pid, "the helper printed its server's pid")
-	require.True(t, alive(pid))
-	require.DirExists(t, dir)
-	go func() { // the rest of its output, unread, must not block it
-		for sc.Scan() {
-		}
-	}()
-	return cmd, pid, dir
-}
-
-// waitGone waits up to 10s for pid to be gone, and kills it if not.
-func waitGone(t *testing.T, pid int) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		return false
-	}
-	return true
+		return e.Server(0).Pid(), e.Dir, nil
+	})
 }
 
 // TestServersDieWithParent: a process killed before it could close its
@@ -395,25 +339,20 @@ func waitGone(t *testing.T, pid int) bool {
 // directory.
 func TestServersDieWithParent(t *testing.T) {
 	t.Parallel()
-	cmd, pid, dir := helper(t)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	cmd.Wait()
-	assert.True(t, waitGone(t, pid), "the server died with its parent")
-	assert.Contains(t, zkproc.RemoveStale(), dir)
-	assert.NoDirExists(t, dir)
+	proctest.DiesWithParent(t, "TestHelperEnsemble", helperEnv, zkproc.RemoveStale)
 }
 
 // TestInterrupt: SIGINT to a process with an ensemble open kills its
 // servers and removes its directory before the process ends.
 func TestInterrupt(t *testing.T) {
 	t.Parallel()
-	cmd, pid, dir := helper(t)
+	cmd, pid, dir := proctest.Start(t, "TestHelperEnsemble", helperEnv)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "the signal ends the process once it cleaned up")
-	assert.False(t, alive(pid), "the server is gone")
+	assert.False(t, proctest.Alive(pid), "the server is gone")
 	assert.NoDirExists(t, dir)
 }
 
