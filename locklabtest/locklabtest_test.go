@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -193,4 +194,117 @@ func TestOtherStore(t *testing.T) {
 	assert.Empty(t, errs)
 	c, _ := m.Cell("mine-etcd-lease", "release-after-expiry")
 	assert.Equal(t, harness.Safe, c.Outcome)
+}
+
+// asideRelease is set-nx-px with a release sent through a client of its
+// own beside the pool it was given, to the same server, whose address it
+// reads through that pool (CONFIG GET port, a scheduled step): on a pool
+// every lock shares, as a client kept in a global would be (own), or on
+// a connection dialled for the release and closed at once (own nil).
+type asideRelease struct {
+	locklab.Locker
+	pool locklab.ConnSource
+	own  *sharedPool
+}
+
+// sharedPool is one pool on the address its first user reads.
+type sharedPool struct {
+	mu sync.Mutex
+	p  *redis.Pool
+}
+
+func (s *sharedPool) get(ctx context.Context, addr string) (redis.Conn, error) {
+	s.mu.Lock()
+	if s.p == nil {
+		s.p = &redis.Pool{MaxIdle: 4, DialContext: func(ctx context.Context) (redis.Conn, error) { return redis.DialContext(ctx, "tcp", addr) }}
+	}
+	p := s.p
+	s.mu.Unlock()
+	return p.GetContext(ctx)
+}
+
+func (l *asideRelease) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.pool.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	port, err := redis.Strings(redis.DoContext(c, ctx, "CONFIG", "GET", "port"))
+	c.Close()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + port[1]
+	var own redis.Conn
+	if l.own != nil {
+		own, err = l.own.get(ctx, addr)
+	} else {
+		own, err = redis.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	_, err = redis.DoContext(own, ctx, "DEL", lease.Key)
+	return err
+}
+
+// TestHiddenClientIsSaid: a lock that acquires through the connections it
+// was given and releases through a client of its own, on the same
+// server, fails the run, whether that client keeps its connections open
+// (a second pool: CLIENT LIST shows them at the end) or dials one for each
+// release and closes it (the server's count of the connections it
+// accepted, against the harness's named ones, shows it).
+func TestHiddenClientIsSaid(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		shared     bool
+	}{
+		{"mine-second-pool", `holds \d+ open: 127\.0\.0\.1:\d+ name="" cmd=del`, true},
+		{"mine-dial-each", `accepted \d+ connection\(s\) the harness did not open`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, f := mine(t, "set-nx-px", tc.name)
+			var own *sharedPool
+			if tc.shared {
+				own = &sharedPool{}
+				t.Cleanup(func() {
+					if own.p != nil {
+						own.p.Close()
+					}
+				})
+			}
+			aside := func(cfg locklab.Config) (locklab.Locker, error) {
+				l, err := f(cfg)
+				return &asideRelease{Locker: l, pool: cfg.Pool, own: own}, err
+			}
+			// The harness may find the run broken first (a step the
+			// schedule named never came: the release's DEL was not one),
+			// or not; either way the audit says why.
+			_, errs, _ := run(t, d, aside, locklabtest.Scenarios("release-after-expiry"))
+			require.NotEmpty(t, errs)
+			t.Log(errs[0])
+			assert.Contains(t, errs[0], tc.name+" talked to Redis through a client of its own")
+			assert.Regexp(t, `n\d \(127\.0\.0\.1:\d+\) .*`+tc.want, errs[0])
+		})
+	}
+}
+
+// TestNoHiddenClientOnEveryScenario: a lock that sends everything through
+// the connections it was given passes the audit in every scenario of the
+// catalog that applies to it, the ones that restart, kill, fail over and
+// cut off its servers included: every connection the harness opens says
+// whose it is.
+func TestNoHiddenClientOnEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole catalog on one lock")
+	}
+	for _, lock := range []string{"set-nx-px", "redlock"} {
+		d, f := mine(t, lock, "mine-audited-"+lock)
+		m, errs, fatal := run(t, d, f)
+		require.False(t, fatal, "%v", errs)
+		for _, e := range errs {
+			assert.NotContains(t, e, "client of its own", lock)
+		}
+		assert.Greater(t, len(m.Cells), 5)
+	}
 }
