@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
@@ -307,4 +308,78 @@ func TestNoHiddenClientOnEveryScenario(t *testing.T) {
 		}
 		assert.Greater(t, len(m.Cells), 5)
 	}
+}
+
+// lateRelease is set-nx-px whose Release returns at once and leaves its
+// DEL to a goroutine, which sends it through the pool it was given once
+// another lock of the test calls Acquire (next): after the releasing
+// client's program has ended.
+type lateRelease struct {
+	locklab.Locker
+	pool locklab.ConnSource
+	next *acquires
+}
+
+// acquires wakes the goroutines waiting for the next Acquire.
+type acquires struct {
+	mu      sync.Mutex
+	waiting []chan struct{}
+}
+
+func (a *acquires) wait() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	a.waiting = append(a.waiting, ch)
+	return ch
+}
+
+func (a *acquires) wake() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ch := range a.waiting {
+		close(ch)
+	}
+	a.waiting = nil
+}
+
+func (l *lateRelease) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	l.next.wake()
+	return l.Locker.Acquire(ctx, key, ttl)
+}
+
+func (l *lateRelease) Release(ctx context.Context, lease locklab.Lease) error {
+	next := l.next.wait()
+	go func() {
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+		c, err := l.pool.GetContext(ctx)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = redis.DoContext(c, ctx, "DEL", lease.Key)
+	}()
+	return nil
+}
+
+// TestLateGoroutineIsSaid: a lock whose release goes on in a goroutine
+// after Release returned sends its DEL when no call of its client runs;
+// the run fails saying so, whichever comes first, the client's program
+// ending or the DEL.
+func TestLateGoroutineIsSaid(t *testing.T) {
+	d, f := mine(t, "set-nx-px", "mine-late-release")
+	next := &acquires{}
+	late := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		return &lateRelease{Locker: l, pool: cfg.Pool, next: next}, err
+	}
+	_, errs, fatal := run(t, d, late, locklabtest.Scenarios("stale-recovery"))
+	require.True(t, fatal, "%v", errs)
+	t.Log(errs[0])
+	assert.Contains(t, errs[0], "a request the run could not schedule")
+	assert.Regexp(t, `c\d sent DEL \S+ after its program had ended: a goroutine of the lock outlived the call that started it`, errs[0])
 }
