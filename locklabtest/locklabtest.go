@@ -137,25 +137,23 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 		o.Nodes, o.StartFaultServer = nil, stores.FaultServer(c.backend)
 		o.StorePreemptions, o.StoreSchedules = c.preemptions, cmp.Or(c.schedules, harness.StoreSchedules)
 	}
-	var audit *redis.Audit
-	if srv.store == "" {
-		var err error
-		if audit, err = redis.StartAudit(ctx, srv.nodes); err != nil {
-			t.Fatalf("locklabtest: reading the Redis servers' counts: %v", err)
-		}
+	// The servers' own count of their clients, where the store keeps
+	// one: a client of the lock's own beside the one it was given.
+	audit, err := harness.StartAudit(ctx, cmp.Or(srv.store, redis.Name), srv.nodes)
+	if err != nil {
+		t.Fatalf("locklabtest: reading the servers' counts of their clients: %v", err)
 	}
 	m, err := harness.Matrix(ctx, o)
 	var hidden string
-	if audit != nil {
-		// Read even when the run failed: an unscheduled command is a
-		// likely cause (a step the schedule named never came).
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if aerr := audit.Check(actx); aerr != nil {
-			hidden = fmt.Sprintf("%s talked to Redis through a client of its own beside the connections its factory was given "+
-				"(Config.Pool, Config.Nodes): the harness scheduled none of that client's commands, and no verdict covers them.\n%v", d.Name, aerr)
-		}
-		cancel()
+	// Read even when the run failed: an unscheduled command is a likely
+	// cause (a step the schedule named never came).
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if aerr := audit(actx); aerr != nil {
+		hidden = fmt.Sprintf("%s talked to %s through a client of its own beside the one its factory was given "+
+			"(%s): the harness scheduled none of that client's requests, and no verdict covers them.\n%v",
+			d.Name, storeTitle(srv.store), clientField(srv.store), aerr)
 	}
+	cancel()
 	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+
 		"a lock that talks to Redis through a client of its own is not scheduled, and its verdicts show nothing", d.Name)
 	silent := sent != nil && sent.Load() == before && o.Stores == nil
@@ -272,6 +270,22 @@ func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	}
 	t.Cleanup(func() { closeAndSay(t, st, srv.Close) })
 	return servers{store: st, nodes: srv.Nodes[st]}
+}
+
+// storeTitle is how messages name the store (Redis where store is "").
+func storeTitle(store string) string {
+	if d, err := harness.LookupStore(cmp.Or(store, redis.Name)); err == nil {
+		return d.Title
+	}
+	return store
+}
+
+// clientField names the Config fields that carry a lock's client on store.
+func clientField(store string) string {
+	if store == "" {
+		return "Config.Pool, Config.Nodes"
+	}
+	return "Config.Store"
 }
 
 // closeAndSay stops servers with stop, failing t when that fails.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/locklab/locklab/locklabtest"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
 )
@@ -382,4 +384,73 @@ func TestLateGoroutineIsSaid(t *testing.T) {
 	t.Log(errs[0])
 	assert.Contains(t, errs[0], "a request the run could not schedule")
 	assert.Regexp(t, `c\d sent DEL \S+ after its program had ended: a goroutine of the lock outlived the call that started it`, errs[0])
+}
+
+// TestHiddenPoolIsSaidOnPostgres: pg-advisory copied as a lock of one's
+// own, which also keeps a pool of its own, made from the connection
+// string of the pool it was given (as a lock that keeps a session for its
+// advisory locks might), and runs a statement there on each release:
+// PostgreSQL's pg_stat_activity shows that pool's backend, which the
+// harness did not open, and the run fails saying so.
+func TestHiddenPoolIsSaidOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	if err := stores.Installed(postgres.Name); err != nil {
+		t.Skip(err)
+	}
+	// The lock as it is, first: the audit finds none of the harness's
+	// own sessions (each named locklab), a restart's included.
+	plain, pf := mine(t, "pg-advisory", "mine-pg-advisory")
+	_, errs, fatal := run(t, plain, pf, locklabtest.Scenarios("release-after-expiry", "restart-loses-lock"))
+	require.False(t, fatal, "%v", errs)
+	for _, e := range errs {
+		assert.NotContains(t, e, "client of its own")
+	}
+
+	d, f := mine(t, "pg-advisory", "mine-pg-second-pool")
+	var mu sync.Mutex
+	var own *pgxpool.Pool
+	t.Cleanup(func() {
+		if own != nil {
+			own.Close()
+		}
+	})
+	aside := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		if err != nil {
+			return nil, err
+		}
+		given := cfg.Store.(*pgxpool.Pool)
+		return releaseAside{Locker: l, own: func(ctx context.Context) (*pgxpool.Pool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if own == nil {
+				p, err := pgxpool.New(ctx, given.Config().ConnString())
+				if err != nil {
+					return nil, err
+				}
+				own = p
+			}
+			return own, nil
+		}}, nil
+	}
+	_, errs, _ = run(t, d, aside, locklabtest.Scenarios("release-after-expiry"))
+	require.NotEmpty(t, errs)
+	t.Log(errs[0])
+	assert.Contains(t, errs[0], "mine-pg-second-pool talked to PostgreSQL through a client of its own beside the one its factory was given (Config.Store)")
+	assert.Regexp(t, `n1 \(127\.0\.0\.1:\d+\) has \d+ client backend\(s\) the harness did not open: pid \d+ application_name="" idle: SELECT 1`, errs[0])
+}
+
+// releaseAside runs a statement on a pool of its own before each release.
+type releaseAside struct {
+	locklab.Locker
+	own func(context.Context) (*pgxpool.Pool, error)
+}
+
+func (l releaseAside) Release(ctx context.Context, lease locklab.Lease) error {
+	if p, err := l.own(ctx); err == nil {
+		_, _ = p.Exec(ctx, "SELECT 1")
+	}
+	return l.Locker.Release(ctx, lease)
 }

@@ -18,12 +18,14 @@ import (
 	"github.com/locklab/locklab/harness/node"
 )
 
-// Audit watches the Redis servers of a run for connections that no client
-// of the harness opened. A lock that talks to a server through a client
-// of its own beside the connections its factory was given (a second pool,
-// a connection it dials for its release, a client kept in a global) sends
-// commands that the harness never schedules: its cells would read safe
-// having explored none of the interleavings of those commands.
+// startAudit watches the Redis servers behind nodes (both of a master
+// and replica pair) for connections that no client of the harness
+// opened: the store's Driver.Audit. A lock that talks to a server through
+// a client of its own beside the connections its factory was given (a
+// second pool, a connection it dials for its release, a client kept in a
+// global) sends commands that the harness never schedules: its cells
+// would read safe having explored none of the interleavings of those
+// commands.
 //
 // Two counts of the servers' own catch such a client:
 //   - every connection the server accepted (INFO stats'
@@ -35,28 +37,14 @@ import (
 //     named otherwise, but a replica's or a master's link.
 //
 // The audit needs servers the harness owns: on servers that others use
-// too (the addrs backend) their connections would count.
-type Audit struct {
-	servers []audited
-}
-
-type audited struct {
-	name  string
-	o     locklab.PoolOptions
-	first counts
-}
-
-// counts are one server's counts at one moment.
-type counts struct {
-	runID                     string
-	accepted, named, replicas int64
-}
-
-// StartAudit reads the counts of every server behind nodes (both of a
-// master and replica pair).
-func StartAudit(ctx context.Context, nodes []harness.Node) (*Audit, error) {
-	a := &Audit{}
+// too (the addrs backend) their connections would count, and it checks
+// nothing there.
+func startAudit(ctx context.Context, nodes []harness.Node) (func(context.Context) error, error) {
+	a := &audit{}
 	for _, n := range nodes {
+		if isShared(n) {
+			return func(context.Context) error { return nil }, nil
+		}
 		members := []harness.Node{n}
 		if r, ok := n.(*node.Replicated); ok {
 			members = members[:0]
@@ -73,13 +61,30 @@ func StartAudit(ctx context.Context, nodes []harness.Node) (*Audit, error) {
 			a.servers = append(a.servers, s)
 		}
 	}
-	return a, nil
+	return a.check, nil
 }
 
-// Check reads the counts again and returns an error naming every server
-// that accepted a connection the harness did not open since StartAudit,
+// audit is the servers' counts at the start.
+type audit struct {
+	servers []audited
+}
+
+type audited struct {
+	name  string
+	o     locklab.PoolOptions
+	first counts
+}
+
+// counts are one server's counts at one moment.
+type counts struct {
+	runID                     string
+	accepted, named, replicas int64
+}
+
+// check reads the counts again and returns an error naming every server
+// that accepted a connection the harness did not open since the start,
 // or holds one open now.
-func (a *Audit) Check(ctx context.Context) error {
+func (a *audit) check(ctx context.Context) error {
 	var errs []error
 	for _, s := range a.servers {
 		now, open, err := s.read(ctx, true)
