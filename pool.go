@@ -57,6 +57,9 @@ type PoolOptions struct {
 	// IdleTimeout closes connections idle for longer. Default
 	// DefaultIdleTimeout (1 minute).
 	IdleTimeout time.Duration
+	// ClientName names each new connection (CLIENT SETNAME), as the
+	// server's CLIENT LIST shows it. Default: unnamed.
+	ClientName string
 }
 
 // withDefaults checks o and fills in the defaults.
@@ -124,6 +127,9 @@ func (o PoolOptions) dialOptions() []redis.DialOption {
 	}
 	if o.DB != 0 {
 		opts = append(opts, redis.DialDatabase(o.DB))
+	}
+	if o.ClientName != "" {
+		opts = append(opts, redis.DialClientName(o.ClientName))
 	}
 	if o.TLSConfig != nil {
 		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(o.TLSConfig),

@@ -164,6 +164,36 @@ func TestPoolOptionsACLAndDB(t *testing.T) {
 	failsAtOnce(t, began, err, "NOPERM")
 }
 
+// TestPoolOptionsClientName: every connection of a pool with a
+// ClientName says it (CLIENT GETNAME), and the options' dial options too;
+// without one a connection has no name.
+func TestPoolOptionsClientName(t *testing.T) {
+	s := redistest.StartOne(t)
+	pool, err := locklab.NewPoolOptions(locklab.PoolOptions{Addr: s.Addr, ClientName: "audited"})
+	require.NoError(t, err)
+	defer pool.Close()
+	c := pool.Get()
+	name, err := redis.String(c.Do("CLIENT", "GETNAME"))
+	c.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "audited", name)
+
+	opts, err := locklab.PoolOptions{Addr: s.Addr, ClientName: "dialled"}.DialOptions()
+	require.NoError(t, err)
+	d, err := redis.Dial("tcp", s.Addr, opts...)
+	require.NoError(t, err)
+	name, err = redis.String(d.Do("CLIENT", "GETNAME"))
+	d.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "dialled", name)
+
+	c = s.Pool.Get()
+	defer c.Close()
+	none, err := c.Do("CLIENT", "GETNAME")
+	require.NoError(t, err)
+	assert.Nil(t, none)
+}
+
 func TestPoolOptionsTLS(t *testing.T) {
 	s := redistest.StartTLS(t)
 	ctx := context.Background()

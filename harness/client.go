@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locklab/locklab"
@@ -59,10 +60,14 @@ type client struct {
 	cancel context.CancelFunc
 
 	// guarded by run.mu
-	skew     time.Duration
-	pending  []*request
-	active   int
-	done     bool
+	skew    time.Duration
+	pending []*request
+	active  int
+	done    bool
+	// ended: c's program ran to its end (or failed) before the run
+	// stopped it; a request of c's after that comes from a goroutine that
+	// outlived the call that started it.
+	ended    bool
 	crashed  bool
 	paused   bool
 	isolated bool
@@ -165,6 +170,13 @@ func (r *run) clock(c *client) time.Time {
 	return Epoch.Add(r.now + c.skew)
 }
 
+// lateRequest is the error of a run whose client c sent text when no
+// call of its program was running.
+func lateRequest(c *client, text []string) error {
+	return fmt.Errorf("%w: c%d sent %s after its program had ended: a goroutine of the lock outlived the call that started it "+
+		"(a run schedules the requests a client makes inside its calls)", ErrUnscheduled, c.id, strings.Join(text, " "))
+}
+
 // submit queues a request and blocks until it is granted, rejected, or ctx
 // ends.
 func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd string, args []any, local string) (*request, error) {
@@ -175,9 +187,13 @@ func (r *run) submit(ctx context.Context, c *client, o *owner, node int, cmd str
 func (r *run) submitTouching(ctx context.Context, c *client, o *owner, node int, text []string, local string, t *Touch) (*request, error) {
 	r.mu.Lock()
 	if c.crashed || c.done {
+		late := c.ended && !c.crashed && !r.stopping
 		r.mu.Unlock()
 		if c.crashed {
 			return nil, errCrashed
+		}
+		if late {
+			r.fail(lateRequest(c, text))
 		}
 		return nil, errStopped
 	}
@@ -279,6 +295,11 @@ func (r *run) loop(c *client) {
 		}
 		r.mu.Lock()
 		c.done = true
+		c.ended = !r.stopping
+		if c.ended && len(c.pending) > 0 {
+			// No call of the program runs now: a goroutine sent it.
+			defer r.fail(lateRequest(c, c.pending[0].command()))
+		}
 		c.changed = time.Now()
 		if c.local.active {
 			c.local.active = false

@@ -145,16 +145,18 @@ type runSpec struct {
 // history it records. execute drives it one chosen step at a time; mu
 // guards its state.
 type run struct {
-	spec  runSpec
-	slot  *slot
-	ctx   context.Context
-	mu    sync.Mutex
-	wake  chan struct{}
-	now   time.Duration // virtual time since Epoch
-	hist  *History
-	cls   []*client
-	steps Schedule
-	down  []bool // node unreachable (killed, paused, partitioned)
+	spec runSpec
+	// stopping: the run is over, stop ends the clients still running.
+	stopping bool
+	slot     *slot
+	ctx      context.Context
+	mu       sync.Mutex
+	wake     chan struct{}
+	now      time.Duration // virtual time since Epoch
+	hist     *History
+	cls      []*client
+	steps    Schedule
+	down     []bool // node unreachable (killed, paused, partitioned)
 	// faulted is the fault each node is under (0 for none): what the run
 	// ends when it is over, so the next run finds every node up.
 	faulted    []fault.Fault
@@ -389,6 +391,7 @@ const probeTries = 2
 // stop ends every client still running and waits for their loops.
 func (r *run) stop() {
 	r.mu.Lock()
+	r.stopping = true
 	for _, c := range r.cls {
 		if !c.done {
 			for _, q := range c.pending {

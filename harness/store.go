@@ -151,6 +151,26 @@ type Driver struct {
 	// Abbreviations explains the short names of the store's timelines;
 	// common is what every store's timeline shares.
 	Abbreviations func(common string) string
+	// Audit, where the store's servers count their own clients, starts
+	// watching the servers behind nodes (the harness's own, no one
+	// else's) for clients that the harness did not open: a lock that
+	// talks to them through a client of its own beside the one it was
+	// given sends requests that no run schedules. Check, once the runs
+	// are over and their clients closed, returns an error naming every
+	// such client the servers saw (StartAudit).
+	Audit func(ctx context.Context, nodes []Node) (check func(context.Context) error, err error)
+}
+
+// StartAudit starts the audit of the store's servers behind nodes (the
+// Driver's Audit): check returns an error naming each client of the
+// servers' that the harness did not open, once the runs on them are over.
+// A store with no Audit, or no nodes, gives a check that finds nothing.
+func StartAudit(ctx context.Context, store string, nodes []Node) (check func(context.Context) error, err error) {
+	d := driver(store)
+	if d == nil || d.Audit == nil || len(nodes) == 0 {
+		return func(context.Context) error { return nil }, nil
+	}
+	return d.Audit(ctx, nodes)
 }
 
 // OpenOptions are what a slot's Open is told beside its nodes.

@@ -7,6 +7,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -17,6 +18,11 @@ import (
 // ErrStopped is what a store's client gets for an operation once its
 // run is over.
 var ErrStopped = errStopped
+
+// ErrUnscheduled is what a run fails with when its lock sends a request
+// the run cannot schedule: one from a goroutine that outlived the call
+// that started it, after the client's program had ended.
+var ErrUnscheduled = errors.New("a request the run could not schedule")
 
 // ErrCrashed is what a crashed client's store gets for an operation, and
 // where it would open a connection.

@@ -21,7 +21,8 @@
 // github.com/locklab/locklab/adapters/goredis, or rueidis.NewClient, in
 // github.com/locklab/locklab/adapters/rueidis), not a client of its own
 // (Run fails the test, saying so, when the lock sent no command through
-// them). Run fails the test for each scenario
+// them, or when the Redis servers counted connections of a client of the
+// lock's own beside them: see the stores/redis package's Audit). Run fails the test for each scenario
 // whose exploration found a violation, with the counterexample's timeline
 // and its schedule; a lock known to break in some scenarios pins them with
 // ExpectViolation.
@@ -136,15 +137,37 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 		o.Nodes, o.StartFaultServer = nil, stores.FaultServer(c.backend)
 		o.StorePreemptions, o.StoreSchedules = c.preemptions, cmp.Or(c.schedules, harness.StoreSchedules)
 	}
+	// The servers' own count of their clients, where the store keeps
+	// one: a client of the lock's own beside the one it was given.
+	audit, err := harness.StartAudit(ctx, cmp.Or(srv.store, redis.Name), srv.nodes)
+	if err != nil {
+		t.Fatalf("locklabtest: reading the servers' counts of their clients: %v", err)
+	}
 	m, err := harness.Matrix(ctx, o)
+	var hidden string
+	// Read even when the run failed: an unscheduled command is a likely
+	// cause (a step the schedule named never came).
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if aerr := audit(actx); aerr != nil {
+		hidden = fmt.Sprintf("%s talked to %s through a client of its own beside the one its factory was given "+
+			"(%s): the harness scheduled none of that client's requests, and no verdict covers them.\n%v",
+			d.Name, storeTitle(srv.store), clientField(srv.store), aerr)
+	}
+	cancel()
 	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+
 		"a lock that talks to Redis through a client of its own is not scheduled, and its verdicts show nothing", d.Name)
 	silent := sent != nil && sent.Load() == before && o.Stores == nil
 	if err != nil {
-		if silent {
+		switch {
+		case hidden != "":
+			t.Fatalf("locklabtest: %s\n(the run: %v)", hidden, err)
+		case silent:
 			t.Fatalf("locklabtest: %s (the run: %v)", unscheduled, err)
 		}
 		t.Fatalf("locklabtest: %v", err)
+	}
+	if hidden != "" {
+		t.Errorf("locklabtest: %s", hidden)
 	}
 	// The failing cells' counterexamples again, with the key read after
 	// every step, for their timelines.
@@ -247,6 +270,22 @@ func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	}
 	t.Cleanup(func() { closeAndSay(t, st, srv.Close) })
 	return servers{store: st, nodes: srv.Nodes[st]}
+}
+
+// storeTitle is how messages name the store (Redis where store is "").
+func storeTitle(store string) string {
+	if d, err := harness.LookupStore(cmp.Or(store, redis.Name)); err == nil {
+		return d.Title
+	}
+	return store
+}
+
+// clientField names the Config fields that carry a lock's client on store.
+func clientField(store string) string {
+	if store == "" {
+		return "Config.Pool, Config.Nodes"
+	}
+	return "Config.Store"
 }
 
 // closeAndSay stops servers with stop, failing t when that fails.

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/gomodule/redigo/redis"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/locklab/locklab/locklabtest"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
 )
@@ -193,4 +197,260 @@ func TestOtherStore(t *testing.T) {
 	assert.Empty(t, errs)
 	c, _ := m.Cell("mine-etcd-lease", "release-after-expiry")
 	assert.Equal(t, harness.Safe, c.Outcome)
+}
+
+// asideRelease is set-nx-px with a release sent through a client of its
+// own beside the pool it was given, to the same server, whose address it
+// reads through that pool (CONFIG GET port, a scheduled step): on a pool
+// every lock shares, as a client kept in a global would be (own), or on
+// a connection dialled for the release and closed at once (own nil).
+type asideRelease struct {
+	locklab.Locker
+	pool locklab.ConnSource
+	own  *sharedPool
+}
+
+// sharedPool is one pool on the address its first user reads.
+type sharedPool struct {
+	mu sync.Mutex
+	p  *redis.Pool
+}
+
+func (s *sharedPool) get(ctx context.Context, addr string) (redis.Conn, error) {
+	s.mu.Lock()
+	if s.p == nil {
+		s.p = &redis.Pool{MaxIdle: 4, DialContext: func(ctx context.Context) (redis.Conn, error) { return redis.DialContext(ctx, "tcp", addr) }}
+	}
+	p := s.p
+	s.mu.Unlock()
+	return p.GetContext(ctx)
+}
+
+func (l *asideRelease) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.pool.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	port, err := redis.Strings(redis.DoContext(c, ctx, "CONFIG", "GET", "port"))
+	c.Close()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + port[1]
+	var own redis.Conn
+	if l.own != nil {
+		own, err = l.own.get(ctx, addr)
+	} else {
+		own, err = redis.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	_, err = redis.DoContext(own, ctx, "DEL", lease.Key)
+	return err
+}
+
+// TestHiddenClientIsSaid: a lock that acquires through the connections it
+// was given and releases through a client of its own, on the same
+// server, fails the run, whether that client keeps its connections open
+// (a second pool: CLIENT LIST shows them at the end) or dials one for each
+// release and closes it (the server's count of the connections it
+// accepted, against the harness's named ones, shows it).
+func TestHiddenClientIsSaid(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		shared     bool
+	}{
+		{"mine-second-pool", `holds \d+ open: 127\.0\.0\.1:\d+ name="" cmd=del`, true},
+		{"mine-dial-each", `accepted \d+ connection\(s\) the harness did not open`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, f := mine(t, "set-nx-px", tc.name)
+			var own *sharedPool
+			if tc.shared {
+				own = &sharedPool{}
+				t.Cleanup(func() {
+					if own.p != nil {
+						own.p.Close()
+					}
+				})
+			}
+			aside := func(cfg locklab.Config) (locklab.Locker, error) {
+				l, err := f(cfg)
+				return &asideRelease{Locker: l, pool: cfg.Pool, own: own}, err
+			}
+			// The harness may find the run broken first (a step the
+			// schedule named never came: the release's DEL was not one),
+			// or not; either way the audit says why.
+			_, errs, _ := run(t, d, aside, locklabtest.Scenarios("release-after-expiry"))
+			require.NotEmpty(t, errs)
+			t.Log(errs[0])
+			assert.Contains(t, errs[0], tc.name+" talked to Redis through a client of its own")
+			assert.Regexp(t, `n\d \(127\.0\.0\.1:\d+\) .*`+tc.want, errs[0])
+		})
+	}
+}
+
+// TestNoHiddenClientOnEveryScenario: a lock that sends everything through
+// the connections it was given passes the audit in every scenario of the
+// catalog that applies to it, the ones that restart, kill, fail over and
+// cut off its servers included: every connection the harness opens says
+// whose it is.
+func TestNoHiddenClientOnEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole catalog on one lock")
+	}
+	for _, lock := range []string{"set-nx-px", "redlock"} {
+		d, f := mine(t, lock, "mine-audited-"+lock)
+		m, errs, fatal := run(t, d, f)
+		require.False(t, fatal, "%v", errs)
+		for _, e := range errs {
+			assert.NotContains(t, e, "client of its own", lock)
+		}
+		assert.Greater(t, len(m.Cells), 5)
+	}
+}
+
+// lateRelease is set-nx-px whose Release returns at once and leaves its
+// DEL to a goroutine, which sends it through the pool it was given once
+// another lock of the test calls Acquire (next): after the releasing
+// client's program has ended.
+type lateRelease struct {
+	locklab.Locker
+	pool locklab.ConnSource
+	next *acquires
+}
+
+// acquires wakes the goroutines waiting for the next Acquire.
+type acquires struct {
+	mu      sync.Mutex
+	waiting []chan struct{}
+}
+
+func (a *acquires) wait() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	a.waiting = append(a.waiting, ch)
+	return ch
+}
+
+func (a *acquires) wake() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ch := range a.waiting {
+		close(ch)
+	}
+	a.waiting = nil
+}
+
+func (l *lateRelease) Acquire(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	l.next.wake()
+	return l.Locker.Acquire(ctx, key, ttl)
+}
+
+func (l *lateRelease) Release(ctx context.Context, lease locklab.Lease) error {
+	next := l.next.wait()
+	go func() {
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+		c, err := l.pool.GetContext(ctx)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = redis.DoContext(c, ctx, "DEL", lease.Key)
+	}()
+	return nil
+}
+
+// TestLateGoroutineIsSaid: a lock whose release goes on in a goroutine
+// after Release returned sends its DEL when no call of its client runs;
+// the run fails saying so, whichever comes first, the client's program
+// ending or the DEL.
+func TestLateGoroutineIsSaid(t *testing.T) {
+	d, f := mine(t, "set-nx-px", "mine-late-release")
+	next := &acquires{}
+	late := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		return &lateRelease{Locker: l, pool: cfg.Pool, next: next}, err
+	}
+	_, errs, fatal := run(t, d, late, locklabtest.Scenarios("stale-recovery"))
+	require.True(t, fatal, "%v", errs)
+	t.Log(errs[0])
+	assert.Contains(t, errs[0], "a request the run could not schedule")
+	assert.Regexp(t, `c\d sent DEL \S+ after its program had ended: a goroutine of the lock outlived the call that started it`, errs[0])
+}
+
+// TestHiddenPoolIsSaidOnPostgres: pg-advisory copied as a lock of one's
+// own, which also keeps a pool of its own, made from the connection
+// string of the pool it was given (as a lock that keeps a session for its
+// advisory locks might), and runs a statement there on each release:
+// PostgreSQL's pg_stat_activity shows that pool's backend, which the
+// harness did not open, and the run fails saying so.
+func TestHiddenPoolIsSaidOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	if err := stores.Installed(postgres.Name); err != nil {
+		t.Skip(err)
+	}
+	// The lock as it is, first: the audit finds none of the harness's
+	// own sessions (each named locklab), a restart's included.
+	plain, pf := mine(t, "pg-advisory", "mine-pg-advisory")
+	_, errs, fatal := run(t, plain, pf, locklabtest.Scenarios("release-after-expiry", "restart-loses-lock"))
+	require.False(t, fatal, "%v", errs)
+	for _, e := range errs {
+		assert.NotContains(t, e, "client of its own")
+	}
+
+	d, f := mine(t, "pg-advisory", "mine-pg-second-pool")
+	var mu sync.Mutex
+	var own *pgxpool.Pool
+	t.Cleanup(func() {
+		if own != nil {
+			own.Close()
+		}
+	})
+	aside := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		if err != nil {
+			return nil, err
+		}
+		given := cfg.Store.(*pgxpool.Pool)
+		return releaseAside{Locker: l, own: func(ctx context.Context) (*pgxpool.Pool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if own == nil {
+				p, err := pgxpool.New(ctx, given.Config().ConnString())
+				if err != nil {
+					return nil, err
+				}
+				own = p
+			}
+			return own, nil
+		}}, nil
+	}
+	_, errs, _ = run(t, d, aside, locklabtest.Scenarios("release-after-expiry"))
+	require.NotEmpty(t, errs)
+	t.Log(errs[0])
+	assert.Contains(t, errs[0], "mine-pg-second-pool talked to PostgreSQL through a client of its own beside the one its factory was given (Config.Store)")
+	assert.Regexp(t, `n1 \(127\.0\.0\.1:\d+\) has \d+ client backend\(s\) the harness did not open: pid \d+ application_name="" idle: SELECT 1`, errs[0])
+}
+
+// releaseAside runs a statement on a pool of its own before each release.
+type releaseAside struct {
+	locklab.Locker
+	own func(context.Context) (*pgxpool.Pool, error)
+}
+
+func (l releaseAside) Release(ctx context.Context, lease locklab.Lease) error {
+	if p, err := l.own(ctx); err == nil {
+		_, _ = p.Exec(ctx, "SELECT 1")
+	}
+	return l.Locker.Release(ctx, lease)
 }

@@ -164,6 +164,8 @@ func (c *Cluster) startNode(ctx context.Context, idx int, name string, p persist
 	if a, ok := srv.(*addrServer); ok {
 		n.opts = a.opts
 	}
+	// Every connection the harness opens to the node says whose it is.
+	n.opts.ClientName = ClientName
 	n.pool = &redis.Pool{
 		MaxIdle:     16,
 		IdleTimeout: time.Minute,

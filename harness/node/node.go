@@ -25,6 +25,12 @@ import (
 // registry knows it.
 const StoreName = "redis"
 
+// ClientName is the name (CLIENT SETNAME) of every connection the harness
+// opens to a node, its clients' included, as the server's CLIENT LIST
+// shows it: a connection to the node named otherwise, or not at all, is
+// someone else's (see the stores/redis package's connection audit).
+const ClientName = "locklab"
+
 // Node is one redis-server of a Cluster.
 type Node struct {
 	name    string

@@ -59,6 +59,13 @@ func (r *Replicated) current() *Node {
 	return r.master
 }
 
+// Members returns the pair's two servers, the current master first.
+func (r *Replicated) Members() []*Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return []*Node{r.master, r.replica}
+}
+
 // Name is the name of the master the pair was made from.
 func (r *Replicated) Name() string { return r.name }
 

@@ -46,6 +46,7 @@ func init() {
 		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
 			return newStore(nodes[0].(*Node))
 		},
+		Audit:      startAudit,
 		MultiNode:  "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
 		Tellings:   tellings,
 		Known:      known,

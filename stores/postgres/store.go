@@ -93,6 +93,7 @@ func newStore(n *Node) (*pgStore, error) {
 		return nil, err
 	}
 	cfg.MaxConns = 2
+	cfg.ConnConfig.RuntimeParams["application_name"] = pgproc.ClientName
 	cfg.ConnConfig.DialFunc = n.dial(cfg.ConnConfig.DialFunc)
 	admin, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -116,6 +117,10 @@ func (s *pgStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 			return err
 		}
 		pcfg.MaxConns = 4
+		// Named, so that the servers' audit knows the client's backends
+		// (audit.go); set here, not in the DSN, so that a pool a lock
+		// makes of pcfg's connection string is not.
+		pcfg.ConnConfig.RuntimeParams["application_name"] = pgproc.ClientName
 		// pgxpool pings a connection idle for more than a second before
 		// lending it, and quietly replaces one that died: whether a
 		// client's statement after a fault fails on its dead session or
@@ -296,24 +301,39 @@ func (s *pgStore) retire(ctx context.Context, c *harness.Client, restarted bool)
 			conn.Release()
 		}
 	}
-	if restarted || pc.pool.Stat().AcquiredConns() > 0 {
-		// Every session is gone with the server, or some connection is
-		// still out of the pool: none is known clean.
+	held := !restarted && pc.pool.Stat().AcquiredConns() > 0
+	switch {
+	case restarted:
+		// Every session is gone with the server.
 		pc.pool.Close()
 		clear(kept)
-	} else {
+	case held:
+		// Some connection is still out of the pool: none is known clean,
+		// and the lock may never give it back (a release of one's own
+		// that failed before it did). The pool closes once it does; the
+		// server ends the sessions now (below).
+		go pc.pool.Close()
+		clear(kept)
+	default:
 		s.mu.Lock()
 		pc.tracer.c = nil
 		s.spare[c.ID()] = pc
 		s.mu.Unlock()
 	}
 	var gone []uint32
+	var end []int32
 	for _, pid := range s.live(pc) {
 		if !kept[pid] {
 			gone = append(gone, pid)
+			end = append(end, int32(pid))
 		}
 	}
-	return s.waitEnded(ctx, fmt.Sprintf("c%d", c.ID()), gone)
+	who := fmt.Sprintf("c%d", c.ID())
+	if held {
+		_, err := s.terminate(ctx, who, end)
+		return err
+	}
+	return s.waitEnded(ctx, who, gone)
 }
 
 // Advance: the server keeps no time of its own for locks (the lock table's

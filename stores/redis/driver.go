@@ -11,6 +11,7 @@
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
 //	nodes.go   the servers a matrix of its strategies runs on
 //	touch.go   what each command reads and writes, a transaction's at EXEC
+//	audit.go   the servers' own count of the connections they accepted
 package redis
 
 import (
@@ -33,6 +34,7 @@ func init() {
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
+		Audit: startAudit,
 		// The order the docs present the Redis strategies in, the
 		// historical progression of docs/redis-locks-history.md.
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
@@ -97,10 +98,7 @@ func (s *redisStore) Connect(h *harness.Client, cfg *locklab.Config) error {
 }
 
 func (s *redisStore) newPool(i int) *redis.Pool {
-	o := locklab.PoolOptions{Addr: s.nodes[i].Addr()}
-	if on, ok := s.nodes[i].(optionsNode); ok {
-		o = on.PoolOptions()
-	}
+	o := poolOptions(s.nodes[i])
 	if d, ok := s.nodes[i].(directNode); ok && s.direct {
 		o.Addr = d.DirectAddr()
 	}
@@ -113,6 +111,18 @@ func (s *redisStore) newPool(i int) *redis.Pool {
 		panic(fmt.Sprintf("harness: the options of node %s: %v", s.nodes[i].Name(), err))
 	}
 	return p
+}
+
+// poolOptions are how the harness reaches node n: its address, with the
+// user, password, database and TLS of its own where it has them, every
+// connection named node.ClientName.
+func poolOptions(n harness.Node) locklab.PoolOptions {
+	o := locklab.PoolOptions{Addr: n.Addr()}
+	if on, ok := n.(optionsNode); ok {
+		o = on.PoolOptions()
+	}
+	o.ClientName = node.ClientName
+	return o
 }
 
 // Key returns the key a run of the slot locks: key itself, or key in the
@@ -271,11 +281,7 @@ func (s *redisStore) Probe(ctx context.Context, i int, key string) (any, error) 
 // ServerVersion returns the "redis_version" n reports, or "" when it
 // cannot be read.
 func ServerVersion(ctx context.Context, n harness.Node) string {
-	o := locklab.PoolOptions{Addr: n.Addr()}
-	if on, ok := n.(optionsNode); ok {
-		o = on.PoolOptions()
-	}
-	p, err := locklab.NewPoolOptions(o)
+	p, err := locklab.NewPoolOptions(poolOptions(n))
 	if err != nil {
 		return ""
 	}

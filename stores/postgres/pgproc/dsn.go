@@ -15,11 +15,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// ClientName is the application_name of every connection the harness
+// opens to a server (pg_stat_activity shows it): a client backend named
+// otherwise, or not at all, is someone else's.
+const ClientName = "locklab"
+
 // query runs sql on a fresh connection, scanning its one row into dest.
 func (s *Server) query(ctx context.Context, sql string, dest ...any) error {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(cctx, s.DSN()+"&connect_timeout=2")
+	c, err := pgx.Connect(cctx, s.DSN()+"&connect_timeout=2&application_name="+ClientName)
 	if err != nil {
 		return err
 	}
@@ -55,7 +60,7 @@ func quote(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'
 func (s *Server) exec(ctx context.Context, sqls ...string) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(cctx, s.DSN()+"&connect_timeout=2")
+	c, err := pgx.Connect(cctx, s.DSN()+"&connect_timeout=2&application_name="+ClientName)
 	if err != nil {
 		return err
 	}
