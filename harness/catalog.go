@@ -256,6 +256,33 @@ var catalog = []*Scenario{
 		Applies:        queues,
 	},
 	{
+		Name:  "session-replaced",
+		Title: "the holder's session ends while it is cut off, and its client opens another",
+		Story: "C1's lock lives in a session: a ZooKeeper session, an etcd lease, a PostgreSQL connection. The " +
+			"network cuts C1 off from the servers, while it holds the lock or while it is acquiring it, between " +
+			"a request that queued its node and the read that tells it its place. Nothing is heard from C1 for " +
+			"the session's timeout: the server ends the session and deletes what it owned. C2 acquires and " +
+			"writes. The network heals and C1's client library connects again, as it does by default, on a " +
+			"new session: its requests succeed again, and nothing in them says that the lock went with the old " +
+			"session. A holder goes on as one; an acquirer that looks for the lowest node from its own place " +
+			"in line, without checking that its node is still there, takes itself for the holder beside C2. " +
+			"The resource checks fence numbers: what stops C1's stale write is a fence from the server that " +
+			"grows with C2's acquire. " +
+			"A Redis lock is a key with a TTL and no session: a client cut off past it and back is " +
+			"partitioned-holder's.",
+		Source: "samuel/go-zookeeper#20 (\"Is there a way to tell if a previously acquired lock has been lost?\": " +
+			"go-zookeeper opens a new session on its own after the old one expired, and zk.Lock never learns); " +
+			"CURATOR-604 (an acquire after a reconnection succeeds on the previous session's node); " +
+			"Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Property:   Fencing,
+		Programs:   progs("acquire write release", "acquire write release"),
+		Faults:     []string{"isolate(c1)", "time", "rejoin(c1)"},
+		FaultAfter: map[string]string{"time": "isolate(c1)", "rejoin(c1)": "time"},
+		MaxFaults:  3,
+		Fenced:     true,
+		Applies:    ownSessions,
+	},
+	{
 		Name:  "lost-reply",
 		Title: "the server carries out a request whose reply never reaches the client",
 		Story: "C1 sends a request, and the server carries it out, but the connection drops before the reply " +
@@ -490,6 +517,15 @@ func versionedRow(d strategies.Description) bool {
 func queues(d strategies.Description) bool {
 	st, err := storeOf(d.Family)
 	return err == nil && slices.Contains(st.Queues, d.Name)
+}
+
+// ownSessions is the Applies of the scenarios whose lock lives in a
+// session the server ends when its client falls silent (a ZooKeeper
+// session, an etcd lease, a PostgreSQL connection): the strategies of every
+// store but the Main one, whose locks are keys with a TTL.
+func ownSessions(d strategies.Description) bool {
+	st, err := storeOf(d.Family)
+	return err == nil && !st.Main
 }
 
 // sessionEnds is the Applies of the scenarios whose server ends the

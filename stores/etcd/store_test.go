@@ -142,6 +142,40 @@ func TestEtcdLostReply(t *testing.T) {
 	}
 }
 
+// TestEtcdSessionReplaced: session-replaced on etcd's locks. The holder
+// is cut off, its lease runs out and its key goes, c2 takes the lock and
+// writes; back, c1's client reaches the cluster again, but no request of
+// the lock tells it the lease is gone: its write, fenced with its key's
+// create revision, is refused, etcd-lease's release finds the lease gone,
+// and Mutex.Unlock deletes nothing and succeeds.
+func TestEtcdSessionReplaced(t *testing.T) {
+	cl := etcdtest.Start(t, etcdproc.Options{})
+	nodes := []harness.Node{NewNode("n1", cl)}
+	for _, tc := range []struct {
+		strategy, schedule, release string
+	}{
+		{"etcd-lease", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c1 c2 c2", "c1 release: not held"},
+		{"etcd-mutex", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", "c1 released"},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			h, err := harness.Run(t.Context(), harness.RunOptions{Case: harnesstest.Case(t, "session-replaced", tc.strategy),
+				Nodes: nodes, Schedule: tc.schedule})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Verdict.Outcome != harness.Safe || !harnesstest.Noted(h, "c2 acquired") || !harnesstest.Noted(h, "c1 write refused") ||
+				!harnesstest.Noted(h, tc.release) {
+				t.Fatalf("%v, want SAFE with c2 acquired, c1's write refused and %q\n%s", h.Verdict, tc.release, h.Schedule)
+			}
+			if tc.strategy == "etcd-mutex" && !slices.ContainsFunc(h.Events, func(e harness.Event) bool {
+				return e.Client == 1 && strings.Contains(e.Reply, "deleted 0")
+			}) {
+				t.Errorf("c1's Unlock deleted a key: %s", h.Schedule)
+			}
+		})
+	}
+}
+
 // TestEtcdKeepalive: the matrix runs etcd-lease with its session's
 // keepalive, as etcd's Mutex runs it: a holder that runs and reaches the
 // cluster keeps its lease while time passes, and the contender is

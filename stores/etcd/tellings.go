@@ -82,6 +82,19 @@ var tellings = map[string]harness.Telling{
 			"key. C2 acquires and writes. C1 does not learn it lost the lock; it writes again.",
 		Source: srcEtcdJepsen,
 	},
+	"session-replaced": {
+		Title: "the holder's lease runs out while it is cut off, and its client connects again",
+		Story: "C1 holds the lock when the network cuts it off from every member. Its keepalive cannot reach " +
+			"the cluster either: the lease's TTL passes, the leader revokes it and deletes C1's key, and C2 " +
+			"acquires and writes. The network heals, and etcd's client connects again on its own; a lease is " +
+			"not replaced, though: etcd-lease's keepalive finds its lease gone, and a concurrency.Session closes " +
+			"its Done channel, which tells only a holder that watches it. Nothing in C1's own requests says " +
+			"anything: its write carries its key's create revision, lower than C2's, and the resource refuses " +
+			"it; etcd-lease's release finds its lease gone, and Mutex.Unlock deletes nothing and returns " +
+			"success. An acquirer has no gap to be cut off in: its put and its read of the first key are one " +
+			"transaction, and Mutex.Lock reads its own key back after a wait (waiter-lease-expires).",
+		Source: "etcd's Go client, package concurrency (Session.Done, Mutex.Lock, Mutex.Unlock); " + srcEtcdJepsen,
+	},
 	"waiter-lease-expires": {
 		Title: "a waiter's session lease runs out while it waits in Mutex.Lock",
 		Story: "C1 holds the lock. C2's Mutex.Lock puts its key under the lock's prefix, attached to its " +
@@ -126,6 +139,13 @@ var known = map[string]map[string][]string{
 	},
 	"failover-loses-lock": {
 		"etcd-lease": {"c1 c1 failover(n1) c2 c2"},
+	},
+	"session-replaced": {
+		// The holder is cut off once it holds, its lease runs out, C2
+		// takes the lock and writes, C1 comes back and writes, then
+		// releases.
+		"etcd-lease": {"c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c1 c2 c2"},
+		"etcd-mutex": {"c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2"},
 	},
 	"waiter-lease-expires": {
 		// The story: c2 waits on its watch, pauses past its lease's TTL,

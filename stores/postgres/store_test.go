@@ -367,6 +367,25 @@ func TestTerminateEndsSessionLocks(t *testing.T) {
 	}
 }
 
+// TestSessionReplacedOnPostgres: session-replaced on pg-advisory. The
+// holder is cut off, the server ends its session and the advisory lock
+// with it, c2 takes the lock and writes; back, c1 writes (no fence tells
+// the resource), and its release on the connection the server ended is
+// the first word it gets: not held.
+func TestSessionReplacedOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t, pgproc.Options{})
+	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
+	cs := harnesstest.Case(t, "session-replaced", "pg-advisory")
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes,
+		Schedule: "c1 isolate(c1) time c2 c2 rejoin(c1) c1 c1 c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Verdict.Outcome != harness.Violated || !harnesstest.Noted(h, "c2 acquired") || !harnesstest.Noted(h, "c1 release: not held") {
+		t.Fatalf("%v, want VIOLATED with c2 acquired and c1's release not held\n%s", h.Verdict, h.Schedule)
+	}
+}
+
 // TestLostReplyEndsTheSession: a statement carried out whose answer is
 // lost (lose) drops its connection. The advisory lock it took ends with
 // the session, and c1's retry acquires at once; the lock table's row

@@ -93,6 +93,20 @@ var tellings = map[string]harness.Telling{
 			"reach the server to learn it lost the lock; it writes again.",
 		Source: "Martin Kleppmann, \"How to do distributed locking\" (2016); " + srcPGLocking,
 	},
+	"session-replaced": {
+		Title: "the holder's session ends while it is cut off, and it comes back",
+		Story: "C1 holds the lock when the network cuts it off from the server. As time passes the server's " +
+			"keepalives find C1's session dead and end it, and the advisory lock or the open transaction's row " +
+			"lock with it; the lock table's row expires by its stamp. C2 acquires and writes. The network " +
+			"heals. pgx's pool opens a new connection for the next work that asks for one, as it does by " +
+			"default, but the holder's lock lived in the connection the server ended: C1's next statement on " +
+			"it fails (57P01, the backend terminated), and that is the first word C1 gets. The resource checks " +
+			"fence numbers, and none of the three locks issues one (Lease.Fence is 0): C1's stale write, " +
+			"before that statement, is accepted. Nothing here opens a session for the lock behind the " +
+			"holder's back, as go-zookeeper does: the lock's own connection stays ended.",
+		Source: "samuel/go-zookeeper#20 (the story on ZooKeeper); pgx's pgxpool (a pool dials a new connection on " +
+			"demand); " + srcPGLocking,
+	},
 	"pause-session-killed": {
 		Title: "the server ends a paused holder's session (no fencing)",
 		Story: "C1 acquires, then stops (a GC pause) for 5s, well within its lock's 30s expiry. Meanwhile the " +
@@ -166,6 +180,12 @@ var known = map[string]map[string][]string{
 		"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
 		"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
 		"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1", "c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},
+	},
+	"session-replaced": {
+		// The holder is cut off, the server ends its session, C2 takes
+		// the lock and writes; C1 comes back, writes, and its release on
+		// the ended connection fails.
+		"pg-advisory": {"c1 isolate(c1) time c2 c2 rejoin(c1) c1 c1 c2"},
 	},
 	"pause-session-killed": {
 		"pg-advisory": {"c1 c1 terminate(c1) c2 c2 c1"},

@@ -70,6 +70,18 @@ func TestZooKeeperStore(t *testing.T) {
 			"c1 acquire failed: locklab: server unreachable or failed: zk: connection closed"},
 		{"zk-golib", "partitioned-holder", "c2 c1 c1 c1 c2 c2 isolate(c1) time c2",
 			harness.Safe, "c1 acquire failed: locklab: server unreachable or failed: zk: session has been expired by the server"},
+		// session-replaced: the holder's session expires while it is cut
+		// off; back on a new session, the delete of its release reaches
+		// the ensemble and finds no node. zk.Lock gives no fence, and the
+		// resource takes its stale write; zk-recipe's czxid is refused.
+		// Cut between its create and its getChildren, zk.Lock's
+		// getChildren fails on the closed connection.
+		{"zk-golib", "session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", harness.Violated,
+			"c1 release: not held"},
+		{"zk-recipe", "session-replaced", "c1 c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1 c1 c2", harness.Safe,
+			"c1 write refused"},
+		{"zk-golib", "session-replaced", "c1 isolate(c1) time rejoin(c1) c2 c2 c2 c1 c2", harness.Safe,
+			"c1 acquire failed: locklab: server unreachable or failed: zk: connection closed"},
 	} {
 		t.Run(tc.strategy+"/"+tc.scenario, func(t *testing.T) {
 			cs, err := harness.Resolve(tc.scenario, tc.strategy)

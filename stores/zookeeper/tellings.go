@@ -95,6 +95,23 @@ var tellings = map[string]harness.Telling{
 			"server again; it writes again.",
 		Source: srcZKCurator,
 	},
+	"session-replaced": {
+		Title: "the holder's session expires while it is cut off, and go-zookeeper opens another",
+		Story: "C1 holds the lock when the network cuts it off from every server. Nothing is heard from it " +
+			"for the session timeout: the ensemble expires the session and deletes C1's node, and C2 acquires " +
+			"and writes. The network heals; go-zookeeper's connection finds its session expired and opens a " +
+			"new one on its own, and C1's requests succeed again. zk.Lock never learns that its node is gone " +
+			"(go-zookeeper#20): C1 writes as the holder, with no fence, and the resource takes the stale write; " +
+			"only its release, which finds no node, says anything. zk-recipe's and zk-ephemeral's leases carry " +
+			"their node's czxid, lower than C2's: the resource refuses C1's write. The cut may also fall on an " +
+			"acquirer, after its create: here the request after the create is handed to the connection the " +
+			"session's end closes, and fails. zk.Lock looks for the lowest sequence number from its own " +
+			"node's, and never checks that its node is still in line: had the read been queued for the next " +
+			"session instead (a process stopped past its timeout between the two requests), zk.Lock would " +
+			"take C1 for the holder beside C2 (strategies/zklock's TestGolibNodeGoneBeforeChildren shows it " +
+			"on an ensemble). zk-recipe reads its node's absence as its session's end, and queues again.",
+		Source: "samuel/go-zookeeper#20; go-zookeeper v1.0.4, lock.go (LockWithData); CURATOR-604; " + srcZKCurator,
+	},
 	"failover-loses-lock": {
 		Title: "the leader fails while a client holds the lock; the lock survives",
 		Story: "C1 holds the lock when the leader is killed. The others elect a new leader, which has every " +
@@ -126,6 +143,14 @@ var known = map[string]map[string][]string{
 	},
 	"partitioned-holder": {
 		"zk-golib": {"c2 c1 c1 c1 c2 c2 c2 c1"},
+	},
+	"session-replaced": {
+		// The holder is cut off once it holds, its session expires, C2
+		// takes the lock and writes, C1 comes back on a new session and
+		// writes; for zk-golib also the cut between an acquirer's create
+		// and its getChildren, which fails on the closed connection.
+		"zk-golib":  {"c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", "c1 isolate(c1) time rejoin(c1) c2 c2 c2 c1 c2"},
+		"zk-recipe": {"c1 c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1 c1 c2"},
 	},
 }
 

@@ -2,6 +2,8 @@ package zklock_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,4 +179,126 @@ func TestGolibLostChildrenDeadlock(t *testing.T) {
 	lease, err := b.Lock(ctx, k, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, b.Release(ctx, lease))
+}
+
+// TestNodeGoneBeforeChildren shows a flaw of zk.Lock (go-zookeeper v1.0.4,
+// lock.go) that a vanished node opens: Lock searches the children for the
+// lowest sequence number starting from its own node's (lowestSeq := seq)
+// and never checks that its node is among them. A's connection dies
+// between its create's answer and its getChildren, which go-zookeeper
+// then queues for the next connection, and nothing is heard from A until
+// its session expires, with its node. B takes the lock. A's connection
+// comes back on a new session, opened on its own, and sends the
+// getChildren there: every node in the queue is later than A's vanished
+// one, and zk.Lock returns to A as the holder while B holds the lock.
+// zk-recipe, on the same sequence, finds its node missing from the queue
+// (Curator's NoNodeException) and queues again, behind B.
+//
+// The wire stalls A's connection after the create, so that the
+// getChildren waits unsent, and freezes A as a stopped process is frozen:
+// when a process stops past its session timeout between the two requests,
+// its connection may find the socket dead before the lock sends the
+// getChildren, which then goes out on the next session. A partition does
+// not give this order: a client that fails to reach every server fails
+// its queued requests (ErrNoServer) long before its session expires.
+func TestNodeGoneBeforeChildren(t *testing.T) {
+	t.Parallel()
+	t.Run("golib", func(t *testing.T) {
+		t.Parallel()
+		ctx, addrs := testCtx(t), servers(t)
+		connA, w := dial(t, addrs)
+		connB, _ := dial(t, addrs)
+		a, b := newGolib(t, connA, 0), newGolib(t, connB, time.Minute)
+		k := key(t)
+		sid, ours, theirs, held, locked := goneBeforeChildren(t, ctx, addrs, w, a, b, k)
+
+		res := <-locked
+		require.NoError(t, res.err, "expected weakness: zk.Lock takes A for the holder")
+		assert.NotEqual(t, sid, connA.SessionID(), "on a session of its own making")
+		assert.Equal(t, []string{theirs}, children(t, connB, a.Path(k)), "no node of A's in line: B's is first")
+		t.Logf("expected weakness confirmed: A's node %s went with session %x before zk.Lock read the queue; A and B both hold %q", ours, sid, k)
+
+		require.ErrorIs(t, a.Release(ctx, res.lease), locklab.ErrNotHeld, "A's release finds its node gone")
+		require.NoError(t, b.Release(ctx, held))
+	})
+	t.Run("recipe", func(t *testing.T) {
+		t.Parallel()
+		ctx, addrs := testCtx(t), servers(t)
+		connA, w := dial(t, addrs)
+		connB, _ := dial(t, addrs)
+		a, b := newRecipe(t, connA, zklock.Options{}), newRecipe(t, connB, zklock.Options{})
+		k := key(t)
+		sid, _, theirs, held, locked := goneBeforeChildren(t, ctx, addrs, w, a, b, k)
+
+		// A queues a new node behind B's, and waits.
+		waitFor(t, "A's new node", func() bool { return len(children(t, connB, a.Path(k))) == 2 })
+		queue := children(t, connB, a.Path(k))
+		slices.SortFunc(queue, func(x, y string) int { return strings.Compare(x[len(x)-10:], y[len(y)-10:]) })
+		assert.Equal(t, theirs, queue[0], "B's node first, by its sequence number")
+		_, stat, err := synced(t, connB).Exists(a.Path(k) + "/" + queue[1])
+		require.NoError(t, err)
+		assert.Equal(t, connA.SessionID(), stat.EphemeralOwner, "A's, on its new session")
+		assert.NotEqual(t, sid, stat.EphemeralOwner)
+		select {
+		case res := <-locked:
+			t.Fatalf("A's Lock returned while B holds the lock: %+v, %v", res.lease, res.err)
+		default:
+		}
+		require.NoError(t, b.Release(ctx, held))
+		res := <-locked
+		require.NoError(t, res.err, "A's turn")
+		assert.Equal(t, a.Path(k)+"/"+queue[1], res.lease.Token)
+		require.NoError(t, a.Release(ctx, res.lease))
+	})
+}
+
+// queueLock is a lock that queues a node under its path, and waits its
+// turn in Lock.
+type queueLock interface {
+	locklab.Locker
+	Lock(ctx context.Context, key string, ttl time.Duration) (locklab.Lease, error)
+	Path(key string) string
+}
+
+// locked is the outcome of a Lock.
+type locked struct {
+	lease locklab.Lease
+	err   error
+}
+
+// goneBeforeChildren runs TestNodeGoneBeforeChildren's sequence: a's Lock
+// on k creates its node on the connection whose wire is w, and the
+// connection dies with the lock's next request unsent; a's session
+// expires, b takes the lock, and w heals. It returns a's old session, the
+// names of a's vanished node and of b's node, b's lease, and where a's Lock
+// returns.
+func goneBeforeChildren(t *testing.T, ctx context.Context, addrs []string, w *wire, a, b queueLock, k string) (
+	sid int64, ours, theirs string, held locklab.Lease, out <-chan locked) {
+	t.Helper()
+	dir := a.Path(k)
+	makePath(t, ctx, b, k) // the lock's first create makes its node, not its parents
+	sid, passwd, _ := w.session()
+
+	answered := w.stallAfter(opCreate)
+	got := make(chan locked, 1)
+	go func() {
+		lease, err := a.Lock(ctx, k, time.Minute)
+		got <- locked{lease, err}
+	}()
+	select {
+	case <-answered:
+	case <-ctx.Done():
+		t.Fatal("A's create was never answered")
+	}
+	queue := children(t, probe(t, addrs), dir)
+	require.Len(t, queue, 1, "A's node, first in line")
+	w.Freeze()
+	closeSession(t, addrs[0], sid, passwd) // A's session times out, and its node goes
+	held, err := b.Acquire(ctx, k, time.Minute)
+	require.NoError(t, err, "B takes the lock")
+	after := children(t, probe(t, addrs), dir)
+	require.Len(t, after, 1)
+	require.NotEqual(t, queue[0], after[0], "B's node alone")
+	w.Heal()
+	return sid, queue[0], after[0], held, got
 }

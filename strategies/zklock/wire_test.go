@@ -30,20 +30,34 @@ var errCut = errors.New("wire cut: no route to the ensemble")
 // ensemble, as its dialer (zk.WithDialer): it reads the frames each way to
 // learn the session's id and password from the server's connect answers,
 // counts the requests the client sends (pings aside) and the watch
-// notifications it receives, loses the answer of a chosen request, and
-// cuts the client off from every server, as a partition does, until
-// healed.
+// notifications it receives, loses the answer of a chosen request, holds
+// a chosen request's connection after the request went out, and cuts the
+// client off from every server, as a partition does, until healed.
 type wire struct {
 	mu       sync.Mutex
 	sid      int64
 	passwd   []byte
 	timeout  time.Duration // the session timeout the server granted
 	cut      bool
+	frozen   bool          // the cut holds dials past their timeout (Freeze)
 	healed   chan struct{} // closed by Heal
 	conns    map[*wireConn]bool
 	requests map[int32]int // by opcode
 	events   int           // watch notifications received
 	losses   []*loss
+	stalls   []*stall
+}
+
+// stall is a request after which the connection goes dead for its
+// client: the request reaches the server, and its answer comes back to
+// the client, but the client's connection never writes again (the write
+// of the request returns only once the connection is dropped). answered
+// is closed once the client has taken the answer in: its next read of the
+// connection begins (go-zookeeper's reader hands each answer to its
+// request before it reads on).
+type stall struct {
+	op       int32
+	answered chan struct{}
 }
 
 // loss is a request whose answer the wire loses: the after-th request
@@ -66,9 +80,13 @@ func (w *wire) dial(network, address string, timeout time.Duration) (net.Conn, e
 	cut, healed := w.cut, w.healed
 	w.mu.Unlock()
 	if cut {
+		var expired <-chan time.Time
+		if !w.frozen {
+			expired = time.After(timeout)
+		}
 		select {
 		case <-healed:
-		case <-time.After(timeout):
+		case <-expired:
 			return nil, errCut
 		}
 	}
@@ -76,7 +94,7 @@ func (w *wire) dial(network, address string, timeout time.Duration) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	wc := &wireConn{Conn: c, w: w}
+	wc := &wireConn{Conn: c, w: w, gone: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cut {
@@ -105,14 +123,33 @@ func (w *wire) loseAnswer(op int32, after int) <-chan struct{} {
 	return l.done
 }
 
+// stallAfter makes the wire stall the client's connection after the next
+// request of opcode op (stall); the returned channel is closed once the
+// client took the request's answer in.
+func (w *wire) stallAfter(op int32) <-chan struct{} {
+	st := &stall{op: op, answered: make(chan struct{})}
+	w.mu.Lock()
+	w.stalls = append(w.stalls, st)
+	w.mu.Unlock()
+	return st.answered
+}
+
 // Cut drops every connection of the client and holds its dials until
 // Heal: no request and no heartbeat reaches a server.
-func (w *wire) Cut() {
+func (w *wire) Cut() { w.cut1(false) }
+
+// Freeze is Cut as a stopped process (a long GC pause, a frozen VM) sees
+// it: its dials wait for Heal whatever their timeout, since a process
+// that does not run dials nothing, and, once it runs again, it finds its
+// connection dead and dials a server that answers.
+func (w *wire) Freeze() { w.cut1(true) }
+
+func (w *wire) cut1(frozen bool) {
 	w.mu.Lock()
 	if !w.cut {
 		w.healed = make(chan struct{})
 	}
-	w.cut = true
+	w.cut, w.frozen = true, frozen
 	conns := w.conns
 	w.conns = map[*wireConn]bool{}
 	w.mu.Unlock()
@@ -143,11 +180,19 @@ func (w *wire) counts() (map[int32]int, int) {
 }
 
 // sent counts a request of opcode op, and tells whether its answer is to
-// be lost.
-func (w *wire) sent(op int32) *loss {
+// be lost, and whether the connection stalls after it.
+func (w *wire) sent(op int32) (*loss, *stall) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.requests[op]++
+	var st *stall
+	for i, s := range w.stalls {
+		if s.op == op {
+			st = s
+			w.stalls = append(w.stalls[:i], w.stalls[i+1:]...)
+			break
+		}
+	}
 	for i, l := range w.losses {
 		if l.op != op {
 			continue
@@ -157,58 +202,88 @@ func (w *wire) sent(op int32) *loss {
 			continue
 		}
 		w.losses = append(w.losses[:i], w.losses[i+1:]...)
-		return l
+		return l, st
 	}
-	return nil
+	return nil, st
 }
 
 // wireConn is one connection of the client to a server.
 type wireConn struct {
 	net.Conn
 	w *wire
-	// dead: the connection is dropped, and nothing more is read from it.
+	// dead: the connection is dropped, and nothing more is read from it;
+	// gone is closed then.
 	dead atomic.Bool
+	gone chan struct{}
+	once sync.Once
 	// connected: the connect request went out (writes), the connect
 	// answer came in (reads).
 	wrote, read bool
 	acc         []byte // server bytes not parsed yet
 	// lose are the requests, by xid, whose answers the connection loses.
-	mu   sync.Mutex
-	lose map[int32]*loss
+	// stalled is the request after which the connection stalls, by xid,
+	// and answered says its answer was read: the next read tells.
+	mu       sync.Mutex
+	lose     map[int32]*loss
+	stalled  map[int32]*stall
+	answered *stall
 }
 
 func (c *wireConn) drop() {
 	c.dead.Store(true)
+	c.once.Do(func() { close(c.gone) })
 	c.Conn.Close()
 }
 
 // Write passes one frame of the client's on (go-zookeeper writes each
 // frame whole), counting requests; a request whose answer is to be lost
 // reaches the server, and the connection drops when its answer arrives,
-// before the client reads it.
+// before the client reads it. The write of a request the connection
+// stalls after returns only once the connection is dropped.
 func (c *wireConn) Write(b []byte) (int, error) {
 	if c.dead.Load() {
 		return 0, net.ErrClosed
 	}
+	var st *stall
 	if !c.wrote {
 		c.wrote = true // the connect request
 	} else if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[4:8])) != -2 { // xid -2: a ping
 		xid := int32(binary.BigEndian.Uint32(b[4:8]))
-		if l := c.w.sent(int32(binary.BigEndian.Uint32(b[8:12]))); l != nil {
-			c.mu.Lock()
+		var l *loss
+		l, st = c.w.sent(int32(binary.BigEndian.Uint32(b[8:12])))
+		c.mu.Lock()
+		if l != nil {
 			if c.lose == nil {
 				c.lose = map[int32]*loss{}
 			}
 			c.lose[xid] = l
-			c.mu.Unlock()
 		}
+		if st != nil {
+			if c.stalled == nil {
+				c.stalled = map[int32]*stall{}
+			}
+			c.stalled[xid] = st
+		}
+		c.mu.Unlock()
 	}
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	if st != nil && err == nil {
+		<-c.gone
+		return 0, net.ErrClosed
+	}
+	return n, err
 }
 
 // Read passes the server's bytes on, reading their frames; the bytes that
 // bring a lost answer are not passed on: the connection drops instead.
 func (c *wireConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	st := c.answered
+	c.answered = nil
+	c.mu.Unlock()
+	if st != nil {
+		close(st.answered)
+	}
 	if c.dead.Load() {
 		return 0, io.ErrUnexpectedEOF
 	}
@@ -252,8 +327,13 @@ func (c *wireConn) feed(b []byte) *loss {
 		case len(frame) >= 4 && int32(binary.BigEndian.Uint32(frame[:4])) == -1:
 			c.w.events++
 		case len(frame) >= 4:
+			xid := int32(binary.BigEndian.Uint32(frame[:4]))
 			c.mu.Lock()
-			l := c.lose[int32(binary.BigEndian.Uint32(frame[:4]))]
+			l := c.lose[xid]
+			if st := c.stalled[xid]; st != nil {
+				delete(c.stalled, xid)
+				c.answered = st
+			}
 			c.mu.Unlock()
 			if l != nil {
 				c.w.mu.Unlock()
