@@ -21,6 +21,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -38,7 +39,7 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 		given = "LOCKLAB_BACKEND=" + quote(g.backend)
 	}
 	switch g.backend {
-	case "", node.BackendDocker, node.BackendProcess, node.BackendAddrs:
+	case "", backends.Docker, backends.Process, backends.Addrs:
 	default:
 		return fmt.Errorf("%s: must be docker, process or addrs", given)
 	}
@@ -57,12 +58,12 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 	if len(g.addrs) > 0 {
 		switch {
 		case g.backend == "" || !cmd.Flag("backend").Changed:
-			g.backend = node.BackendAddrs
-		case g.backend != node.BackendAddrs:
+			g.backend = backends.Addrs
+		case g.backend != backends.Addrs:
 			return fmt.Errorf("--addr names servers you run, for --backend addrs; %s starts its own", given)
 		}
 	}
-	if g.backend == node.BackendAddrs && len(g.addrs) == 0 {
+	if g.backend == backends.Addrs && len(g.addrs) == 0 {
 		return fmt.Errorf("%s needs --addr host:port (repeat --addr for several servers)", given)
 	}
 	return nil
@@ -131,9 +132,9 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 	opts := node.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
 	if len(g.addrs) > 0 {
 		if opts.Backend == "" {
-			opts.Backend = node.BackendAddrs
+			opts.Backend = backends.Addrs
 		}
-		if opts.Backend == node.BackendAddrs {
+		if opts.Backend == backends.Addrs {
 			opts.N = len(g.addrs)
 			if err := refused(ctx, g.addrs); err != nil {
 				return nil, nil, err
@@ -155,7 +156,7 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 // withReplica gives the first node an asynchronous replica when need is
 // set (needsReplica), where the backend can start one.
 func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, need bool) []harness.Node {
-	if !need || c.Backend() == node.BackendAddrs {
+	if !need || c.Backend() == backends.Addrs {
 		return nodes
 	}
 	r, err := c.Replicated(ctx, c.Nodes()[0])

@@ -12,7 +12,7 @@ import (
 	"io"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores"
 )
 
@@ -60,5 +60,5 @@ func nodesOf(s *stores.Servers, cs harness.Case, redis []harness.Node) []harness
 // addrsBackend reports whether the command runs on the servers --addr
 // names, which give no store but Redis.
 func (g *globals) addrsBackend() bool {
-	return g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0
+	return g.backend == backends.Addrs || g.backend == "" && len(g.addrs) > 0
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -185,7 +186,7 @@ func (g *globals) stress(cmd *cobra.Command, a *stressArgs) error {
 }
 
 // errNoFaults refuses node faults on servers the run does not control.
-var errNoFaults = fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+var errNoFaults = fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", backends.Addrs)
 
 // checkStress checks stress's flags against each other and the strategy,
 // sets the options they imply in a (the Redis nodes, the faults, the
@@ -267,10 +268,10 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 		return err
 	}
 	defer closeAndTell(cmd.ErrOrStderr(), c)
-	if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
+	if len(o.Faults) > 0 && c.Backend() == backends.Addrs {
 		return errNoFaults
 	}
-	o.Shared = c.Backend() == node.BackendAddrs
+	o.Shared = c.Backend() == backends.Addrs
 	if p.failover {
 		if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
@@ -136,7 +137,7 @@ func TestRunEndsItsFaults(t *testing.T) {
 // restart, partition) and closes them when it ends.
 func processNodes(t *testing.T, n int) (*node.Cluster, []Node) {
 	t.Helper()
-	cl, err := node.Start(context.Background(), node.Options{Backend: node.BackendProcess, N: n, Label: t.Name()})
+	cl, err := node.Start(context.Background(), node.Options{Backend: backends.Process, N: n, Label: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}

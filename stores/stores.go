@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	_ "github.com/locklab/locklab/stores/etcd"      // registers the etcd store
 	_ "github.com/locklab/locklab/stores/postgres"  // registers the PostgreSQL store
@@ -77,13 +77,13 @@ func Names() []string {
 // as harness/node picks; any other (addrs) gives no store but Redis.
 func Backend(ctx context.Context, redis string) (string, error) {
 	switch redis {
-	case node.BackendDocker, node.BackendProcess:
+	case backends.Docker, backends.Process:
 		return redis, nil
 	case "":
 		if _, err := dockerbox.Connect(ctx); err == nil {
-			return node.BackendDocker, nil
+			return backends.Docker, nil
 		}
-		return node.BackendProcess, nil
+		return backends.Process, nil
 	}
 	return "", fmt.Errorf("the %s backend gives Redis servers only: use --backend process or docker", redis)
 }
@@ -100,8 +100,8 @@ func Start(ctx context.Context, backend string, names []string, say func(string)
 			want[st] = name
 		}
 	}
-	if len(want) > 0 && backend != node.BackendProcess && backend != node.BackendDocker {
-		return nil, fmt.Errorf("stores: backend %q: want %q or %q", backend, node.BackendProcess, node.BackendDocker)
+	if len(want) > 0 && backend != backends.Process && backend != backends.Docker {
+		return nil, fmt.Errorf("stores: backend %q: want %q or %q", backend, backends.Process, backends.Docker)
 	}
 	ds := harness.Stores()
 	started := make([][]harness.StoreNode, len(ds))

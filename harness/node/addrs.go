@@ -16,6 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/lockkit"
 )
 
@@ -64,7 +65,7 @@ func parseAddr(s string) (*addrServer, error) {
 
 func newAddrs(opts Options) (*addrsBackend, error) {
 	if len(opts.Addrs) == 0 {
-		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", BackendAddrs)
+		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", backends.Addrs)
 	}
 	if opts.N > len(opts.Addrs) {
 		return nil, fmt.Errorf("node: N=%d but only %d addresses given", opts.N, len(opts.Addrs))
@@ -81,7 +82,7 @@ func newAddrs(opts Options) (*addrsBackend, error) {
 	return b, nil
 }
 
-func (b *addrsBackend) name() string { return BackendAddrs }
+func (b *addrsBackend) name() string { return backends.Addrs }
 
 func (b *addrsBackend) describe() string {
 	var s []string

@@ -12,6 +12,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
@@ -36,8 +37,8 @@ func TestAddrsBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.Close()
-	c := start(t, Options{Backend: BackendAddrs, Addrs: []string{plain.Addr, "s3cr@t@" + secret.Addr}})
-	if c.Backend() != BackendAddrs || len(c.Nodes()) != 2 {
+	c := start(t, Options{Backend: backends.Addrs, Addrs: []string{plain.Addr, "s3cr@t@" + secret.Addr}})
+	if c.Backend() != backends.Addrs || len(c.Nodes()) != 2 {
 		t.Fatalf("backend %s, %d nodes", c.Backend(), len(c.Nodes()))
 	}
 	t.Log(c.Describe())
@@ -104,7 +105,7 @@ func TestAddrsBackend(t *testing.T) {
 
 	// A server that does not answer is an error naming the node.
 	port, _ := redisproc.FreePort()
-	_, err = Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}, StartTimeout: 300 * time.Millisecond})
+	_, err = Start(ctx, Options{Backend: backends.Addrs, Addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}, StartTimeout: 300 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "node n1") {
 		t.Errorf("Start on a dead address: %v", err)
 	}
@@ -130,7 +131,7 @@ func TestAddrsBackendURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "redis://alice:pa%3Ass@" + srv.Addr + "/5"
-	c := start(t, Options{Backend: BackendAddrs, Addrs: []string{url}})
+	c := start(t, Options{Backend: backends.Addrs, Addrs: []string{url}})
 	n := c.Nodes()[0]
 	conn := n.Pool().Get()
 	who, err := redis.String(conn.Do("ACL", "WHOAMI"))
@@ -155,12 +156,12 @@ func TestAddrsBackendURL(t *testing.T) {
 	}
 
 	// A wrong password is refused with Redis's own message, naming the node.
-	_, err = Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{"redis://alice:wrong@" + srv.Addr}, StartTimeout: time.Minute})
+	_, err = Start(ctx, Options{Backend: backends.Addrs, Addrs: []string{"redis://alice:wrong@" + srv.Addr}, StartTimeout: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "WRONGPASS") || !strings.Contains(err.Error(), "node n1") {
 		t.Errorf("Start with a wrong password: %v", err)
 	}
 	for _, bad := range []string{"http://" + srv.Addr, "redis://" + srv.Addr + "/x", "no-port"} {
-		if _, err := Start(ctx, Options{Backend: BackendAddrs, Addrs: []string{bad}}); !errors.Is(err, locklab.ErrInvalid) {
+		if _, err := Start(ctx, Options{Backend: backends.Addrs, Addrs: []string{bad}}); !errors.Is(err, locklab.ErrInvalid) {
 			t.Errorf("Start(%q): %v, want ErrInvalid", bad, err)
 		}
 	}

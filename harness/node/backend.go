@@ -1,4 +1,4 @@
-// The backends behind a cluster: their names, the options Start takes, and the
+// The backends behind a cluster: the options Start takes, and the
 // two interfaces a backend implements, one to start servers and one to
 // control each of them.
 
@@ -11,15 +11,9 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/internal/tooling/backends"
 
 	"github.com/gomodule/redigo/redis"
-)
-
-// Backend names accepted in Options.Backend and $LOCKLAB_BACKEND.
-const (
-	BackendDocker  = "docker"
-	BackendProcess = "process"
-	BackendAddrs   = "addrs"
 )
 
 // Options configure Start. The zero value (apart from N) starts N
@@ -112,7 +106,7 @@ func autoBackend(ctx context.Context, opts Options) (backend, error) {
 		"  docker: %v\n"+
 		"    install Docker (https://docs.docker.com/engine/install/) and make sure the engine runs and $DOCKER_HOST (or /var/run/docker.sock) reaches it;\n"+
 		"  process: %v\n"+
-		"  or give the addresses of running servers with backend %q (Options.Addrs)", derr, perr, BackendAddrs)
+		"  or give the addresses of running servers with backend %q (Options.Addrs)", derr, perr, backends.Addrs)
 }
 
 func unsupported(op, name string) error {

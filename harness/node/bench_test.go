@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // BenchmarkStart measures how long 1 and 5 nodes take to come up on each
 // backend (a speed target is a benchmark here, not a timed test).
 func BenchmarkStart(b *testing.B) {
-	for _, be := range []string{BackendProcess, BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		for _, n := range []int{1, 5} {
 			b.Run(fmt.Sprintf("%s/%d", be, n), func(b *testing.B) {
-				if be == BackendDocker {
+				if be == backends.Docker {
 					requireDocker(b)
 				}
 				for i := 0; i < b.N; i++ {
@@ -33,10 +35,10 @@ func BenchmarkStart(b *testing.B) {
 // node's files) of a running node on each backend: what a schedule with a
 // node restart pays.
 func BenchmarkRestart(b *testing.B) {
-	for _, be := range []string{BackendProcess, BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		for _, keep := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/keep=%v", be, keep), func(b *testing.B) {
-				if be == BackendDocker {
+				if be == backends.Docker {
 					requireDocker(b)
 				}
 				c, err := Start(context.Background(), Options{Backend: be, N: 1, Label: b.Name()})

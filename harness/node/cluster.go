@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // Cluster is a set of Redis nodes started together on one backend. Close
@@ -57,15 +59,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	opts.Backend = strings.ToLower(strings.TrimSpace(opts.Backend))
 	switch opts.Backend {
-	case "", BackendDocker, BackendProcess, BackendAddrs:
+	case "", backends.Docker, backends.Process, backends.Addrs:
 	default:
 		return nil, fmt.Errorf("node: unknown backend %q: want %q, %q, %q or empty for automatic",
-			opts.Backend, BackendDocker, BackendProcess, BackendAddrs)
+			opts.Backend, backends.Docker, backends.Process, backends.Addrs)
 	}
-	if opts.Backend == BackendAddrs && len(opts.Addrs) == 0 {
-		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", BackendAddrs)
+	if opts.Backend == backends.Addrs && len(opts.Addrs) == 0 {
+		return nil, fmt.Errorf("node: backend %q needs Addrs (host:port, password@host:port or a redis:// URL)", backends.Addrs)
 	}
-	if opts.Backend == BackendAddrs && opts.N == 0 {
+	if opts.Backend == backends.Addrs && opts.N == 0 {
 		opts.N = len(opts.Addrs)
 	}
 	if opts.N < 1 {
@@ -81,11 +83,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
 	}
-	if len(opts.Addrs) > 0 && opts.Backend != BackendAddrs && opts.Backend != "" {
-		return nil, fmt.Errorf("node: Addrs given with backend %q: use backend %q", opts.Backend, BackendAddrs)
+	if len(opts.Addrs) > 0 && opts.Backend != backends.Addrs && opts.Backend != "" {
+		return nil, fmt.Errorf("node: Addrs given with backend %q: use backend %q", opts.Backend, backends.Addrs)
 	}
 	if len(opts.Addrs) > 0 && opts.Backend == "" {
-		opts.Backend = BackendAddrs
+		opts.Backend = backends.Addrs
 		if opts.N == 0 {
 			opts.N = len(opts.Addrs)
 		}
@@ -96,11 +98,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		err error
 	)
 	switch opts.Backend {
-	case BackendDocker:
+	case backends.Docker:
 		be, err = newDocker(ctx, opts)
-	case BackendProcess:
+	case backends.Process:
 		be, err = newProcess(opts)
-	case BackendAddrs:
+	case backends.Addrs:
 		be, err = newAddrs(opts)
 	default:
 		be, err = autoBackend(ctx, opts)

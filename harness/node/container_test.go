@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 )
 
@@ -17,7 +18,7 @@ func TestDockerFaultsInsideContainer(t *testing.T) {
 	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
-	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	n := start(t, Options{Backend: backends.Docker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)
 	if !s.supervised {
 		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)
@@ -81,7 +82,7 @@ func TestDockerSupervisorAfterCancelledCommand(t *testing.T) {
 	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
-	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	n := start(t, Options{Backend: backends.Docker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)
 	if !s.supervised {
 		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)
@@ -111,7 +112,7 @@ func TestDockerRestartAfterClose(t *testing.T) {
 	t.Parallel()
 	skipShort(t)
 	requireDocker(t)
-	n := start(t, Options{Backend: BackendDocker, N: 1}).Nodes()[0]
+	n := start(t, Options{Backend: backends.Docker, N: 1}).Nodes()[0]
 	s := n.srv.(*dockerServer)
 	if !s.supervised {
 		t.Skipf("image %s has no /bin/sh: its containers restart whole", s.b.image.name)

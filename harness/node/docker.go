@@ -19,6 +19,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/rcluster"
 )
@@ -178,7 +179,7 @@ func (b *dockerBackend) createNetwork(ctx context.Context, label string) error {
 // sanitize keeps what a container name allows.
 func sanitize(s string) string { return dockerbox.Sanitize(s) }
 
-func (b *dockerBackend) name() string { return BackendDocker }
+func (b *dockerBackend) name() string { return backends.Docker }
 
 func (b *dockerBackend) describe() string {
 	if b.image.built {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // Redis's nodes implement the faults of harness/fault: *Node all but
@@ -32,7 +33,7 @@ func TestSupports(t *testing.T) {
 // Begin and End drive a real node through each fault a stress run injects.
 func TestBeginEnd(t *testing.T) {
 	t.Parallel()
-	n := start(t, Options{Backend: BackendProcess, N: 1}).Nodes()[0]
+	n := start(t, Options{Backend: backends.Process, N: 1}).Nodes()[0]
 	ctx := ctxT(t)
 	for _, f := range []fault.Fault{fault.Pause, fault.Partition, fault.Restart} {
 		do(t, n, "SET", "k", "v")

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 const childEnv = "LOCKLAB_NODE_TEST_CHILD"
@@ -34,9 +36,9 @@ func TestMain(m *testing.M) {
 // and a Redis Cluster), says READY and waits to be killed.
 func runChild() {
 	ctx := context.Background()
-	be, n := BackendDocker, 2
+	be, n := backends.Docker, 2
 	sentinels, rcluster := false, false
-	if v := os.Getenv(childEnv); v == BackendDocker || v == BackendProcess {
+	if v := os.Getenv(childEnv); v == backends.Docker || v == backends.Process {
 		be, n, sentinels = v, 1, true
 	}
 	if v, ok := strings.CutSuffix(os.Getenv(childEnv), "-rcluster"); ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 )
 
@@ -125,7 +126,7 @@ func TestKillRestart(t *testing.T) {
 // connection's EOF.
 func TestPoolAfterRestart(t *testing.T) {
 	t.Parallel()
-	n := start(t, Options{Backend: BackendProcess, N: 1}).Nodes()[0]
+	n := start(t, Options{Backend: backends.Process, N: 1}).Nodes()[0]
 	ctx := ctxT(t)
 	c := n.Pool().Get()
 	if _, err := c.Do("PING"); err != nil {
@@ -319,7 +320,7 @@ func TestCloseAfterFaults(t *testing.T) {
 				t.Errorf("%s still answers after Close", a)
 			}
 		}
-		if be == BackendDocker {
+		if be == backends.Docker {
 			pool, _ := dockerClient(ctx)
 			mine := LabelPid + "=" + strconv.Itoa(os.Getpid())
 			cs, _ := pool.Client.ListContainers(dc.ListContainersOptions{All: true,

@@ -12,6 +12,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // requireDocker skips the test when no Docker engine answers.
@@ -26,9 +27,9 @@ func requireDocker(t testing.TB) {
 // With -short (make test) the docker backend runs in TestBasics only: its
 // containers take seconds each to start; make test-long runs them all.
 func forEachBackend(t *testing.T, f func(t *testing.T, backend string)) {
-	for _, be := range []string{BackendProcess, BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
-			if be == BackendDocker {
+			if be == backends.Docker {
 				if testing.Short() && !strings.HasPrefix(t.Name(), "TestBasics/") {
 					t.Skip("docker backend: -short runs it in TestBasics only (make test-long runs every test)")
 				}
@@ -149,16 +150,16 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{Options{Backend: "podman", N: 1}, `unknown backend "podman"`},
-		{Options{Backend: BackendProcess, N: 0}, "N must be at least 1"},
-		{Options{Backend: BackendProcess, N: -2}, "N must be at least 1"},
-		{Options{Backend: BackendProcess, N: 1, AppendFsync: "sometimes"}, `AppendFsync "sometimes"`},
-		{Options{Backend: BackendAddrs}, "needs Addrs"},
-		{Options{Backend: BackendAddrs, Addrs: []string{"localhost"}}, `malformed address "localhost"`},
-		{Options{Backend: BackendAddrs, Addrs: []string{"localhost:redis"}}, `port "redis"`},
-		{Options{Backend: BackendAddrs, Addrs: []string{"pw@localhost:70000"}}, `port "70000"`},
-		{Options{Backend: BackendAddrs, Addrs: []string{":6379"}}, "empty host"},
-		{Options{Backend: BackendAddrs, N: 3, Addrs: []string{"127.0.0.1:6379"}}, "N=3 but only 1 addresses"},
-		{Options{Backend: BackendProcess, N: 1, Addrs: []string{"127.0.0.1:6379"}}, "Addrs given with backend"},
+		{Options{Backend: backends.Process, N: 0}, "N must be at least 1"},
+		{Options{Backend: backends.Process, N: -2}, "N must be at least 1"},
+		{Options{Backend: backends.Process, N: 1, AppendFsync: "sometimes"}, `AppendFsync "sometimes"`},
+		{Options{Backend: backends.Addrs}, "needs Addrs"},
+		{Options{Backend: backends.Addrs, Addrs: []string{"localhost"}}, `malformed address "localhost"`},
+		{Options{Backend: backends.Addrs, Addrs: []string{"localhost:redis"}}, `port "redis"`},
+		{Options{Backend: backends.Addrs, Addrs: []string{"pw@localhost:70000"}}, `port "70000"`},
+		{Options{Backend: backends.Addrs, Addrs: []string{":6379"}}, "empty host"},
+		{Options{Backend: backends.Addrs, N: 3, Addrs: []string{"127.0.0.1:6379"}}, "N=3 but only 1 addresses"},
+		{Options{Backend: backends.Process, N: 1, Addrs: []string{"127.0.0.1:6379"}}, "Addrs given with backend"},
 	}
 	for _, tc := range cases {
 		c, err := Start(ctx, tc.opts)
@@ -176,7 +177,7 @@ func TestBadInput(t *testing.T) {
 func TestBackendFromEnv(t *testing.T) {
 	t.Setenv("LOCKLAB_BACKEND", "process")
 	c := start(t, Options{N: 1})
-	if c.Backend() != BackendProcess {
+	if c.Backend() != backends.Process {
 		t.Fatalf("Backend() = %q with LOCKLAB_BACKEND=process", c.Backend())
 	}
 	if d := c.Describe(); !strings.HasPrefix(d, "process ") || !strings.Contains(d, "(Redis ") {
@@ -191,9 +192,9 @@ func TestBackendFromEnv(t *testing.T) {
 func TestAutoBackend(t *testing.T) {
 	t.Parallel()
 	c := start(t, Options{N: 1})
-	want := BackendProcess
+	want := backends.Process
 	if _, err := dockerClient(context.Background()); err == nil {
-		want = BackendDocker
+		want = backends.Docker
 	}
 	if c.Backend() != want {
 		t.Errorf("automatic backend = %q, want %q", c.Backend(), want)
@@ -203,7 +204,7 @@ func TestAutoBackend(t *testing.T) {
 
 func TestNodeThatDoesNotComeUp(t *testing.T) {
 	t.Setenv("LOCKLAB_REDIS_SERVER", "/bin/false")
-	c, err := Start(context.Background(), Options{Backend: BackendProcess, N: 2, StartTimeout: time.Second})
+	c, err := Start(context.Background(), Options{Backend: backends.Process, N: 2, StartTimeout: time.Second})
 	if err == nil {
 		c.Close()
 		t.Fatal("Start with /bin/false as redis-server succeeded")

@@ -16,8 +16,10 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/rcluster"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 )
 
 // processBackend runs redis-server processes on loopback ports, each with its
@@ -35,7 +37,7 @@ func newProcess(opts Options) (*processBackend, error) {
 	return &processBackend{bin: bin, timeout: opts.StartTimeout}, nil
 }
 
-func (b *processBackend) name() string     { return BackendProcess }
+func (b *processBackend) name() string     { return backends.Process }
 func (b *processBackend) describe() string { return "process " + b.bin }
 func (b *processBackend) close() error     { return nil }
 
@@ -59,7 +61,7 @@ func (b *processBackend) start(ctx context.Context, _ int, name string, p persis
 		ln.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, nil
+	return &processServer{srv: srv, px: tcpproxy.Serve(ln, srv.Addr), direct: srv.Addr}, nil
 }
 
 // startSentinel runs redis-server in Sentinel mode with the configuration
@@ -81,7 +83,7 @@ func (b *processBackend) startSentinel(ctx context.Context, _ int, name, conf st
 		ln.Close()
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, nil
+	return &processServer{srv: srv, px: tcpproxy.Serve(ln, srv.Addr), direct: srv.Addr}, nil
 }
 
 // startClusterNode runs a cluster node behind a proxy like the others. It
@@ -114,21 +116,21 @@ func (b *processBackend) startClusterNode(ctx context.Context, _ int, name strin
 		ln.Close()
 		return nil, 0, fmt.Errorf("node %s: %w", name, err)
 	}
-	return &processServer{srv: srv, px: serveProxy(ln, srv.Addr), direct: srv.Addr}, srv.BusPort, nil
+	return &processServer{srv: srv, px: tcpproxy.Serve(ln, srv.Addr), direct: srv.Addr}, srv.BusPort, nil
 }
 
 // processServer is one redis-server process and its proxy.
 type processServer struct {
 	mu     sync.Mutex
 	srv    *redisproc.Server
-	px     *proxy
+	px     *tcpproxy.Proxy
 	paused bool
 	// direct is the redis-server's own address: a restart keeps its port.
 	direct string
 }
 
-func (s *processServer) addr() string     { return s.px.addr() }
-func (s *processServer) peerAddr() string { return s.px.addr() }
+func (s *processServer) addr() string     { return s.px.Addr() }
+func (s *processServer) peerAddr() string { return s.px.Addr() }
 
 func (s *processServer) directAddr() string { return s.direct }
 
@@ -193,8 +195,8 @@ func wipeDir(dir, keep string) error {
 	return nil
 }
 
-func (s *processServer) partition(context.Context) error { s.px.cut(); return nil }
-func (s *processServer) heal(context.Context) error      { s.px.heal(); return nil }
+func (s *processServer) partition(context.Context) error { s.px.Cut(); return nil }
+func (s *processServer) heal(context.Context) error      { s.px.Heal(); return nil }
 
 func (s *processServer) persist(_ context.Context, _ redis.Conn, p persistence) error {
 	s.mu.Lock()
@@ -206,7 +208,7 @@ func (s *processServer) persist(_ context.Context, _ redis.Conn, p persistence) 
 func (s *processServer) logTail(n int) string { return s.srv.LogTail(n) }
 
 func (s *processServer) close() error {
-	s.px.close()
+	s.px.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srv.Stop()

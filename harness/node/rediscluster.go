@@ -14,6 +14,7 @@ import (
 
 	"github.com/locklab/locklab/harness/fault"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/rcluster"
 	"github.com/locklab/locklab/lockkit"
 )
@@ -85,7 +86,7 @@ func (c *Cluster) StartRedisCluster(ctx context.Context, opts RedisClusterOption
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	if c.be.name() == BackendAddrs {
+	if c.be.name() == backends.Addrs {
 		return nil, fmt.Errorf("%w: cannot start a Redis Cluster: the addrs backend talks to servers it does not control; "+
 			"use the docker or process backend", fault.ErrUnsupported)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // rclusterBackends runs f on the process and docker backends, unless
@@ -22,9 +23,9 @@ func rclusterBackends(t *testing.T, f func(t *testing.T, backend string)) {
 	if testing.Short() {
 		t.Skip("a Redis Cluster is six servers; make test-long runs it")
 	}
-	for _, be := range []string{BackendProcess, BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
-			if be == BackendDocker {
+			if be == backends.Docker {
 				requireDocker(t)
 			}
 			t.Parallel()

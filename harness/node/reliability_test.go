@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // startChild runs this test binary as a child that starts a docker cluster
@@ -80,7 +82,7 @@ func TestStaleRemovedAfterSIGKILL(t *testing.T) {
 		t.Fatalf("after SIGKILL the child's containers %v and networks %v should still be there", cs, ns)
 	}
 	// The next Start cleans them up (and keeps its own).
-	c := start(t, Options{Backend: BackendDocker, N: 1})
+	c := start(t, Options{Backend: backends.Docker, N: 1})
 	// Another test binary may be removing them at the same moment.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		cs, ns := ownedBy(pool.Client, pid)
@@ -148,7 +150,7 @@ func TestPullNeverHangs(t *testing.T) {
 		t.Fatalf("pull took %v, bound is %v", d, pullTimeout)
 	}
 	// A missing image falls back to the local build.
-	c := start(t, Options{Backend: BackendDocker, N: 1, Image: "locklab/no-such-image:0"})
+	c := start(t, Options{Backend: backends.Docker, N: 1, Image: "locklab/no-such-image:0"})
 	if !strings.Contains(c.Describe(), LocalImageRepo) {
 		t.Errorf("Describe() = %q, want the local image", c.Describe())
 	}

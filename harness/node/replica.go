@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // AddReplica starts a new node that replicates master, named after it
@@ -30,7 +32,7 @@ func (c *Cluster) addReplica(ctx context.Context, master *Node, name string, att
 	if master == nil || master.cluster != c {
 		return nil, errors.New("node: AddReplica: master is not a node of this cluster")
 	}
-	if c.be.name() == BackendAddrs {
+	if c.be.name() == backends.Addrs {
 		return nil, unsupported("add a replica", master.name)
 	}
 	c.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/internal/tooling/backends"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -121,7 +122,7 @@ func (c *Cluster) StartSentinels(ctx context.Context, opts SentinelOptions) (*Se
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	if c.be.name() == BackendAddrs {
+	if c.be.name() == backends.Addrs {
 		return nil, fmt.Errorf("%w: cannot start a Sentinel group: the addrs backend talks to servers it does not control; "+
 			"use the docker or process backend", fault.ErrUnsupported)
 	}

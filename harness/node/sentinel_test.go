@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/procid"
 
 	"github.com/locklab/locklab/harness/fault"
@@ -24,9 +25,9 @@ import (
 // sentinelBackends runs f on the process backend and, unless -short, on
 // docker: a group is seven containers.
 func sentinelBackends(t *testing.T, f func(t *testing.T, backend string)) {
-	for _, be := range []string{BackendProcess, BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
-			if be == BackendDocker {
+			if be == backends.Docker {
 				if testing.Short() {
 					t.Skip("docker backend: a Sentinel group is seven containers; make test-long runs it")
 				}
@@ -256,7 +257,7 @@ func TestSentinelFailover(t *testing.T) {
 func TestSentinelClusterCloseRemovesGroup(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	c, err := Start(ctx, Options{Backend: BackendProcess, N: 1, Label: t.Name()})
+	c, err := Start(ctx, Options{Backend: backends.Process, N: 1, Label: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func interruptRemoves(t *testing.T, be string, child *exec.Cmd, wait func() erro
 	t.Helper()
 	pid := child.Process.Pid
 	owned := func() []string {
-		if be == BackendDocker {
+		if be == backends.Docker {
 			pool, _ := dockerClient(context.Background())
 			cs, _ := ownedBy(pool.Client, pid)
 			return cs

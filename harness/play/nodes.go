@@ -12,6 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // Servers are the Redis servers one session plays on: its own, so that its
@@ -43,7 +44,7 @@ func ClusterServers(backend, image string) StartServers {
 		if err != nil {
 			return nil, err
 		}
-		if c.Backend() == node.BackendAddrs {
+		if c.Backend() == backends.Addrs {
 			c.Close()
 			return nil, errors.New("play starts servers of its own for every participant: use the process or docker backend, not addrs")
 		}
@@ -96,7 +97,7 @@ func StoreServers(ctx context.Context, l Level) (Servers, error) {
 	if err := harness.StoreInstalled(l.Store); err != nil {
 		return nil, err
 	}
-	ns, err := d.Start(ctx, node.BackendProcess, 1)
+	ns, err := d.Start(ctx, backends.Process, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // The renderers are tested on histories and a matrix recorded from real
@@ -108,7 +109,7 @@ func TestRecordTestdata(t *testing.T) {
 		t.Skip("re-record with -record (needs redis-server)")
 	}
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
+	c, err := node.Start(ctx, node.Options{Backend: backends.Process, N: 3, Label: t.Name()})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	var nodes []harness.Node

@@ -13,6 +13,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // redisCluster starts a Redis Cluster on backend be, skipping the test
@@ -22,7 +23,7 @@ func redisCluster(t *testing.T, be string) *node.RedisCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
-	if be == node.BackendDocker && err != nil {
+	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
@@ -47,11 +48,11 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 		t.Skip("starts a Redis Cluster and waits for a failover")
 	}
 	t.Parallel()
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			g := redisCluster(t, be)
 			for _, processes := range []bool{false, true} {
-				if processes && be == node.BackendDocker {
+				if processes && be == backends.Docker {
 					continue // the worker's cluster pool is the same on both
 				}
 				rep, f := runFailover(t, stress.Options{
@@ -94,7 +95,7 @@ func TestClusterFailoverBadOptions(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	g := redisCluster(t, node.BackendProcess)
+	g := redisCluster(t, backends.Process)
 	for o, want := range map[*stress.Options]string{
 		{Strategy: "redlock", RedisCluster: g}: "cannot run on a Redis Cluster",
 		{Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",

@@ -13,6 +13,7 @@ import (
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // sentinelGroup starts a Sentinel group on backend be, skipping the test
@@ -21,7 +22,7 @@ func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
-	if be == node.BackendDocker && err != nil {
+	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 		t.Skip("starts a Sentinel group and waits for a failover")
 	}
 	t.Parallel()
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			g := sentinelGroup(t, be)
 			for _, processes := range []bool{false, true} {
@@ -138,7 +139,7 @@ func TestFailoverBadOptions(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	g := sentinelGroup(t, node.BackendProcess)
+	g := sentinelGroup(t, backends.Process)
 	for _, o := range []stress.Options{
 		{Strategy: "redlock", Sentinels: g, Faults: []fault.Fault{fault.Failover}},
 		{Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover, fault.Pause}},

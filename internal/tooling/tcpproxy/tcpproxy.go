@@ -1,7 +1,9 @@
-// The loopback TCP proxy in front of a process-backend server: cutting it
-// is how a partition is made, healing it closes what it held meanwhile.
-
-package node
+// Package tcpproxy is a loopback TCP proxy in front of a server: cutting
+// it is how a partition is made, healing it closes what it held meanwhile.
+// Redis's process backend puts one in front of every redis-server, and
+// the other stores' stress runs and docker tests one in front of a
+// member's client address.
+package tcpproxy
 
 import (
 	"io"
@@ -10,13 +12,15 @@ import (
 	"time"
 )
 
-// proxy is a loopback TCP proxy in front of one server. While cut, it
-// forwards nothing: open connections lose their upstream and every byte
-// clients send is swallowed without an answer, and new connections are
-// accepted but never forwarded, so clients time out as in a network
-// partition. Heal closes the connections held during the cut; later ones are
-// forwarded again.
-type proxy struct {
+// Proxy is a loopback TCP proxy in front of one server: clients dial Addr
+// instead of the server. While cut, it forwards nothing: open connections
+// lose their upstream and every byte clients send is swallowed without an
+// answer, and new connections are accepted but never forwarded, so clients
+// time out as in a network partition. Heal closes the connections held
+// during the cut; later ones are forwarded again. Only the traffic through
+// the proxy is cut: whatever reaches the server by another way (a
+// cluster's peer traffic) is not.
+type Proxy struct {
 	ln     net.Listener
 	target string
 
@@ -33,18 +37,29 @@ type pair struct {
 	held       bool // upstream cut: keep the client silent
 }
 
-// serveProxy forwards what ln accepts to target. Listening first lets the
+// New listens on a free loopback port and forwards to target
+// ("host:port").
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return Serve(ln, target), nil
+}
+
+// Serve forwards what ln accepts to target. Listening first lets the
 // server behind it learn the proxy's address before it starts.
-func serveProxy(ln net.Listener, target string) *proxy {
-	p := &proxy{ln: ln, target: target, pairs: map[*pair]struct{}{}, held: map[net.Conn]struct{}{}}
+func Serve(ln net.Listener, target string) *Proxy {
+	p := &Proxy{ln: ln, target: target, pairs: map[*pair]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p
 }
 
-func (p *proxy) addr() string { return p.ln.Addr().String() }
+// Addr is the address clients dial, "127.0.0.1:port".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *proxy) serve() {
+func (p *Proxy) serve() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -69,7 +84,7 @@ func (p *proxy) serve() {
 }
 
 // holdLocked swallows what c sends until it closes or Heal closes it.
-func (p *proxy) holdLocked(c net.Conn) {
+func (p *Proxy) holdLocked(c net.Conn) {
 	p.held[c] = struct{}{}
 	p.wg.Add(1)
 	go func() {
@@ -82,7 +97,7 @@ func (p *proxy) holdLocked(c net.Conn) {
 	}()
 }
 
-func (p *proxy) forward(c net.Conn) {
+func (p *Proxy) forward(c net.Conn) {
 	defer p.wg.Done()
 	p.mu.Lock()
 	target := p.target
@@ -138,8 +153,8 @@ func (p *proxy) forward(c net.Conn) {
 	}
 }
 
-// cut starts the partition.
-func (p *proxy) cut() {
+// Cut starts a partition between the clients and the server.
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.isCut = true
@@ -149,8 +164,8 @@ func (p *proxy) cut() {
 	}
 }
 
-// heal ends the partition, closing the connections held during it.
-func (p *proxy) heal() {
+// Heal ends the partition, closing the connections held during it.
+func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.isCut = false
@@ -164,8 +179,8 @@ func (p *proxy) heal() {
 	}
 }
 
-// close stops the proxy and closes every connection.
-func (p *proxy) close() {
+// Close stops the proxy and closes every connection through it.
+func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.ln.Close()
@@ -180,42 +195,11 @@ func (p *proxy) close() {
 	p.wg.Wait()
 }
 
-// Proxy is a loopback TCP proxy in front of a server that this package does
-// not run (an etcd member, say): clients dial Addr instead of the server,
-// and Cut partitions them from it (open connections lose their upstream,
-// what clients send is swallowed without an answer, new connections are
-// accepted and never forwarded) until Heal, which closes the connections
-// held meanwhile. Only the traffic through the proxy is cut: whatever
-// reaches the server by another way (a cluster's peer traffic) is not.
-type Proxy struct{ p *proxy }
-
-// NewProxy listens on a free loopback port and forwards to target
-// ("host:port").
-func NewProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	return &Proxy{serveProxy(ln, target)}, nil
-}
-
-// Addr is the address clients dial, "127.0.0.1:port".
-func (p *Proxy) Addr() string { return p.p.addr() }
-
-// Cut starts a partition between the clients and the server.
-func (p *Proxy) Cut() { p.p.cut() }
-
-// Heal ends it.
-func (p *Proxy) Heal() { p.p.heal() }
-
-// Close stops the proxy and closes every connection through it.
-func (p *Proxy) Close() { p.p.close() }
-
 // Retarget sends the connections made from now on to target: an address
 // that moves with a primary that failed over. Those made before stay
 // with the server they reached.
 func (p *Proxy) Retarget(target string) {
-	p.p.mu.Lock()
-	p.p.target = target
-	p.p.mu.Unlock()
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
