@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
@@ -109,13 +108,12 @@ func TestRecordTestdata(t *testing.T) {
 		t.Skip("re-record with -record (needs redis-server)")
 	}
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: backends.Process, N: 3, Label: t.Name()})
+	d, err := harness.MainStore()
 	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	var nodes []harness.Node
-	for _, n := range c.Nodes() {
-		nodes = append(nodes, n)
-	}
+	s, err := d.StartNodes(ctx, harness.NodesOptions{Backend: backends.Process, N: 3, Label: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	nodes := s.Nodes
 	for _, name := range recorded {
 		sc, st, _ := strings.Cut(name, " ")
 		cs, err := harness.Resolve(sc, st)

@@ -9,11 +9,13 @@
 //	driver.go  the store's Driver
 //	store.go   a slot's store: its pools, emptying, time, probing the lock
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
-//	nodes.go   the servers a matrix of its strategies runs on
+//	nodes.go   the servers a matrix of its strategies and play's levels run on
 //	touch.go   what each command reads and writes, a transaction's at EXEC
 package redis
 
 import (
+	"context"
+
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
@@ -30,6 +32,9 @@ func init() {
 			strategies.FamilyRedlock, strategies.FamilyReentrant},
 		Main:    true,
 		Workers: true,
+		StartNodes: func(ctx context.Context, o harness.NodesOptions) (*harness.StartedNodes, error) {
+			return startNodes(ctx, node.Options{Backend: o.Backend, Image: o.Image, N: o.N, Label: o.Label}, o.Replica)
+		},
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
