@@ -20,8 +20,8 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -51,7 +51,7 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 		if strings.TrimSpace(a) == "" {
 			return g.args.badFlag(cmd, "addr", a, want)
 		}
-		if _, err := node.ParseAddr(a); err != nil {
+		if _, err := redisnode.ParseAddr(a); err != nil {
 			return g.args.badFlag(cmd, "addr", redact(a), "%s", addrWhy(err))
 		}
 	}
@@ -91,15 +91,15 @@ var addrQuoted = regexp.MustCompile(`^(malformed address|redis URL) "[^"]*": `)
 func redact(a string) string { return locklab.RedactURL(a) }
 
 // refused fails at once when nothing listens at an address given with
-// --addr, which node.Start would retry for seconds, as it does for a
-// server that is starting. Other dial failures are node.Start's to tell.
+// --addr, which redisnode.Start would retry for seconds, as it does for a
+// server that is starting. Other dial failures are redisnode.Start's to tell.
 func refused(ctx context.Context, addrs []string) error {
 	errs := make([]error, len(addrs))
 	done := make(chan struct{})
 	for i, a := range addrs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			o, err := node.ParseAddr(a)
+			o, err := redisnode.ParseAddr(a)
 			if err != nil {
 				return
 			}
@@ -128,8 +128,8 @@ func refused(ctx context.Context, addrs []string) error {
 }
 
 // cluster starts n Redis nodes on the chosen backend; the caller closes it.
-func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluster, []harness.Node, error) {
-	opts := node.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
+func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*redisnode.Cluster, []harness.Node, error) {
+	opts := redisnode.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
 	if len(g.addrs) > 0 {
 		if opts.Backend == "" {
 			opts.Backend = backends.Addrs
@@ -141,7 +141,7 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 			}
 		}
 	}
-	c, err := node.Start(ctx, opts)
+	c, err := redisnode.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +155,7 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 
 // withReplica gives the first node an asynchronous replica when need is
 // set (needsReplica), where the backend can start one.
-func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, need bool) []harness.Node {
+func withReplica(ctx context.Context, c *redisnode.Cluster, nodes []harness.Node, need bool) []harness.Node {
 	if !need || c.Backend() == backends.Addrs {
 		return nodes
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // cliChildEnv makes the test binary run the CLI itself: the signal tests
@@ -90,13 +90,13 @@ func leftovers(t *testing.T, pool *dockertest.Pool, pid int, tmp string) []strin
 		}
 	}
 	if pool != nil {
-		filter := map[string][]string{"label": {node.LabelPid + "=" + strconv.Itoa(pid)}}
+		filter := map[string][]string{"label": {redisnode.LabelPid + "=" + strconv.Itoa(pid)}}
 		cs, err := pool.Client.ListContainers(dc.ListContainersOptions{All: true, Filters: filter})
 		require.NoError(t, err)
 		for _, c := range cs {
 			out = append(out, "container "+strings.Join(c.Names, ","))
 		}
-		ns, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {node.LabelPid + "=" + strconv.Itoa(pid): true}})
+		ns, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {redisnode.LabelPid + "=" + strconv.Itoa(pid): true}})
 		require.NoError(t, err)
 		for _, n := range ns {
 			out = append(out, "network "+n.Name)

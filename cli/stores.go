@@ -17,7 +17,7 @@ import (
 )
 
 // startStores starts the servers that the strategies named lock on beyond
-// Redis, on backend, that of the Redis nodes (node.Cluster.Backend); none
+// Redis, on backend, that of the Redis nodes (redisnode.Cluster.Backend); none
 // when no strategy of another store is named. The caller closes them.
 func (g *globals) startStores(ctx context.Context, w io.Writer, backend string, names []string) (*stores.Servers, error) {
 	if err := g.storesGiven(names); err != nil {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -404,8 +404,8 @@ func checkClusterFailover(faults []fault.Fault, d strategies.Description) error 
 
 // startRedisCluster starts the Redis Cluster a cluster-failover run locks
 // on; c's Close removes it too.
-func startRedisCluster(ctx context.Context, w io.Writer, c *node.Cluster) (*node.RedisCluster, error) {
-	g, err := c.StartRedisCluster(ctx, node.RedisClusterOptions{})
+func startRedisCluster(ctx context.Context, w io.Writer, c *redisnode.Cluster) (*redisnode.RedisCluster, error) {
+	g, err := c.StartRedisCluster(ctx, redisnode.RedisClusterOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -419,8 +419,8 @@ func startRedisCluster(ctx context.Context, w io.Writer, c *node.Cluster) (*node
 
 // startSentinels starts the Sentinel group a failover run locks on; c's
 // Close removes it too.
-func startSentinels(ctx context.Context, w io.Writer, c *node.Cluster) (*node.SentinelGroup, error) {
-	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+func startSentinels(ctx context.Context, w io.Writer, c *redisnode.Cluster) (*redisnode.SentinelGroup, error) {
+	g, err := c.StartSentinels(ctx, redisnode.SentinelOptions{})
 	if err != nil {
 		return nil, err
 	}

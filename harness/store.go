@@ -16,8 +16,8 @@
 // A store's folder holds:
 //
 //   - its servers: starting and stopping them on a backend (process or
-//     docker), and their faults, as Nodes implementing harness/node's
-//     fault interfaces (fault.Killer, fault.Restarter, fault.Pauser,
+//     docker), and their faults, as Nodes implementing harness/fault's
+//     interfaces (fault.Killer, fault.Restarter, fault.Pauser,
 //     fault.FailingOver);
 //   - its Driver: its name and title, its Store for a slot's runs, which
 //     scenarios have no meaning on it and why, its tellings of the

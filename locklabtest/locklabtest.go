@@ -40,12 +40,12 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/redis"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -232,7 +232,7 @@ func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	t.Helper()
 	st := stores.Of(name)
 	if st == "" {
-		nodes, stop, err := redis.StartMatrixNodes(ctx, node.Options{Backend: backend, Label: "locklabtest"})
+		nodes, stop, err := redis.StartMatrixNodes(ctx, redisnode.Options{Backend: backend, Label: "locklabtest"})
 		if err != nil {
 			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
 		}

@@ -1,7 +1,8 @@
 // Package stores holds the stores that locklab's locks run on, one folder
 // each (stores/redis, stores/etcd, stores/postgres, stores/zookeeper), and
 // starts the servers of those other than Redis for the CLI, play and the
-// documentation generator (Redis's are the nodes harness/node starts).
+// documentation generator (Redis's are the nodes stores/redis/redisnode
+// starts).
 // Importing it registers every store with the harness; each store's
 // folder registers itself (harness.RegisterStore), as database/sql's
 // drivers do, and this package is the one list of them.
@@ -72,9 +73,9 @@ func Names() []string {
 }
 
 // Backend resolves the backend the servers run on from the Redis nodes'
-// (node.Options.Backend or node.Cluster.Backend): "docker" and "process"
-// are themselves; "" is docker when a Docker engine answers, else process,
-// as harness/node picks; any other (addrs) gives no store but Redis.
+// (redisnode.Options.Backend or redisnode.Cluster.Backend): "docker" and
+// "process" are themselves; "" is docker when a Docker engine answers, else
+// process, as redisnode picks; any other (addrs) gives no store but Redis.
 func Backend(ctx context.Context, redis string) (string, error) {
 	switch redis {
 	case backends.Docker, backends.Process:

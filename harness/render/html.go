@@ -33,7 +33,7 @@ type Meta struct {
 	// Title heads the page (default "locklab verdict matrix").
 	Title string
 	// Redis says which Redis answered, e.g. "process /usr/bin/redis-server
-	// (Redis 7.0.15)" (node.Cluster.Describe).
+	// (Redis 7.0.15)" (redisnode.Cluster.Describe).
 	Redis string
 	// Backend is the node backend: docker, process or addrs.
 	Backend string

@@ -13,15 +13,15 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // Bounds of the stages of a cluster failover that depend on the cluster:
 // the election of the replica (cluster-node-timeout, then the replica's
 // election delay of 500ms or more and the masters' votes) and the old
 // master's return as a replica. Both take a few seconds at the 1s node
-// timeout of node.RedisClusterOptions; the bounds leave room for a loaded
+// timeout of redisnode.RedisClusterOptions; the bounds leave room for a loaded
 // machine.
 const (
 	electWithin  = 30 * time.Second
@@ -68,7 +68,7 @@ func newClusterPool(addrs []string) (*locklab.ClusterPool, error) {
 
 // flushCluster empties every master of the cluster, so a run starts from a
 // clean key space.
-func flushCluster(ctx context.Context, g *node.RedisCluster) error {
+func flushCluster(ctx context.Context, g *redisnode.RedisCluster) error {
 	masters, _, err := g.Masters(ctx)
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 		back := time.Now()
 		// Its ACL users lived in memory only: the clients' user again,
 		// before the node may serve them as a master.
-		if err := addClientUser(bg, []*node.Node{old}); err != nil {
+		if err := addClientUser(bg, []*redisnode.Node{old}); err != nil {
 			fail(err)
 			return
 		}
@@ -188,7 +188,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 }
 
 // names lists the nodes' names.
-func names(ns []*node.Node) string {
+func names(ns []*redisnode.Node) string {
 	s := ""
 	for i, n := range ns {
 		if i > 0 {

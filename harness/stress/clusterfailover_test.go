@@ -10,25 +10,25 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // redisCluster starts a Redis Cluster on backend be, skipping the test
 // where the docker engine does not answer; the cluster is closed at the
 // end.
-func redisCluster(t *testing.T, be string) *node.RedisCluster {
+func redisCluster(t *testing.T, be string) *redisnode.RedisCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: be, N: 1, Label: t.Name()})
 	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	g, err := c.StartRedisCluster(ctx, node.RedisClusterOptions{})
+	g, err := c.StartRedisCluster(ctx, redisnode.RedisClusterOptions{})
 	require.NoError(t, err)
 	return g
 }

@@ -73,7 +73,7 @@
 // With Options.Sentinels the lock lives on the master of a Redis Sentinel
 // group (a master, its asynchronous replicas and the Sentinels watching
 // them), found through a locklab.SentinelPool, and the node fault
-// node.Failover cuts that master off from its replicas and the Sentinels
+// redisnode.Failover cuts that master off from its replicas and the Sentinels
 // by turning its default user off, while the clients, which authenticate
 // as a user of their own, keep holding and taking the lock on it. The
 // Sentinels, which deem it down after 1s (down-after-milliseconds),
@@ -89,7 +89,7 @@
 //
 // With Options.RedisCluster the lock lives on a Redis Cluster (three
 // masters, a replica each, cluster-node-timeout 1s), reached through a
-// locklab.ClusterPool per client, and the node fault node.ClusterFailover
+// locklab.ClusterPool per client, and the node fault redisnode.ClusterFailover
 // fails over the master of the lock key's slot: it turns that master's
 // default user off, which cuts its replication link (the replica logs in
 // as the default user; the clients do not), for FaultFor while the clients

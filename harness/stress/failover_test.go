@@ -10,24 +10,24 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // sentinelGroup starts a Sentinel group on backend be, skipping the test
 // where the backend is not available; the cluster is closed at the end.
-func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
+func sentinelGroup(t *testing.T, be string) *redisnode.SentinelGroup {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: be, N: 1, Label: t.Name()})
 	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+	g, err := c.StartSentinels(ctx, redisnode.SentinelOptions{})
 	require.NoError(t, err)
 	return g
 }
@@ -84,7 +84,7 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 // what every such run shows: the failover's steps. It returns the report
 // and the first failover once the old master is a replica again, ready for
 // the next run's failover.
-func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
+func failoverRun(t *testing.T, g *redisnode.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
 		Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover},

@@ -10,15 +10,15 @@ import (
 	"fmt"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // StartMatrixNodes starts the Redis servers a whole matrix runs on, as
 // `locklab matrix` does: three nodes with opts (its N is set to 3), the
 // first with an asynchronous replica for the scenarios that fail it over.
 // stop stops them.
-func StartMatrixNodes(ctx context.Context, opts node.Options) (nodes []harness.Node, stop func() error, err error) {
+func StartMatrixNodes(ctx context.Context, opts redisnode.Options) (nodes []harness.Node, stop func() error, err error) {
 	opts.N = 3
 	s, err := startNodes(ctx, opts, true)
 	if err != nil {
@@ -27,11 +27,11 @@ func StartMatrixNodes(ctx context.Context, opts node.Options) (nodes []harness.N
 	return s.Nodes, s.Close, nil
 }
 
-// startNodes starts a node.Cluster with opts, n1 with an asynchronous
+// startNodes starts a redisnode.Cluster with opts, n1 with an asynchronous
 // replica when replica says so and the backend can start one (not on
 // servers given by address).
-func startNodes(ctx context.Context, opts node.Options, replica bool) (*harness.StartedNodes, error) {
-	c, err := node.Start(ctx, opts)
+func startNodes(ctx context.Context, opts redisnode.Options, replica bool) (*harness.StartedNodes, error) {
+	c, err := redisnode.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

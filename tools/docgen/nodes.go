@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/redis"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -17,7 +17,7 @@ import (
 // the failover scenario, as `locklab matrix --backend process` does. The
 // caller calls stop when done.
 func StartNodes(ctx context.Context) (nodes []harness.Node, stop func() error, err error) {
-	return redis.StartMatrixNodes(ctx, node.Options{Backend: backends.Process})
+	return redis.StartMatrixNodes(ctx, redisnode.Options{Backend: backends.Process})
 }
 
 // StartStores starts the servers of the other stores the matrix and the

@@ -1,7 +1,7 @@
 // A cluster: Start starts its nodes on one backend, and Close removes them
 // with everything the backend created for them.
 
-package node
+package redisnode
 
 import (
 	"context"

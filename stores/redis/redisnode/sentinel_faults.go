@@ -1,7 +1,7 @@
 // The faults of a Sentinel group: pause, kill and restart the master the
 // Sentinels name, and a failover of their own.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // the faults it injects into it, and the pooled connections that a fault
 // makes stale.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // two interfaces a backend implements, one to start servers and one to
 // control each of them.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // container's first process, and the commands that write a configuration,
 // start and kill its redis-server.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // A Redis Cluster: masters that share the hash slots, each with its
 // replicas, which take over a master the others find failing.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // Replication inside a cluster: a replica started for a master, its link cut,
 // its promotion, and the wait until it has caught up.
 
-package node
+package redisnode
 
 import (
 	"context"

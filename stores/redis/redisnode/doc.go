@@ -1,5 +1,5 @@
-// Package node starts, breaks and removes the real Redis servers the harness
-// races locks on.
+// Package redisnode starts, breaks and removes the real Redis servers the
+// harness races locks on: the servers of Redis's store (stores/redis).
 //
 // # Backends
 //
@@ -90,4 +90,4 @@
 // are removed on the next start like the others.
 //
 // Every node has a redigo Pool (a locklab.ConnSource) and Dial.
-package node
+package redisnode

@@ -1,7 +1,7 @@
 // The addrs backend: servers the user already runs, given by address
 // (ParseAddr reads them), which the harness pings but cannot fault.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // What earlier runs left behind: the containers and networks of a process
 // that is gone, removed when a docker cluster starts.
 
-package node
+package redisnode
 
 import (
 	"context"

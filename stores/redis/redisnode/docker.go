@@ -2,7 +2,7 @@
 // creates to this process, and the private network of each cluster with a
 // fixed address per node.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // A replicated node: a master and one asynchronous replica seen as a single
 // node, whose Failover promotes the replica that missed the last writes.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // SIGINT or SIGTERM arrives, then the signal is delivered again
 // (internal/tooling/cleanup).
 
-package node
+package redisnode
 
 import "github.com/locklab/locklab/internal/tooling/cleanup"
 

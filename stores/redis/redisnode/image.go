@@ -1,7 +1,7 @@
 // The docker backend's image: the one asked for when present or pullable,
 // else one built FROM scratch from the host's redis-server.
 
-package node
+package redisnode
 
 import (
 	"archive/tar"

@@ -1,7 +1,7 @@
 // The faults of a docker node: pause, kill, restart and partition done to
 // its container through the engine or its supervisor.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // A Redis Sentinel group: a master, its replicas, and the Sentinels that
 // watch them and promote a replica when the master stops answering.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // The process backend: redis-server processes on loopback ports, each behind
 // a proxy, paused and resumed with signals, killed and restarted.
 
-package node
+package redisnode
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // configuration, its start, its log and its removal. The faults done to it
 // are in container_faults.go, its supervisor in container_supervisor.go.
 
-package node
+package redisnode
 
 import (
 	"archive/tar"
