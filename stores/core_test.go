@@ -28,26 +28,36 @@ import (
 // (its Options.Sentinels and RedisCluster are Redis's servers): through
 // harness/stress, which every core package but harness/fault imports, the
 // core depends on stores/redis/redisnode, and on no other package of
-// stores/.
+// stores/; and no package the core depends on but harness/stress imports
+// it, or any other package of stores/redis.
 func TestCoreKnowsNoStore(t *testing.T) {
 	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
-	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
+	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, core...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	forbidden := []string{"github.com/jackc/pgx", "go.etcd.io/etcd", "google.golang.org/grpc",
 		"github.com/go-zookeeper/zk", "github.com/locklab/locklab/stores"}
-	deps := strings.Fields(string(out))
-	if len(deps) < 20 {
-		t.Fatalf("go list -deps found %d packages: %v", len(deps), deps)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 20 {
+		t.Fatalf("go list -deps found %d packages: %v", len(lines), lines)
 	}
-	for _, p := range deps {
-		if p == stressRedis {
+	for _, line := range lines {
+		imports := strings.Fields(line)
+		p := imports[0]
+		if p != stressRedis {
+			for _, f := range forbidden {
+				if under(p, f) {
+					t.Errorf("the harness's core depends on %s", p)
+				}
+			}
+		}
+		if p == stressPkg || under(p, stressRedis) {
 			continue
 		}
-		for _, f := range forbidden {
-			if p == f || strings.HasPrefix(p, f+"/") {
-				t.Errorf("the harness's core depends on %s", p)
+		for _, imp := range imports[1:] {
+			if under(imp, "github.com/locklab/locklab/stores/redis") {
+				t.Errorf("%s imports %s: Redis's store and servers are stores/redis's, which the core reaches through the registry (harness.MainStore)", p, imp)
 			}
 		}
 	}
@@ -55,6 +65,12 @@ func TestCoreKnowsNoStore(t *testing.T) {
 		t.Errorf("%s: ask its Driver instead", f)
 	}
 }
+
+// stressPkg is stress mode, which imports stressRedis.
+const stressPkg = "github.com/locklab/locklab/harness/stress"
+
+// under reports whether package p is pkg or a package under it.
+func under(p, pkg string) bool { return p == pkg || strings.HasPrefix(p, pkg+"/") }
 
 // stressRedis is the one package of stores/ the core depends on, through
 // stress mode's Redis (see TestCoreKnowsNoStore).
@@ -91,7 +107,8 @@ func TestCoreImportsNoRedigo(t *testing.T) {
 }
 
 // TestHarnessImportsNoServers: package harness starts no store's servers,
-// Redis's included: it imports no package of stores/redis/redisnode, whose
+// Redis's included: it imports no package of stores/redis, nor its
+// servers' package stores/redis/redisnode, whose
 // servers stores/redis starts for the matrix (StartMatrixNodes) and play
 // (its Driver's StartNodes), and runs on the nodes it is given or a
 // store's Driver starts. harness/stress still starts Redis's itself.
@@ -105,7 +122,7 @@ func TestHarnessImportsNoServers(t *testing.T) {
 		t.Fatalf("go list found the imports %v", imports)
 	}
 	for _, p := range imports {
-		if p == stressRedis || strings.HasPrefix(p, stressRedis+"/") {
+		if under(p, "github.com/locklab/locklab/stores/redis") {
 			t.Errorf("harness imports %s", p)
 		}
 	}
