@@ -21,6 +21,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/internal/tooling/redisaddr"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
@@ -51,7 +52,7 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 		if strings.TrimSpace(a) == "" {
 			return g.args.badFlag(cmd, "addr", a, want)
 		}
-		if _, err := redisnode.ParseAddr(a); err != nil {
+		if _, err := redisaddr.Parse(a); err != nil {
 			return g.args.badFlag(cmd, "addr", redact(a), "%s", addrWhy(err))
 		}
 	}
@@ -99,7 +100,7 @@ func refused(ctx context.Context, addrs []string) error {
 	for i, a := range addrs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			o, err := redisnode.ParseAddr(a)
+			o, err := redisaddr.Parse(a)
 			if err != nil {
 				return
 			}

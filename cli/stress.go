@@ -273,16 +273,20 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 	}
 	o.Shared = c.Backend() == backends.Addrs
 	if p.failover {
-		if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
+		g, err := startSentinels(ctx, errw, c)
+		if err != nil {
 			return err
 		}
-		defer closeAndTell(cmd.ErrOrStderr(), o.Sentinels)
+		defer closeAndTell(cmd.ErrOrStderr(), g)
+		o.Sentinels = stress.Sentinels[*redisnode.Node](g)
 	}
 	if p.cfailover {
-		if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
+		g, err := startRedisCluster(ctx, errw, c)
+		if err != nil {
 			return err
 		}
-		defer closeAndTell(cmd.ErrOrStderr(), o.RedisCluster)
+		defer closeAndTell(cmd.ErrOrStderr(), g)
+		o.RedisCluster = stress.Cluster[*redisnode.Node](g)
 	}
 	for _, n := range c.Nodes() {
 		if p.failover || p.cfailover {

@@ -14,7 +14,6 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/lockkit"
-	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // Bounds of the stages of a cluster failover that depend on the cluster:
@@ -68,7 +67,7 @@ func newClusterPool(addrs []string) (*locklab.ClusterPool, error) {
 
 // flushCluster empties every master of the cluster, so a run starts from a
 // clean key space.
-func flushCluster(ctx context.Context, g *redisnode.RedisCluster) error {
+func flushCluster(ctx context.Context, g RedisCluster) error {
 	masters, _, err := g.Masters(ctx)
 	if err != nil {
 		return err
@@ -153,7 +152,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 		back := time.Now()
 		// Its ACL users lived in memory only: the clients' user again,
 		// before the node may serve them as a master.
-		if err := addClientUser(bg, []*redisnode.Node{old}); err != nil {
+		if err := addClientUser(bg, []RedisNode{old}); err != nil {
 			fail(err)
 			return
 		}
@@ -188,7 +187,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 }
 
 // names lists the nodes' names.
-func names(ns []*redisnode.Node) string {
+func names(ns []RedisNode) string {
 	s := ""
 	for i, n := range ns {
 		if i > 0 {

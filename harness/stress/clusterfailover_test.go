@@ -56,7 +56,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 					continue // the worker's cluster pool is the same on both
 				}
 				rep, f := runFailover(t, stress.Options{
-					Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover},
+					Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover},
 					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 3 * time.Minute,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
 				}, processes, 2)
@@ -97,9 +97,9 @@ func TestClusterFailoverBadOptions(t *testing.T) {
 	}
 	g := redisCluster(t, backends.Process)
 	for o, want := range map[*stress.Options]string{
-		{Strategy: "redlock", RedisCluster: g}: "cannot run on a Redis Cluster",
-		{Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
-		{Strategy: "set-nx-px", RedisCluster: g, Nodes: nodes(t)}:                                           "takes no Nodes",
+		{Strategy: "redlock", RedisCluster: stress.Cluster[*redisnode.Node](g)}:                                                              "cannot run on a Redis Cluster",
+		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
+		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Nodes: nodes(t)}:                                           "takes no Nodes",
 	} {
 		_, err := stress.Run(context.Background(), *o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

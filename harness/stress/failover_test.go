@@ -87,7 +87,7 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 func failoverRun(t *testing.T, g *redisnode.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
-		Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover},
+		Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover},
 		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
 		PauseProb: -1, CrashProb: -1, Seed: 5, SentinelRefresh: 4 * time.Second,
 	}
@@ -141,10 +141,10 @@ func TestFailoverBadOptions(t *testing.T) {
 	}
 	g := sentinelGroup(t, backends.Process)
 	for _, o := range []stress.Options{
-		{Strategy: "redlock", Sentinels: g, Faults: []fault.Fault{fault.Failover}},
-		{Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover, fault.Pause}},
-		{Strategy: "set-nx-px", Sentinels: g, Nodes: nodes(t)},
-		{Strategy: "set-nx-px", Sentinels: g, SentinelRefresh: -time.Second},
+		{Strategy: "redlock", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover}},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover, fault.Pause}},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Nodes: nodes(t)},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), SentinelRefresh: -time.Second},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

@@ -1,5 +1,5 @@
 // The addrs backend: servers the user already runs, given by address
-// (ParseAddr reads them), which the harness pings but cannot fault.
+// (redisaddr.Parse reads them), which the harness pings but cannot fault.
 
 package redisnode
 
@@ -8,8 +8,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +15,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/internal/tooling/backends"
-	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/internal/tooling/redisaddr"
 )
 
 // addrsBackend uses servers the user already runs.
@@ -25,38 +23,9 @@ type addrsBackend struct {
 	servers []*addrServer
 }
 
-// ParseAddr reads the address of a server the harness does not run: a
-// redis:// or rediss:// URL (locklab.ParseURL: ACL user, password,
-// database, TLS, timeouts), "host:port", or "password@host:port". Bad input
-// is locklab.ErrInvalid.
-func ParseAddr(s string) (locklab.PoolOptions, error) {
-	if strings.Contains(s, "://") {
-		return locklab.ParseURL(s)
-	}
-	var o locklab.PoolOptions
-	hostport, shown := s, s
-	if i := strings.LastIndex(s, "@"); i >= 0 {
-		// Messages show the address with the password masked.
-		o.Password, hostport, shown = s[:i], s[i+1:], "xxxxx"+s[i:]
-	}
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return o, lockkit.Invalid("node: malformed address %q: want host:port, password@host:port or a redis:// URL: %v", shown, strings.ReplaceAll(err.Error(), s, shown))
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
-		return o, lockkit.Invalid("node: malformed address %q: port %q is not a number in 1..65535", shown, port)
-	}
-	if host == "" {
-		return o, lockkit.Invalid("node: malformed address %q: empty host", shown)
-	}
-	o.Addr = net.JoinHostPort(host, port)
-	return o, nil
-}
-
 // parseAddr reads one address of the addrs backend.
 func parseAddr(s string) (*addrServer, error) {
-	o, err := ParseAddr(s)
+	o, err := redisaddr.Parse(s)
 	if err != nil {
 		return nil, err
 	}

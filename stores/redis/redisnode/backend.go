@@ -33,7 +33,7 @@ type Options struct {
 	Image string
 	// Addrs are the servers of the addrs backend: "host:port",
 	// "password@host:port", or a redis:// or rediss:// URL with an ACL
-	// user, a database and TLS (see ParseAddr).
+	// user, a database and TLS (see redisaddr.Parse).
 	Addrs []string
 	// AppendOnly turns on the append-only file on every node, with the fsync
 	// policy AppendFsync ("always", "everysec" or "no"; default "everysec").
