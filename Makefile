@@ -124,7 +124,7 @@ WORK    := GOWORK=$(CURDIR)/test.work
 FIRST   := ./cli ./stores/zookeeper ./harness/play ./stores/etcd ./strategies/redlock . \
 	./tools/docgen ./harness/stress ./stores/postgres/pgproc ./strategies/setnxex ./strategies/pglock \
 	./strategies ./stores/zookeeper/zkproc ./stores/postgres ./deploy ./strategies/zklock ./stores/etcd/etcdproc \
-	./strategies/etcdlock ./harness ./stores ./strategies/reentrant ./harness/node
+	./strategies/etcdlock ./harness ./stores ./strategies/reentrant ./stores/redis/redisnode
 ORDERED := $(if $(filter ./...,$(PKGS)),$(FIRST)) $(PKGS)
 PAR     ?= $(if $(CI),,-p 4 -parallel 16)
 TESTBUILD := -vet=off -ldflags=-w

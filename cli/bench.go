@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/benchutil"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -192,7 +192,7 @@ func (g *globals) benchRedis(cmd *cobra.Command, o *benchOptions) error {
 // benchCycles measures the uncontended cycle of each of o's strategies on
 // b, interleaved with a PING on the cluster's first node, counts the Redis
 // commands of one cycle, and prints the table.
-func (g *globals) benchCycles(cmd *cobra.Command, o *benchOptions, c *node.Cluster, b benchNodes) (rerr error) {
+func (g *globals) benchCycles(cmd *cobra.Command, o *benchOptions, c *redisnode.Cluster, b benchNodes) (rerr error) {
 	ctx := cmd.Context()
 	var unacked []string
 	entries := []benchutil.Entry{{Name: "PING round trip", F: func() error {

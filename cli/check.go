@@ -14,8 +14,8 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/deploy"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/redisaddr"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -139,7 +139,7 @@ func (g *globals) checkAddr(cmd *cobra.Command) (locklab.PoolOptions, error) {
 	if strings.TrimSpace(a) == "" {
 		return locklab.PoolOptions{}, g.args.badFlag(cmd, "addr", a, "must be %s", want)
 	}
-	po, err := node.ParseAddr(a)
+	po, err := redisaddr.Parse(a)
 	if err != nil {
 		return po, g.args.badFlag(cmd, "addr", redact(a), "%s", addrWhy(err))
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 func newMatrixCmd(g *globals) *cobra.Command {
@@ -245,7 +245,7 @@ func noCellRan(m *harness.MatrixResult) error {
 // the caller closes the cluster).
 type matrixRun struct {
 	result  *harness.MatrixResult
-	cluster *node.Cluster
+	cluster *redisnode.Cluster
 	stores  *stores.Servers
 	// said describes the other stores' servers, a line each.
 	said  []string

@@ -20,7 +20,9 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/internal/tooling/redisaddr"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -38,7 +40,7 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 		given = "LOCKLAB_BACKEND=" + quote(g.backend)
 	}
 	switch g.backend {
-	case "", node.BackendDocker, node.BackendProcess, node.BackendAddrs:
+	case "", backends.Docker, backends.Process, backends.Addrs:
 	default:
 		return fmt.Errorf("%s: must be docker, process or addrs", given)
 	}
@@ -50,19 +52,19 @@ func (g *globals) checkServers(cmd *cobra.Command) error {
 		if strings.TrimSpace(a) == "" {
 			return g.args.badFlag(cmd, "addr", a, want)
 		}
-		if _, err := node.ParseAddr(a); err != nil {
+		if _, err := redisaddr.Parse(a); err != nil {
 			return g.args.badFlag(cmd, "addr", redact(a), "%s", addrWhy(err))
 		}
 	}
 	if len(g.addrs) > 0 {
 		switch {
 		case g.backend == "" || !cmd.Flag("backend").Changed:
-			g.backend = node.BackendAddrs
-		case g.backend != node.BackendAddrs:
+			g.backend = backends.Addrs
+		case g.backend != backends.Addrs:
 			return fmt.Errorf("--addr names servers you run, for --backend addrs; %s starts its own", given)
 		}
 	}
-	if g.backend == node.BackendAddrs && len(g.addrs) == 0 {
+	if g.backend == backends.Addrs && len(g.addrs) == 0 {
 		return fmt.Errorf("%s needs --addr host:port (repeat --addr for several servers)", given)
 	}
 	return nil
@@ -90,15 +92,15 @@ var addrQuoted = regexp.MustCompile(`^(malformed address|redis URL) "[^"]*": `)
 func redact(a string) string { return locklab.RedactURL(a) }
 
 // refused fails at once when nothing listens at an address given with
-// --addr, which node.Start would retry for seconds, as it does for a
-// server that is starting. Other dial failures are node.Start's to tell.
+// --addr, which redisnode.Start would retry for seconds, as it does for a
+// server that is starting. Other dial failures are redisnode.Start's to tell.
 func refused(ctx context.Context, addrs []string) error {
 	errs := make([]error, len(addrs))
 	done := make(chan struct{})
 	for i, a := range addrs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			o, err := node.ParseAddr(a)
+			o, err := redisaddr.Parse(a)
 			if err != nil {
 				return
 			}
@@ -127,20 +129,20 @@ func refused(ctx context.Context, addrs []string) error {
 }
 
 // cluster starts n Redis nodes on the chosen backend; the caller closes it.
-func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluster, []harness.Node, error) {
-	opts := node.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
+func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*redisnode.Cluster, []harness.Node, error) {
+	opts := redisnode.Options{Backend: g.backend, N: n, Image: g.image, Addrs: g.addrs}
 	if len(g.addrs) > 0 {
 		if opts.Backend == "" {
-			opts.Backend = node.BackendAddrs
+			opts.Backend = backends.Addrs
 		}
-		if opts.Backend == node.BackendAddrs {
+		if opts.Backend == backends.Addrs {
 			opts.N = len(g.addrs)
 			if err := refused(ctx, g.addrs); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	c, err := node.Start(ctx, opts)
+	c, err := redisnode.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,8 +156,8 @@ func (g *globals) cluster(ctx context.Context, w io.Writer, n int) (*node.Cluste
 
 // withReplica gives the first node an asynchronous replica when need is
 // set (needsReplica), where the backend can start one.
-func withReplica(ctx context.Context, c *node.Cluster, nodes []harness.Node, need bool) []harness.Node {
-	if !need || c.Backend() == node.BackendAddrs {
+func withReplica(ctx context.Context, c *redisnode.Cluster, nodes []harness.Node, need bool) []harness.Node {
+	if !need || c.Backend() == backends.Addrs {
 		return nodes
 	}
 	r, err := c.Replicated(ctx, c.Nodes()[0])

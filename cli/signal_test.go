@@ -18,7 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // cliChildEnv makes the test binary run the CLI itself: the signal tests
@@ -89,13 +90,13 @@ func leftovers(t *testing.T, pool *dockertest.Pool, pid int, tmp string) []strin
 		}
 	}
 	if pool != nil {
-		filter := map[string][]string{"label": {node.LabelPid + "=" + strconv.Itoa(pid)}}
+		filter := map[string][]string{"label": {redisnode.LabelPid + "=" + strconv.Itoa(pid)}}
 		cs, err := pool.Client.ListContainers(dc.ListContainersOptions{All: true, Filters: filter})
 		require.NoError(t, err)
 		for _, c := range cs {
 			out = append(out, "container "+strings.Join(c.Names, ","))
 		}
-		ns, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {node.LabelPid + "=" + strconv.Itoa(pid): true}})
+		ns, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {redisnode.LabelPid + "=" + strconv.Itoa(pid): true}})
 		require.NoError(t, err)
 		for _, n := range ns {
 			out = append(out, "network "+n.Name)
@@ -107,7 +108,7 @@ func leftovers(t *testing.T, pool *dockertest.Pool, pid int, tmp string) []strin
 // dockerPool is a client of the Docker engine for the docker backend (the
 // test is skipped where none answers), nil for the others.
 func dockerPool(t *testing.T, be string) *dockertest.Pool {
-	if be != node.BackendDocker {
+	if be != backends.Docker {
 		return nil
 	}
 	p, err := dockertest.NewPool("")
@@ -129,7 +130,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the CLI six times")
 	}
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			pool := dockerPool(t, be)
 			for run, when := range []string{"starting", "running", "running, three times"} {

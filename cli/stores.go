@@ -12,12 +12,12 @@ import (
 	"io"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores"
 )
 
 // startStores starts the servers that the strategies named lock on beyond
-// Redis, on backend, that of the Redis nodes (node.Cluster.Backend); none
+// Redis, on backend, that of the Redis nodes (redisnode.Cluster.Backend); none
 // when no strategy of another store is named. The caller closes them.
 func (g *globals) startStores(ctx context.Context, w io.Writer, backend string, names []string) (*stores.Servers, error) {
 	if err := g.storesGiven(names); err != nil {
@@ -60,5 +60,5 @@ func nodesOf(s *stores.Servers, cs harness.Case, redis []harness.Node) []harness
 // addrsBackend reports whether the command runs on the servers --addr
 // names, which give no store but Redis.
 func (g *globals) addrsBackend() bool {
-	return g.backend == node.BackendAddrs || g.backend == "" && len(g.addrs) > 0
+	return g.backend == backends.Addrs || g.backend == "" && len(g.addrs) > 0
 }

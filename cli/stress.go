@@ -20,9 +20,10 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -185,7 +186,7 @@ func (g *globals) stress(cmd *cobra.Command, a *stressArgs) error {
 }
 
 // errNoFaults refuses node faults on servers the run does not control.
-var errNoFaults = fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", node.BackendAddrs)
+var errNoFaults = fmt.Errorf("--node-faults needs a backend that controls its servers (docker or process), not %s", backends.Addrs)
 
 // checkStress checks stress's flags against each other and the strategy,
 // sets the options they imply in a (the Redis nodes, the faults, the
@@ -267,21 +268,25 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 		return err
 	}
 	defer closeAndTell(cmd.ErrOrStderr(), c)
-	if len(o.Faults) > 0 && c.Backend() == node.BackendAddrs {
+	if len(o.Faults) > 0 && c.Backend() == backends.Addrs {
 		return errNoFaults
 	}
-	o.Shared = c.Backend() == node.BackendAddrs
+	o.Shared = c.Backend() == backends.Addrs
 	if p.failover {
-		if o.Sentinels, err = startSentinels(ctx, errw, c); err != nil {
+		g, err := startSentinels(ctx, errw, c)
+		if err != nil {
 			return err
 		}
-		defer closeAndTell(cmd.ErrOrStderr(), o.Sentinels)
+		defer closeAndTell(cmd.ErrOrStderr(), g)
+		o.Sentinels = stress.Sentinels[*redisnode.Node](g)
 	}
 	if p.cfailover {
-		if o.RedisCluster, err = startRedisCluster(ctx, errw, c); err != nil {
+		g, err := startRedisCluster(ctx, errw, c)
+		if err != nil {
 			return err
 		}
-		defer closeAndTell(cmd.ErrOrStderr(), o.RedisCluster)
+		defer closeAndTell(cmd.ErrOrStderr(), g)
+		o.RedisCluster = stress.Cluster[*redisnode.Node](g)
 	}
 	for _, n := range c.Nodes() {
 		if p.failover || p.cfailover {
@@ -403,8 +408,8 @@ func checkClusterFailover(faults []fault.Fault, d strategies.Description) error 
 
 // startRedisCluster starts the Redis Cluster a cluster-failover run locks
 // on; c's Close removes it too.
-func startRedisCluster(ctx context.Context, w io.Writer, c *node.Cluster) (*node.RedisCluster, error) {
-	g, err := c.StartRedisCluster(ctx, node.RedisClusterOptions{})
+func startRedisCluster(ctx context.Context, w io.Writer, c *redisnode.Cluster) (*redisnode.RedisCluster, error) {
+	g, err := c.StartRedisCluster(ctx, redisnode.RedisClusterOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -418,8 +423,8 @@ func startRedisCluster(ctx context.Context, w io.Writer, c *node.Cluster) (*node
 
 // startSentinels starts the Sentinel group a failover run locks on; c's
 // Close removes it too.
-func startSentinels(ctx context.Context, w io.Writer, c *node.Cluster) (*node.SentinelGroup, error) {
-	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+func startSentinels(ctx context.Context, w io.Writer, c *redisnode.Cluster) (*redisnode.SentinelGroup, error) {
+	g, err := c.StartSentinels(ctx, redisnode.SentinelOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // The failover fault refuses, before starting anything, what a Sentinel
@@ -37,7 +37,7 @@ func TestStressFailoverLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Sentinel groups through the CLI")
 	}
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			pool := dockerPool(t, be)
 			for _, interrupt := range []bool{false, true} {
@@ -101,7 +101,7 @@ func TestStressClusterFailoverLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Redis Clusters through the CLI")
 	}
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			pool := dockerPool(t, be)
 			for _, interrupt := range []bool{false, true} {

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/redisproc"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/lockkit"
@@ -204,7 +203,7 @@ type procNode struct {
 }
 
 func (n procNode) Name() string  { return n.name }
-func (n procNode) Store() string { return node.StoreName }
+func (n procNode) Store() string { return redisStore }
 func (n procNode) Addr() string  { return n.s.Addr }
 func (n procNode) Restart(ctx context.Context, keep bool) error {
 	if keep {

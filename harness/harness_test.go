@@ -7,14 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 )
+
+// redisStore is the name Redis's store registers (stores/redis, which
+// redis_test.go links in): the Main store, the nodes' of the tests that
+// run on redis-server.
+const redisStore = "redis"
 
 func nodesOf(servers []*redistest.Server) []Node {
 	out := make([]Node, len(servers))
 	for i, s := range servers {
-		out[i] = AddrNode{NodeName: "n" + string(rune('1'+i)), NodeAddr: s.Addr, NodeStore: node.StoreName}
+		out[i] = AddrNode{NodeName: "n" + string(rune('1'+i)), NodeAddr: s.Addr, NodeStore: redisStore}
 	}
 	return out
 }

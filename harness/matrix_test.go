@@ -63,12 +63,7 @@ func TestReductionKeepsCounterexamples(t *testing.T) {
 		t.Skip("explores the whole matrix twice")
 	}
 	ctx := context.Background()
-	cl, nodes := processNodes(t, 3)
-	rep, err := cl.Replicated(ctx, cl.Nodes()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes[0] = rep
+	nodes := processNodes(t, 3, true)
 	run := func(plain, noSymmetry bool) *MatrixResult {
 		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
 			Workers: 2, Parallel: 4, NoReduction: plain, NoSymmetry: noSymmetry})
@@ -193,7 +188,7 @@ func TestMatrixCountsFollowNoParallelism(t *testing.T) {
 		t.Skip("explores cells twice")
 	}
 	ctx := context.Background()
-	_, nodes := processNodes(t, 3)
+	nodes := processNodes(t, 3, false)
 	run := func(parallel, workers, pool int) *MatrixResult {
 		m, err := Matrix(ctx, MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
 			Strategies: []string{"setnx-getset", "redlock", "set-nx-px-del"},

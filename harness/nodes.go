@@ -15,9 +15,10 @@ import (
 // store's node (StoreNode). It names the registered store it serves,
 // whose Store a slot on it opens; that store talks to it through its own
 // connections to Addr (Redis's: one database per parallel worker), so a
-// Node needs no more than a name, an address and its store. The nodes of
-// harness/node satisfy it (Redis's), and so does AddrNode. Schedules and scenarios
-// that fault a node need it to implement node's fault interfaces
+// Node needs no more than a name, an address and its store. Redis's nodes
+// (stores/redis/redisnode's) satisfy it, and so does AddrNode. Schedules
+// and scenarios that fault a node need it to implement harness/fault's
+// interfaces
 // (fault.Pauser, fault.Killer, fault.Restarter, fault.Partitioner,
 // fault.FailingOver).
 type Node interface {
@@ -37,7 +38,7 @@ type AddrNode struct {
 func (n AddrNode) Store() string { return n.NodeStore }
 
 // replicaLink is a node whose replica lags until asked to catch up
-// (node.Replicated): a strategy that waits for a replica (WAIT) needs one.
+// (redisnode.Replicated): a strategy that waits for a replica (WAIT) needs one.
 type replicaLink interface {
 	CatchUp(ctx context.Context) error
 	Lag(ctx context.Context) error

@@ -2,8 +2,6 @@ package harness
 
 import (
 	"testing"
-
-	"github.com/locklab/locklab/harness/node"
 )
 
 // The placer never lets a cell that faults a node share it, gives cells
@@ -48,7 +46,7 @@ func TestPlacer(t *testing.T) {
 // A strategy that waits for a replica runs on the first node, where the
 // replica is, and has it to itself only when the scenario fails it over.
 func TestJobForReplicaStrategy(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:2", node.StoreName}, AddrNode{"n3", "127.0.0.1:3", node.StoreName}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", redisStore}, AddrNode{"n2", "127.0.0.1:2", redisStore}, AddrNode{"n3", "127.0.0.1:3", redisStore}}
 	for _, tc := range []struct {
 		scenario  string
 		exclusive bool

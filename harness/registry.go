@@ -93,6 +93,19 @@ func LookupStore(name string) (*Driver, error) {
 	return nil, fmt.Errorf("harness: no store %q is registered (import its package under stores/)", name)
 }
 
+// MainStore returns the registered store that says it is the Main one
+// (Driver.Main).
+func MainStore() (*Driver, error) {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	for _, d := range drivers {
+		if d.Main {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("harness: no registered store is the Main store: import the package of its store under stores/")
+}
+
 // PlayLevel is a challenge of locklab play on a store's lock
 // (Driver.PlayLevels): break the scenario's property on the strategy,
 // reaching Goal, or, Safe, play it to the end and read Why nothing broke.

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -15,9 +14,9 @@ import (
 // that names the package to import, and so is a store no package
 // registered.
 func TestStoreOfAsksTheRegistry(t *testing.T) {
-	for _, family := range []string{strategies.FamilySetNXEx, strategies.FamilyRedlock, "mine", node.StoreName} {
+	for _, family := range []string{strategies.FamilySetNXEx, strategies.FamilyRedlock, "mine", redisStore} {
 		d, err := storeOf(family)
-		if err != nil || d.Name != node.StoreName || !d.Main {
+		if err != nil || d.Name != redisStore || !d.Main {
 			t.Errorf("storeOf(%q) = %v, %v; want the Redis store", family, d, err)
 		}
 	}
@@ -27,22 +26,22 @@ func TestStoreOfAsksTheRegistry(t *testing.T) {
 			t.Errorf("storeOf(%q) = %v, %v; want an error naming %s", family, d, err, pkg)
 		}
 	}
-	if got := StoreOfStrategy("set-nx-px"); got != node.StoreName {
+	if got := StoreOfStrategy("set-nx-px"); got != redisStore {
 		t.Errorf("StoreOfStrategy(set-nx-px) = %q", got)
 	}
-	if got := StoreTitle(node.StoreName); got != "Redis" {
-		t.Errorf("StoreTitle(%q) = %q", node.StoreName, got)
+	if got := StoreTitle(redisStore); got != "Redis" {
+		t.Errorf("StoreTitle(%q) = %q", redisStore, got)
 	}
-	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: node.StoreName}}); got != node.StoreName {
+	if got := nodeStore([]Node{AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: redisStore}}); got != redisStore {
 		t.Errorf("an AddrNode's store is %q", got)
 	}
-	if err := StoreInstalled(node.StoreName); err != nil {
-		t.Errorf("StoreInstalled(%q) = %v", node.StoreName, err)
+	if err := StoreInstalled(redisStore); err != nil {
+		t.Errorf("StoreInstalled(%q) = %v", redisStore, err)
 	}
 	if err := StoreInstalled("nosuch"); err == nil {
 		t.Error("StoreInstalled of a store no package registered is nil")
 	}
-	if stores := Stores(); len(stores) == 0 || stores[0].Name != node.StoreName {
+	if stores := Stores(); len(stores) == 0 || stores[0].Name != redisStore {
 		t.Errorf("Stores() does not list Redis first: %v", stores)
 	}
 }

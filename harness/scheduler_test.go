@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/fanout"
 )
 
@@ -14,7 +13,7 @@ import (
 // arrives, instead of failing the schedule that names it; a step naming a
 // command that never comes still fails.
 func TestGrantLate(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", redisStore}, AddrNode{"n2", "127.0.0.1:1", redisStore}}
 	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k"}, sl)
@@ -53,7 +52,7 @@ func TestGrantLate(t *testing.T) {
 // have sent yet), unless every node has had its command since the client
 // was last idle: then nothing more is coming.
 func TestSettledAfterFanOut(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}, AddrNode{"n3", "127.0.0.1:1", node.StoreName}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", redisStore}, AddrNode{"n2", "127.0.0.1:1", redisStore}, AddrNode{"n3", "127.0.0.1:1", redisStore}}
 	sl := mustSlot(t, nodes)
 	defer sl.close()
 	r := newRun(context.Background(), runSpec{multi: true, key: "k", quiet: time.Hour}, sl)
@@ -118,7 +117,7 @@ func TestSettledAfterFanOut(t *testing.T) {
 // in, however long past the quiet period, and no longer: a round to two of
 // three nodes is complete with two.
 func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
-	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", node.StoreName}, AddrNode{"n2", "127.0.0.1:1", node.StoreName}, AddrNode{"n3", "127.0.0.1:1", node.StoreName}}
+	nodes := []Node{AddrNode{"n1", "127.0.0.1:1", redisStore}, AddrNode{"n2", "127.0.0.1:1", redisStore}, AddrNode{"n3", "127.0.0.1:1", redisStore}}
 	for _, tc := range []struct {
 		name  string
 		quiet time.Duration

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
@@ -77,7 +77,7 @@ func TestNeedsCheckedPerFaultedNode(t *testing.T) {
 // loses the lock. The run leaves the file off again.
 func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 	ctx := context.Background()
-	cl, nodes := processNodes(t, 3)
+	nodes := processNodes(t, 3, false)
 	cs, err := Resolve("redlock-restart-fsync", "redlock")
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +89,8 @@ func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 	if h.Verdict.Outcome != Safe {
 		t.Errorf("restart from the append-only file: %v (%s)", h.Verdict, h.Schedule)
 	}
-	for _, n := range cl.Nodes() {
-		v, err := redis.Strings(n.Do(ctx, "CONFIG", "GET", "appendonly"))
+	for _, n := range nodes {
+		v, err := redis.Strings(n.(commander).Do(ctx, "CONFIG", "GET", "appendonly"))
 		if err != nil || len(v) != 2 || v[1] != "no" {
 			t.Errorf("%s after the run: appendonly %v %v, want no", n.Name(), v, err)
 		}
@@ -111,7 +111,7 @@ func TestRedlockRestartWithAppendOnlyFile(t *testing.T) {
 // FLUSHDB fails on the node). The minority-down story is SAFE on Redlock.
 func TestRunEndsItsFaults(t *testing.T) {
 	ctx := context.Background()
-	cl, nodes := processNodes(t, 3)
+	nodes := processNodes(t, 3, false)
 	cs, err := Resolve("redlock-minority-down", "redlock")
 	if err != nil {
 		t.Fatal(err)
@@ -125,25 +125,32 @@ func TestRunEndsItsFaults(t *testing.T) {
 			t.Errorf("schedule %q: %v (%s)", sched, h.Verdict, h.Schedule)
 		}
 	}
-	for _, n := range cl.Nodes() {
-		if _, err := n.Do(ctx, "PING"); err != nil {
+	for _, n := range nodes {
+		if _, err := n.(commander).Do(ctx, "PING"); err != nil {
 			t.Errorf("%s after the runs: %v", n.Name(), err)
 		}
 	}
 }
 
 // processNodes starts n redis-server processes the test may fault (kill,
-// restart, partition) and closes them when it ends.
-func processNodes(t *testing.T, n int) (*node.Cluster, []Node) {
+// restart, partition), n1 with an asynchronous replica when replica says
+// so, through the Main store's Driver (stores/redis, which redis_test.go
+// links in), and closes them when it ends.
+func processNodes(t *testing.T, n int, replica bool) []Node {
 	t.Helper()
-	cl, err := node.Start(context.Background(), node.Options{Backend: node.BackendProcess, N: n, Label: t.Name()})
+	d, err := MainStore()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cl.Close() })
-	nodes := make([]Node, 0, n)
-	for _, nd := range cl.Nodes() {
-		nodes = append(nodes, nd)
+	s, err := d.StartNodes(context.Background(), NodesOptions{Backend: backends.Process, N: n, Replica: replica, Label: t.Name()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return cl, nodes
+	t.Cleanup(func() { _ = s.Close() })
+	return s.Nodes
+}
+
+// commander is a Redis node as the tests send it a command of their own.
+type commander interface {
+	Do(ctx context.Context, cmd string, args ...any) (any, error)
 }

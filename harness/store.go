@@ -16,8 +16,8 @@
 // A store's folder holds:
 //
 //   - its servers: starting and stopping them on a backend (process or
-//     docker), and their faults, as Nodes implementing harness/node's
-//     fault interfaces (fault.Killer, fault.Restarter, fault.Pauser,
+//     docker), and their faults, as Nodes implementing harness/fault's
+//     interfaces (fault.Killer, fault.Restarter, fault.Pauser,
 //     fault.FailingOver);
 //   - its Driver: its name and title, its Store for a slot's runs, which
 //     scenarios have no meaning on it and why, its tellings of the
@@ -84,6 +84,13 @@ type Driver struct {
 	// "docker"), each one Node of the harness (a cluster is one node; its
 	// faults strike the member they say). Each node's Close stops it.
 	Start func(ctx context.Context, backend string, count int) ([]StoreNode, error)
+	// StartNodes starts servers of the Main store as nodes of their own,
+	// as a run that takes several of them (Redlock's independent masters)
+	// or fails one over needs them: o.N servers, the first with a replica
+	// where o.Replica asks and the backend can start one. locklab play
+	// starts its own levels' servers so (the other stores' levels take
+	// Start's one node).
+	StartNodes func(ctx context.Context, o NodesOptions) (*StartedNodes, error)
 	// Describe is the line that names the servers Start started: the first
 	// runs the store's cells, the others those that fault the server.
 	Describe func(first StoreNode, more []StoreNode) string
@@ -171,6 +178,35 @@ func StartAudit(ctx context.Context, store string, nodes []Node) (check func(con
 		return func(context.Context) error { return nil }, nil
 	}
 	return d.Audit(ctx, nodes)
+}
+
+// NodesOptions are the servers Driver.StartNodes starts.
+type NodesOptions struct {
+	// Backend is what runs them (internal/tooling/backends): "docker",
+	// "process", servers given to the store that it does not start
+	// ("addrs"), or "" for the one the store picks.
+	Backend string
+	// Image is the container image of the docker backend, "" for the
+	// store's own.
+	Image string
+	// N is how many, at least 1.
+	N int
+	// Replica gives the first an asynchronous replica, which a failover
+	// promotes, where the backend can start one.
+	Replica bool
+	// Label names them where they run (containers' names): a test's name.
+	Label string
+}
+
+// StartedNodes are the servers Driver.StartNodes started.
+type StartedNodes struct {
+	// Nodes are the servers, n1 first.
+	Nodes []Node
+	// Backend is the backend they run on: NodesOptions.Backend, or the one
+	// the store picked.
+	Backend string
+	// Close stops them all and removes what they left.
+	Close func() error
 }
 
 // OpenOptions are what a slot's Open is told beside its nodes.

@@ -41,11 +41,12 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/render"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/redis"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -99,7 +100,7 @@ func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } 
 // matrix of the lock's cells.
 func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...Option) *harness.MatrixResult {
 	t.Helper()
-	c := config{preemptions: 2, backend: node.BackendProcess, timeout: 10 * time.Minute}
+	c := config{preemptions: 2, backend: backends.Process, timeout: 10 * time.Minute}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -254,7 +255,7 @@ func start(t testing.TB, ctx context.Context, name, backend string) servers {
 	t.Helper()
 	st := stores.Of(name)
 	if st == "" {
-		nodes, stop, err := redis.StartMatrixNodes(ctx, node.Options{Backend: backend, Label: "locklabtest"})
+		nodes, stop, err := redis.StartMatrixNodes(ctx, redisnode.Options{Backend: backend, Label: "locklabtest"})
 		if err != nil {
 			t.Fatalf("locklabtest: starting the Redis servers: %v", err)
 		}
@@ -301,7 +302,7 @@ func closeAndSay(t testing.TB, what string, stop func() error) {
 // than Backend and Timeout do not apply.
 func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenario, schedule string, opts ...Option) *harness.History {
 	t.Helper()
-	c := config{backend: node.BackendProcess, timeout: 10 * time.Minute}
+	c := config{backend: backends.Process, timeout: 10 * time.Minute}
 	for _, o := range opts {
 		o(&c)
 	}

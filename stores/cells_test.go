@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
@@ -118,7 +118,7 @@ func TestStartFaultServer(t *testing.T) {
 		t.Skip(err)
 	}
 	ctx := context.Background()
-	start := FaultServer(node.BackendProcess)
+	start := FaultServer(backends.Process)
 	var mu sync.Mutex
 	var clusters []*etcd.Node
 	counted := func(ctx context.Context, store string) (harness.Node, error) {

@@ -24,23 +24,34 @@ import (
 // package of stores/, and their code names no registered store (Redis's
 // "redis" among them) and no strategy of a store other than Redis in a
 // string. What differs by store is asked of the store's harness.Driver
-// (stress.StoreDriver in stress mode).
+// (stress.StoreDriver in stress mode). A package the core depends on that
+// imports one of stores/ is named: Redis's store and its servers
+// (stores/redis/redisnode) too, which the core reaches through the
+// registry (harness.MainStore) and stress mode through its Options
+// (Sentinels, RedisCluster), given by the caller.
 func TestCoreKnowsNoStore(t *testing.T) {
 	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
-	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
+	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, core...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	forbidden := []string{"github.com/jackc/pgx", "go.etcd.io/etcd", "google.golang.org/grpc",
 		"github.com/go-zookeeper/zk", "github.com/locklab/locklab/stores"}
-	deps := strings.Fields(string(out))
-	if len(deps) < 20 {
-		t.Fatalf("go list -deps found %d packages: %v", len(deps), deps)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 20 {
+		t.Fatalf("go list -deps found %d packages: %v", len(lines), lines)
 	}
-	for _, p := range deps {
+	for _, line := range lines {
+		imports := strings.Fields(line)
+		p := imports[0]
 		for _, f := range forbidden {
-			if p == f || strings.HasPrefix(p, f+"/") {
+			if under(p, f) {
 				t.Errorf("the harness's core depends on %s", p)
+			}
+		}
+		for _, imp := range imports[1:] {
+			if under(imp, "github.com/locklab/locklab/stores") {
+				t.Errorf("%s imports %s: the core reaches a store through the registry", p, imp)
 			}
 		}
 	}
@@ -49,13 +60,16 @@ func TestCoreKnowsNoStore(t *testing.T) {
 	}
 }
 
+// under reports whether package p is pkg or a package under it.
+func under(p, pkg string) bool { return p == pkg || strings.HasPrefix(p, pkg+"/") }
+
 // TestCoreImportsNoRedigo: no file of the harness, its renderer, play or
 // the fault vocabulary imports redigo, Redis's client: Redis's store is
 // stores/redis, and the run, its history and its checkers see a server's
 // replies as values of their own (an error reply as harness.ErrorReply).
-// They still depend on it through harness/node, Redis's servers, which
-// the harness starts for the matrix; stress mode runs Redis itself, and is
-// not held to it.
+// They still depend on it through stress mode, which runs on Redis's
+// servers itself (its worker processes' pools, a Sentinel group's
+// failover), and is not held to it.
 func TestCoreImportsNoRedigo(t *testing.T) {
 	fset := token.NewFileSet()
 	for _, dir := range []string{"../harness", "../harness/render", "../harness/play", "../harness/fault"} {
@@ -81,10 +95,10 @@ func TestCoreImportsNoRedigo(t *testing.T) {
 }
 
 // TestHarnessImportsNoServers: package harness starts no store's servers,
-// Redis's included: it imports no package of harness/node, whose servers
-// stores/redis starts for the matrix (StartMatrixNodes), and runs on the
-// nodes it is given or a store's Driver starts. harness/play and
-// harness/stress still start Redis's themselves.
+// Redis's included: it imports no package of stores/redis, whose
+// redisnode starts Redis's servers, for the matrix (StartMatrixNodes) and
+// play (its Driver's StartNodes), and runs on the nodes it is given or a
+// store's Driver starts.
 func TestHarnessImportsNoServers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../harness").Output()
 	if err != nil {
@@ -95,7 +109,7 @@ func TestHarnessImportsNoServers(t *testing.T) {
 		t.Fatalf("go list found the imports %v", imports)
 	}
 	for _, p := range imports {
-		if p == "github.com/locklab/locklab/harness/node" || strings.HasPrefix(p, "github.com/locklab/locklab/harness/node/") {
+		if under(p, "github.com/locklab/locklab/stores/redis") {
 			t.Errorf("harness imports %s", p)
 		}
 	}

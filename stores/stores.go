@@ -1,7 +1,8 @@
 // Package stores holds the stores that locklab's locks run on, one folder
 // each (stores/redis, stores/etcd, stores/postgres, stores/zookeeper), and
 // starts the servers of those other than Redis for the CLI, play and the
-// documentation generator (Redis's are the nodes harness/node starts).
+// documentation generator (Redis's are the nodes stores/redis/redisnode
+// starts).
 // Importing it registers every store with the harness; each store's
 // folder registers itself (harness.RegisterStore), as database/sql's
 // drivers do, and this package is the one list of them.
@@ -17,7 +18,7 @@ import (
 	"sync"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	_ "github.com/locklab/locklab/stores/etcd"      // registers the etcd store
 	_ "github.com/locklab/locklab/stores/postgres"  // registers the PostgreSQL store
@@ -72,18 +73,18 @@ func Names() []string {
 }
 
 // Backend resolves the backend the servers run on from the Redis nodes'
-// (node.Options.Backend or node.Cluster.Backend): "docker" and "process"
-// are themselves; "" is docker when a Docker engine answers, else process,
-// as harness/node picks; any other (addrs) gives no store but Redis.
+// (redisnode.Options.Backend or redisnode.Cluster.Backend): "docker" and
+// "process" are themselves; "" is docker when a Docker engine answers, else
+// process, as redisnode picks; any other (addrs) gives no store but Redis.
 func Backend(ctx context.Context, redis string) (string, error) {
 	switch redis {
-	case node.BackendDocker, node.BackendProcess:
+	case backends.Docker, backends.Process:
 		return redis, nil
 	case "":
 		if _, err := dockerbox.Connect(ctx); err == nil {
-			return node.BackendDocker, nil
+			return backends.Docker, nil
 		}
-		return node.BackendProcess, nil
+		return backends.Process, nil
 	}
 	return "", fmt.Errorf("the %s backend gives Redis servers only: use --backend process or docker", redis)
 }
@@ -100,8 +101,8 @@ func Start(ctx context.Context, backend string, names []string, say func(string)
 			want[st] = name
 		}
 	}
-	if len(want) > 0 && backend != node.BackendProcess && backend != node.BackendDocker {
-		return nil, fmt.Errorf("stores: backend %q: want %q or %q", backend, node.BackendProcess, node.BackendDocker)
+	if len(want) > 0 && backend != backends.Process && backend != backends.Docker {
+		return nil, fmt.Errorf("stores: backend %q: want %q or %q", backend, backends.Process, backends.Docker)
 	}
 	ds := harness.Stores()
 	started := make([][]harness.StoreNode, len(ds))

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
@@ -28,7 +28,7 @@ func TestStartAndFaultServer(t *testing.T) {
 		t.Skip(err)
 	}
 	ctx := context.Background()
-	s, err := Start(ctx, node.BackendProcess, []string{"set-nx-px", "pg-advisory", "pg-lock-table", "pg-advisory"}, nil)
+	s, err := Start(ctx, backends.Process, []string{"set-nx-px", "pg-advisory", "pg-lock-table", "pg-advisory"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestStartAndFaultServer(t *testing.T) {
 	}
 	servers := []*pgproc.Server{first.Server}
 	ports := map[int]bool{first.Server.Port: true}
-	start := FaultServer(node.BackendProcess)
+	start := FaultServer(backends.Process)
 	for i := range 2 {
 		n, err := start(ctx, postgres.Name)
 		if err != nil {

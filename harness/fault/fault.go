@@ -5,7 +5,7 @@
 // runs and the CLI share (Fault), Begin and End, which strike a node
 // through those interfaces, and AtLeader, the faults of a replicated
 // cluster (an etcd cluster, a ZooKeeper ensemble) struck at its leader.
-// Redis's nodes (harness/node) and each store's node implement it.
+// Redis's nodes (stores/redis/redisnode) and each store's node implement it.
 package fault
 
 import (
@@ -18,7 +18,7 @@ import (
 )
 
 // The faults a node may support, one interface each. Of Redis's nodes
-// (harness/node), *Replicated implements them all; *Node all but
+// (stores/redis/redisnode), *Replicated implements them all; *Node all but
 // FailingOver (a failover needs a replica), though on the addrs backend its
 // faults fail with ErrUnsupported; *SentinelGroup all but Partitioner.
 type (

@@ -1,4 +1,4 @@
-// The servers a session plays on: its own node.Cluster, with a replica of
+// The servers a session plays on: its own Redis servers, with a replica of
 // n1 when its level fails over, or its own etcd cluster or PostgreSQL
 // server when its strategy locks there; kept while the next level fits
 // them.
@@ -11,7 +11,7 @@ import (
 	"fmt"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // Servers are the Redis servers one session plays on: its own, so that its
@@ -28,56 +28,47 @@ type Servers interface {
 // StartServers starts the servers for a level.
 type StartServers func(ctx context.Context, l Level) (Servers, error)
 
-// ClusterServers starts a node.Cluster per session on backend ("docker" or
-// "process"; "" picks as node.Start does): the level's node count, and a
-// replica of n1 when it fails over. The addrs backend cannot give each
-// participant servers of their own and is refused. A level of another
-// store gets servers of that store instead, as local processes whatever
-// the backend (StoreServers).
+// ClusterServers starts the Main store's servers per session on backend
+// ("docker" or "process"; "" picks as the store does) with its registered
+// harness.Driver (StartNodes): the level's node count, and a replica of n1
+// when it fails over. The addrs backend cannot give each participant
+// servers of their own and is refused. A level of another store gets
+// servers of that store instead, as local processes whatever the backend
+// (StoreServers).
 func ClusterServers(backend, image string) StartServers {
 	return func(ctx context.Context, l Level) (Servers, error) {
 		if l.Store != "" {
 			return StoreServers(ctx, l)
 		}
-		c, err := node.Start(ctx, node.Options{Backend: backend, Image: image, N: l.Nodes, Label: "play"})
+		d, err := harness.MainStore()
 		if err != nil {
 			return nil, err
 		}
-		if c.Backend() == node.BackendAddrs {
-			c.Close()
+		s, err := d.StartNodes(ctx, harness.NodesOptions{Backend: backend, Image: image, N: l.Nodes, Replica: l.Replica, Label: "play"})
+		if err != nil {
+			return nil, err
+		}
+		if s.Backend == backends.Addrs {
+			s.Close()
 			return nil, errors.New("play starts servers of its own for every participant: use the process or docker backend, not addrs")
 		}
-		cs := &clusterServers{c: c}
-		for _, n := range c.Nodes() {
-			cs.nodes = append(cs.nodes, n)
-		}
-		if l.Replica {
-			r, err := c.Replicated(ctx, c.Nodes()[0])
-			if err != nil {
-				c.Close()
-				return nil, fmt.Errorf("a replica for n1: %w", err)
-			}
-			cs.nodes[0] = r
-			cs.replica = true
-		}
-		return cs, nil
+		return &clusterServers{s: s, replica: l.Replica}, nil
 	}
 }
 
 type clusterServers struct {
-	c       *node.Cluster
-	nodes   []harness.Node
+	s       *harness.StartedNodes
 	replica bool
 }
 
-func (s *clusterServers) Nodes() []harness.Node { return s.nodes }
-func (s *clusterServers) Close() error          { return s.c.Close() }
+func (s *clusterServers) Nodes() []harness.Node { return s.s.Nodes }
+func (s *clusterServers) Close() error          { return s.s.Close() }
 
 // Fits: a Redis level, enough nodes, and a replica exactly when the level
 // fails over (a replicated n1 that failed over once serves as master of a
 // fresh one).
 func (s *clusterServers) Fits(l Level) bool {
-	return l.Store == "" && len(s.nodes) >= l.Nodes && s.replica == l.Replica
+	return l.Store == "" && len(s.s.Nodes) >= l.Nodes && s.replica == l.Replica
 }
 
 // StoreServers starts the servers of a level whose strategy locks on
@@ -96,7 +87,7 @@ func StoreServers(ctx context.Context, l Level) (Servers, error) {
 	if err := harness.StoreInstalled(l.Store); err != nil {
 		return nil, err
 	}
-	ns, err := d.Start(ctx, node.BackendProcess, 1)
+	ns, err := d.Start(ctx, backends.Process, 1)
 	if err != nil {
 		return nil, err
 	}

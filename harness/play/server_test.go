@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	_ "github.com/locklab/locklab/stores" // registers every store, whose levels the tests play
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
@@ -45,7 +45,7 @@ type counted struct {
 type exiter interface{ Exited() <-chan struct{} }
 
 func (c *counted) start(ctx context.Context, l Level) (Servers, error) {
-	sv, err := ClusterServers(node.BackendProcess, "")(ctx, l)
+	sv, err := ClusterServers(backends.Process, "")(ctx, l)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ type Meta struct {
 	// Title heads the page (default "locklab verdict matrix").
 	Title string
 	// Redis says which Redis answered, e.g. "process /usr/bin/redis-server
-	// (Redis 7.0.15)" (node.Cluster.Describe).
+	// (Redis 7.0.15)" (redisnode.Cluster.Describe).
 	Redis string
 	// Backend is the node backend: docker, process or addrs.
 	Backend string
@@ -104,9 +104,11 @@ type page struct {
 	Failures  int
 	Schedules int
 	// On names the stores the cells ran on ("Redis, PostgreSQL and
-	// etcd"); OnRedis is set when a Redis strategy is among them.
+	// etcd"); OnMain is set when a strategy of the Main store
+	// (harness.Driver.Main), whose servers are the nodes the matrix was
+	// given, is among them.
 	On      string
-	OnRedis bool
+	OnMain  bool
 	Servers []server
 	CSS     template.CSS
 	JS      template.JS
@@ -191,7 +193,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	for _, d := range harness.Stores() {
 		if slices.ContainsFunc(m.Strategies, func(s string) bool { return harness.StoreOfStrategy(s) == d.Name }) {
 			on = append(on, d.Title)
-			p.OnRedis = p.OnRedis || d.Main
+			p.OnMain = p.OnMain || d.Main
 			if !d.Main {
 				others = append(others, d.Name)
 			}
@@ -201,7 +203,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	if p.On == "" {
 		p.On = "real servers"
 	}
-	p.Bounds = bounds(meta, p.OnRedis, others)
+	p.Bounds = bounds(meta, p.OnMain, others)
 	for _, line := range meta.Servers {
 		name, desc, _ := strings.Cut(line, ": ")
 		p.Servers = append(p.Servers, server{name, desc})
@@ -317,9 +319,9 @@ func newDetail(m *harness.MatrixResult, v cellView, c harness.Cell) (detail, err
 	return d, nil
 }
 
-// bounds says the bounds of the cells: Redis's when redis, and those of
-// the other stores that ran.
-func bounds(m Meta, redis bool, others []string) string {
+// bounds says the bounds of the cells: the matrix's, which the Main
+// store's cells take, when onMain, and those of the other stores that ran.
+func bounds(m Meta, onMain bool, others []string) string {
 	def := func(v, d int) string {
 		switch {
 		case v == 0:
@@ -330,7 +332,7 @@ func bounds(m Meta, redis bool, others []string) string {
 		return fmt.Sprint(v)
 	}
 	var parts []string
-	if redis {
+	if onMain {
 		parts = append(parts, fmt.Sprintf("at most %s preemptions and %s schedules per cell, %s workers",
 			def(m.MaxPreemptions, 2), def(m.MaxSchedules, harness.MatrixSchedules), def(m.Workers, 1)))
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 )
 
 // The renderers are tested on histories and a matrix recorded from real
@@ -108,13 +108,12 @@ func TestRecordTestdata(t *testing.T) {
 		t.Skip("re-record with -record (needs redis-server)")
 	}
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 3, Label: t.Name()})
+	d, err := harness.MainStore()
 	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	var nodes []harness.Node
-	for _, n := range c.Nodes() {
-		nodes = append(nodes, n)
-	}
+	s, err := d.StartNodes(ctx, harness.NodesOptions{Backend: backends.Process, N: 3, Label: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	nodes := s.Nodes
 	for _, name := range recorded {
 		sc, st, _ := strings.Cut(name, " ")
 		cs, err := harness.Resolve(sc, st)

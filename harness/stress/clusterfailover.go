@@ -13,7 +13,6 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/lockkit"
 )
 
@@ -21,7 +20,7 @@ import (
 // the election of the replica (cluster-node-timeout, then the replica's
 // election delay of 500ms or more and the masters' votes) and the old
 // master's return as a replica. Both take a few seconds at the 1s node
-// timeout of node.RedisClusterOptions; the bounds leave room for a loaded
+// timeout of redisnode.RedisClusterOptions; the bounds leave room for a loaded
 // machine.
 const (
 	electWithin  = 30 * time.Second
@@ -68,7 +67,7 @@ func newClusterPool(addrs []string) (*locklab.ClusterPool, error) {
 
 // flushCluster empties every master of the cluster, so a run starts from a
 // clean key space.
-func flushCluster(ctx context.Context, g *node.RedisCluster) error {
+func flushCluster(ctx context.Context, g RedisCluster) error {
 	masters, _, err := g.Masters(ctx)
 	if err != nil {
 		return err
@@ -153,7 +152,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 		back := time.Now()
 		// Its ACL users lived in memory only: the clients' user again,
 		// before the node may serve them as a master.
-		if err := addClientUser(bg, []*node.Node{old}); err != nil {
+		if err := addClientUser(bg, []RedisNode{old}); err != nil {
 			fail(err)
 			return
 		}
@@ -188,7 +187,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 }
 
 // names lists the nodes' names.
-func names(ns []*node.Node) string {
+func names(ns []RedisNode) string {
 	s := ""
 	for i, n := range ns {
 		if i > 0 {

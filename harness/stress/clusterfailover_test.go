@@ -10,24 +10,25 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // redisCluster starts a Redis Cluster on backend be, skipping the test
 // where the docker engine does not answer; the cluster is closed at the
 // end.
-func redisCluster(t *testing.T, be string) *node.RedisCluster {
+func redisCluster(t *testing.T, be string) *redisnode.RedisCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
-	if be == node.BackendDocker && err != nil {
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: be, N: 1, Label: t.Name()})
+	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	g, err := c.StartRedisCluster(ctx, node.RedisClusterOptions{})
+	g, err := c.StartRedisCluster(ctx, redisnode.RedisClusterOptions{})
 	require.NoError(t, err)
 	return g
 }
@@ -47,15 +48,15 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 		t.Skip("starts a Redis Cluster and waits for a failover")
 	}
 	t.Parallel()
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			g := redisCluster(t, be)
 			for _, processes := range []bool{false, true} {
-				if processes && be == node.BackendDocker {
+				if processes && be == backends.Docker {
 					continue // the worker's cluster pool is the same on both
 				}
 				rep, f := runFailover(t, stress.Options{
-					Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover},
+					Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover},
 					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 3 * time.Minute,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
 				}, processes, 2)
@@ -94,11 +95,11 @@ func TestClusterFailoverBadOptions(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	g := redisCluster(t, node.BackendProcess)
+	g := redisCluster(t, backends.Process)
 	for o, want := range map[*stress.Options]string{
-		{Strategy: "redlock", RedisCluster: g}: "cannot run on a Redis Cluster",
-		{Strategy: "set-nx-px", RedisCluster: g, Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
-		{Strategy: "set-nx-px", RedisCluster: g, Nodes: nodes(t)}:                                           "takes no Nodes",
+		{Strategy: "redlock", RedisCluster: stress.Cluster[*redisnode.Node](g)}:                                                              "cannot run on a Redis Cluster",
+		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
+		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Nodes: nodes(t)}:                                           "takes no Nodes",
 	} {
 		_, err := stress.Run(context.Background(), *o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

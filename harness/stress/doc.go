@@ -73,13 +73,13 @@
 // With Options.Sentinels the lock lives on the master of a Redis Sentinel
 // group (a master, its asynchronous replicas and the Sentinels watching
 // them), found through a locklab.SentinelPool, and the node fault
-// node.Failover cuts that master off from its replicas and the Sentinels
+// fault.Failover cuts that master off from its replicas and the Sentinels
 // by turning its default user off, while the clients, which authenticate
 // as a user of their own, keep holding and taking the lock on it. The
 // Sentinels, which deem it down after 1s (down-after-milliseconds),
 // promote a replica; once they have and FaultFor has passed, the old
 // master is reconnected, and the Sentinels demote it to a replica about
-// 10s later (Sentinel's own timing, not a setting: see package node).
+// 10s later (Sentinel's own timing, not a setting: see stores/redis/redisnode).
 // Until then it still answers as a master whoever reaches it: the clients
 // that have not yet asked the Sentinels again. For that while two masters
 // grant the lock, each to its own clients, and the register counts what
@@ -89,7 +89,7 @@
 //
 // With Options.RedisCluster the lock lives on a Redis Cluster (three
 // masters, a replica each, cluster-node-timeout 1s), reached through a
-// locklab.ClusterPool per client, and the node fault node.ClusterFailover
+// locklab.ClusterPool per client, and the node fault fault.ClusterFailover
 // fails over the master of the lock key's slot: it turns that master's
 // default user off, which cuts its replication link (the replica logs in
 // as the default user; the clients do not), for FaultFor while the clients

@@ -15,7 +15,6 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/lockkit"
 )
 
@@ -84,7 +83,7 @@ const (
 
 // addClientUser creates the clients' ACL user on every data node of a
 // Sentinel group or a Redis Cluster: any of them may become a master.
-func addClientUser(ctx context.Context, nodes []*node.Node) error {
+func addClientUser(ctx context.Context, nodes []RedisNode) error {
 	for _, n := range nodes {
 		if _, err := n.Do(ctx, "ACL", "SETUSER", clientUser, "reset", "on", ">"+clientPassword, "~*", "&*", "+@all"); err != nil {
 			return fmt.Errorf("node %s: creating the clients' ACL user: %w", n.Name(), err)
@@ -95,7 +94,7 @@ func addClientUser(ctx context.Context, nodes []*node.Node) error {
 
 // asClient runs one command on n as the clients' user: the default user
 // may be off there.
-func asClient(ctx context.Context, n *node.Node, cmd string, args ...any) error {
+func asClient(ctx context.Context, n RedisNode, cmd string, args ...any) error {
 	c, err := redis.DialContext(ctx, "tcp", n.Addr(), redis.DialUsername(clientUser), redis.DialPassword(clientPassword),
 		redis.DialConnectTimeout(2*time.Second), redis.DialReadTimeout(2*time.Second), redis.DialWriteTimeout(2*time.Second))
 	if err != nil {
@@ -112,7 +111,7 @@ func asClient(ctx context.Context, n *node.Node, cmd string, args ...any) error 
 // use the default user, and from nobody else: it turns the default user
 // off and closes its connections. The clients, authenticated as
 // clientUser, keep theirs and may open new ones.
-func isolate(ctx context.Context, n *node.Node) error {
+func isolate(ctx context.Context, n RedisNode) error {
 	if err := asClient(ctx, n, "ACL", "SETUSER", "default", "off"); err != nil {
 		return err
 	}
@@ -120,7 +119,7 @@ func isolate(ctx context.Context, n *node.Node) error {
 }
 
 // reconnect ends isolate: the replicas and the Sentinels reach n again.
-func reconnect(ctx context.Context, n *node.Node) error {
+func reconnect(ctx context.Context, n RedisNode) error {
 	return asClient(ctx, n, "ACL", "SETUSER", "default", "on")
 }
 
@@ -219,7 +218,7 @@ func (r *recorder) failover(ctx context.Context, s *Strike) {
 // settledMaster waits until a majority of the Sentinels name the same
 // master (after a failover they may take a while to agree, on a loaded
 // machine) and returns it; the wait ends with ctx or after promoteWithin.
-func settledMaster(ctx context.Context, g *node.SentinelGroup) (*node.Node, error) {
+func settledMaster(ctx context.Context, g SentinelGroup) (RedisNode, error) {
 	ctx, cancel := context.WithTimeout(ctx, promoteWithin)
 	defer cancel()
 	for {

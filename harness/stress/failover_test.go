@@ -10,23 +10,24 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // sentinelGroup starts a Sentinel group on backend be, skipping the test
 // where the backend is not available; the cluster is closed at the end.
-func sentinelGroup(t *testing.T, be string) *node.SentinelGroup {
+func sentinelGroup(t *testing.T, be string) *redisnode.SentinelGroup {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := node.Start(ctx, node.Options{Backend: be, N: 1, Label: t.Name()})
-	if be == node.BackendDocker && err != nil {
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: be, N: 1, Label: t.Name()})
+	if be == backends.Docker && err != nil {
 		t.Skip("no Docker engine:", err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	g, err := c.StartSentinels(ctx, node.SentinelOptions{})
+	g, err := c.StartSentinels(ctx, redisnode.SentinelOptions{})
 	require.NoError(t, err)
 	return g
 }
@@ -55,7 +56,7 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 		t.Skip("starts a Sentinel group and waits for a failover")
 	}
 	t.Parallel()
-	for _, be := range []string{node.BackendProcess, node.BackendDocker} {
+	for _, be := range []string{backends.Process, backends.Docker} {
 		t.Run(be, func(t *testing.T) {
 			g := sentinelGroup(t, be)
 			for _, processes := range []bool{false, true} {
@@ -83,10 +84,10 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 // what every such run shows: the failover's steps. It returns the report
 // and the first failover once the old master is a replica again, ready for
 // the next run's failover.
-func failoverRun(t *testing.T, g *node.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
+func failoverRun(t *testing.T, g *redisnode.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
-		Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover},
+		Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover},
 		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
 		PauseProb: -1, CrashProb: -1, Seed: 5, SentinelRefresh: 4 * time.Second,
 	}
@@ -138,12 +139,12 @@ func TestFailoverBadOptions(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	g := sentinelGroup(t, node.BackendProcess)
+	g := sentinelGroup(t, backends.Process)
 	for _, o := range []stress.Options{
-		{Strategy: "redlock", Sentinels: g, Faults: []fault.Fault{fault.Failover}},
-		{Strategy: "set-nx-px", Sentinels: g, Faults: []fault.Fault{fault.Failover, fault.Pause}},
-		{Strategy: "set-nx-px", Sentinels: g, Nodes: nodes(t)},
-		{Strategy: "set-nx-px", Sentinels: g, SentinelRefresh: -time.Second},
+		{Strategy: "redlock", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover}},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover, fault.Pause}},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Nodes: nodes(t)},
+		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), SentinelRefresh: -time.Second},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

@@ -15,7 +15,7 @@ import (
 	"github.com/locklab/locklab/lockkit"
 )
 
-// FaultNode is a Redis node a run may fault. *node.Node satisfies it; on
+// FaultNode is a Redis node a run may fault. *redisnode.Node satisfies it; on
 // the addrs backend its faults fail with fault.ErrUnsupported.
 type FaultNode interface {
 	Name() string

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 )
 
 // StrikeLeader strikes s at the member of cluster c that leads when it
@@ -16,7 +16,7 @@ import (
 // healed; its peers still reach it). It then waits for the cluster to be
 // healthy again. store names the store in an error ("etcd"), what names
 // the cluster in the last step ("cluster", "ensemble").
-func StrikeLeader[M fault.Member](ctx context.Context, s *Strike, c fault.Quorum[M], store, what string, proxy func(M) *node.Proxy) error {
+func StrikeLeader[M fault.Member](ctx context.Context, s *Strike, c fault.Quorum[M], store, what string, proxy func(M) *tcpproxy.Proxy) error {
 	bg := context.WithoutCancel(ctx)
 	kind := s.Kind()
 	lctx, cancel := context.WithTimeout(bg, 10*time.Second)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
@@ -89,11 +88,11 @@ type Options struct {
 	// appends the worker's flags. Required with Processes.
 	WorkerCommand []string
 	// Addrs are the addresses of Nodes, in the same order, as "host:port",
-	// "password@host:port" or a redis:// URL (node.ParseAddr; Node.URL
+	// "password@host:port" or a redis:// URL (redisaddr.Parse; Node.URL
 	// gives one), for the workers to dial. Required with Processes.
 	Addrs []string
 
-	// FaultNodes are the nodes that node faults may hit; a *node.Node is
+	// FaultNodes are the nodes that node faults may hit; a *redisnode.Node is
 	// one. Faults picks the kinds among FaultKinds (fault.Pause,
 	// fault.Restart, fault.RestartKeep, fault.Partition); every FaultEvery [2s] one kind and
 	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
@@ -110,8 +109,9 @@ type Options struct {
 	// FaultNodes stay empty. Its node fault is fault.Failover, which
 	// cuts the master off until the Sentinels promote a replica (see
 	// "Sentinel failover" in the package documentation). A Sentinel group
-	// has one master: multi-node strategies are refused.
-	Sentinels *node.SentinelGroup
+	// has one master: multi-node strategies are refused. A group of
+	// stores/redis/redisnode's is one through Sentinels.
+	Sentinels SentinelGroup
 	// SentinelRefresh is how often each client of a run on a Sentinel
 	// group asks the Sentinels again which server is the master (its
 	// SentinelPool's Refresh); the clients' questions are spread over one
@@ -129,8 +129,9 @@ type Options struct {
 	// FaultFor, lets the cluster elect the replica and starts the old
 	// master again as a replica (see "Redis Cluster failover" in the
 	// package documentation). Strategies that cannot run on a cluster
-	// (strategies.Description.NoCluster) are refused.
-	RedisCluster *node.RedisCluster
+	// (strategies.Description.NoCluster) are refused. A cluster of
+	// stores/redis/redisnode's is one through Cluster.
+	RedisCluster RedisCluster
 
 	// Store, when set, holds the servers of the store other than Redis
 	// that the strategy locks on (see store.go): a harness.StoreNode of

@@ -11,10 +11,11 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // The process-mode tests run this test binary as their workers.
@@ -101,7 +102,7 @@ func TestProcessesBadWorker(t *testing.T) {
 func TestNodeFaultRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: backends.Process, N: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	n := c.Nodes()[0]
@@ -153,7 +154,7 @@ func TestNodeFaultRestart(t *testing.T) {
 func TestNodeFaultPausePartition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: backends.Process, N: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	n := c.Nodes()[0]
@@ -187,7 +188,7 @@ func TestNodeFaultPausePartition(t *testing.T) {
 func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := node.Start(ctx, node.Options{Backend: node.BackendProcess, N: 1})
+	c, err := redisnode.Start(ctx, redisnode.Options{Backend: backends.Process, N: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	n := c.Nodes()[0]

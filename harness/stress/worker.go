@@ -16,7 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/redisaddr"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -84,7 +84,7 @@ func workerArgs(o *Options, store StoreRun, id int, seed uint64, skew time.Durat
 // Worker is one client of a process-mode run, as run by the hidden
 // "locklab worker" command: it loops acquire, critical section, release on
 // the servers given with --addr (host:port, password@host:port or a
-// redis:// URL, as node.ParseAddr reads them), or on the master that the
+// redis:// URL, as redisaddr.Parse reads them), or on the master that the
 // Sentinels given with --sentinel (host:port) name --master-name, through a
 // locklab.SentinelPool of its own, or on the Redis Cluster whose nodes
 // --cluster (host:port) gives, through a locklab.ClusterPool of its own, or
@@ -212,7 +212,7 @@ func (w *workerFlags) locker(ctx context.Context) (l locklab.Locker, retry lockl
 	}
 	var pools []*redis.Pool
 	for _, a := range w.addrs {
-		o, err := node.ParseAddr(a)
+		o, err := redisaddr.Parse(a)
 		if err != nil {
 			return nil, retry, nil, err
 		}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 )
 
@@ -46,7 +46,7 @@ var stressDriver = &stress.StoreDriver{
 // cuts, and an admin client that dials the members directly.
 type stressRun struct {
 	c         *etcdproc.Cluster
-	proxies   []*node.Proxy
+	proxies   []*tcpproxy.Proxy
 	endpoints []string // the proxies', as "http://127.0.0.1:port"
 	admin     *clientv3.Client
 }
@@ -65,7 +65,7 @@ func startStress(_ context.Context, n stress.StoreServers, _ stress.Options) (_ 
 		}
 	}()
 	for _, m := range e.c.Members() {
-		p, err := node.NewProxy(m.ClientURL[len("http://"):])
+		p, err := tcpproxy.New(m.ClientURL[len("http://"):])
 		if err != nil {
 			return nil, err
 		}
@@ -175,5 +175,5 @@ func (e *stressRun) Stuck(ctx context.Context, key string) (string, bool) {
 // it; then it waits until the cluster is healthy. A fault in progress is
 // always healed, even when ctx ends meanwhile.
 func (e *stressRun) Fault(ctx context.Context, s *stress.Strike) error {
-	return stress.StrikeLeader(ctx, s, e.c, "etcd", "cluster", func(m *etcdproc.Member) *node.Proxy { return e.proxies[m.Index] })
+	return stress.StrikeLeader(ctx, s, e.c, "etcd", "cluster", func(m *etcdproc.Member) *tcpproxy.Proxy { return e.proxies[m.Index] })
 }

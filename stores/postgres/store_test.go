@@ -13,7 +13,6 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/harnesstest"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
@@ -88,7 +87,7 @@ func TestPostgresCaseOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: []harness.Node{harness.AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: node.StoreName}}})
+	_, err = harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: []harness.Node{harness.AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: "redis"}}})
 	if err == nil {
 		t.Fatal("a postgres strategy ran on a Redis node")
 	}

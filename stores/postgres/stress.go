@@ -22,8 +22,8 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
@@ -59,7 +59,7 @@ var stressDriver = &stress.StoreDriver{
 // moves.
 type stressRun struct {
 	s     *pgproc.Server
-	proxy *node.Proxy
+	proxy *tcpproxy.Proxy
 
 	// With failovers among the faults: primary is the server the clients
 	// reach now (s until the first failover), standby the asynchronous
@@ -87,7 +87,7 @@ func startStress(_ context.Context, n stress.StoreServers, o stress.Options) (st
 	p := &stressRun{s: srv, primary: srv}
 	if slices.Contains(o.Faults, fault.Partition) || slices.Contains(o.Faults, fault.Failover) {
 		var err error
-		if p.proxy, err = node.NewProxy(serverAddr(srv)); err != nil {
+		if p.proxy, err = tcpproxy.New(serverAddr(srv)); err != nil {
 			return nil, err
 		}
 	}

@@ -119,7 +119,7 @@ func (k *conn) do(ctx context.Context, call wrapconn.Call, send wrapconn.Send) (
 var errLostReply = fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, wrapconn.ErrDropped)
 
 // replicaLink is a node whose replica lags until asked to catch up
-// (node.Replicated).
+// (redisnode.Replicated).
 type replicaLink interface {
 	CatchUp(ctx context.Context) error
 	Lag(ctx context.Context) error

@@ -3,25 +3,27 @@
 // each Redis node, the connections its clients' strategies get, each
 // command a step, and what each command reads and writes. Importing it
 // registers it with the harness (harness.RegisterStore) as the Main store,
-// whose servers are the nodes the harness is given (harness/node starts
-// them).
+// whose servers are the nodes the harness is given (its redisnode package
+// starts them, and its Driver's StartNodes).
 //
 //	driver.go  the store's Driver
 //	store.go   a slot's store: its pools, emptying, time, probing the lock
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
-//	nodes.go   the servers a matrix of its strategies runs on
+//	nodes.go   the servers a matrix of its strategies and play's levels run on
 //	touch.go   what each command reads and writes, a transaction's at EXEC
 //	audit.go   the servers' own count of the connections they accepted
 package redis
 
 import (
+	"context"
+
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
-// Name is the Redis store's name, as harness/node's nodes say it.
-const Name = node.StoreName
+// Name is the Redis store's name, as redisnode's nodes say it.
+const Name = redisnode.StoreName
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
@@ -31,6 +33,9 @@ func init() {
 			strategies.FamilyRedlock, strategies.FamilyReentrant},
 		Main:    true,
 		Workers: true,
+		StartNodes: func(ctx context.Context, o harness.NodesOptions) (*harness.StartedNodes, error) {
+			return startNodes(ctx, redisnode.Options{Backend: o.Backend, Image: o.Image, N: o.N, Label: o.Label}, o.Replica)
+		},
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},

@@ -29,7 +29,7 @@ type optionsNode interface {
 	PoolOptions() locklab.PoolOptions
 }
 
-// sharedNode is a node on a server the harness does not own (node.Node of
+// sharedNode is a node on a server the harness does not own (redisnode.Node of
 // the addrs backend): a slot with one works in a namespace of its own.
 type sharedNode interface {
 	Shared() bool
@@ -41,7 +41,7 @@ func isShared(n harness.Node) bool {
 }
 
 // directNode is a node with a second address that reaches the same server
-// past what a partition cuts (node.Node.DirectAddr): on the process
+// past what a partition cuts (redisnode.Node.DirectAddr): on the process
 // backend, the server itself rather than its loopback proxy, one hop less
 // for every command.
 type directNode interface {

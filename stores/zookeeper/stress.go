@@ -29,8 +29,8 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/harness/stress"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 	"github.com/locklab/locklab/strategies/zklock"
 )
@@ -70,7 +70,7 @@ var stressDriver = &stress.StoreDriver{
 // directly.
 type stressRun struct {
 	e        *zkproc.Ensemble
-	proxies  []*node.Proxy
+	proxies  []*tcpproxy.Proxy
 	addrs    []string // the proxies'
 	admin    *zk.Conn
 	ttl      time.Duration // the clients' session timeout
@@ -92,7 +92,7 @@ func startStress(_ context.Context, n stress.StoreServers, o stress.Options) (_ 
 		}
 	}()
 	for _, s := range z.e.Servers() {
-		p, err := node.NewProxy(s.Addr())
+		p, err := tcpproxy.New(s.Addr())
 		if err != nil {
 			return nil, err
 		}
@@ -292,5 +292,5 @@ func oldestNode(conn *zk.Conn, p string) (at time.Time, found bool, err error) {
 // it; then it waits until the ensemble is healthy. A fault in progress is
 // always healed, even when ctx ends meanwhile.
 func (z *stressRun) Fault(ctx context.Context, s *stress.Strike) error {
-	return stress.StrikeLeader(ctx, s, z.e, "ZooKeeper", "ensemble", func(m *zkproc.Server) *node.Proxy { return z.proxies[m.Index] })
+	return stress.StrikeLeader(ctx, s, z.e, "ZooKeeper", "ensemble", func(m *zkproc.Server) *tcpproxy.Proxy { return z.proxies[m.Index] })
 }

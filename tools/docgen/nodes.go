@@ -5,9 +5,10 @@ import (
 	"fmt"
 
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/redis"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -16,7 +17,7 @@ import (
 // the failover scenario, as `locklab matrix --backend process` does. The
 // caller calls stop when done.
 func StartNodes(ctx context.Context) (nodes []harness.Node, stop func() error, err error) {
-	return redis.StartMatrixNodes(ctx, node.Options{Backend: node.BackendProcess})
+	return redis.StartMatrixNodes(ctx, redisnode.Options{Backend: backends.Process})
 }
 
 // StartStores starts the servers of the other stores the matrix and the
@@ -36,7 +37,7 @@ func StartStores(ctx context.Context) (nodes map[string][]harness.Node, stop fun
 			names = append(names, d.Name)
 		}
 	}
-	s, err := stores.Start(ctx, node.BackendProcess, names, nil)
+	s, err := stores.Start(ctx, backends.Process, names, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -45,4 +46,4 @@ func StartStores(ctx context.Context) (nodes map[string][]harness.Node, stop fun
 
 // faultServer starts one more server of a store for the matrix's cells
 // that fault it (harness.MatrixOptions.StartFaultServer).
-var faultServer = stores.FaultServer(node.BackendProcess)
+var faultServer = stores.FaultServer(backends.Process)

@@ -158,7 +158,7 @@ func TestCoreListsTheFifthStore(t *testing.T) {
 		t.Errorf("Abbreviations(%s) = %q: want the Driver's", strategy, got)
 	}
 
-	core := []string{"../..", "../../render", "../../stress", "../../play", "../../fault", "../../node"}
+	core := []string{"../..", "../../render", "../../stress", "../../play", "../../fault"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, core...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

@@ -1,7 +1,7 @@
 // Package cleanup closes what a process started when SIGINT or SIGTERM
 // arrives, then delivers the signal again: the Redis clusters of
-// harness/node, the etcd and PostgreSQL servers of stores/etcd/etcdproc
-// and stores/postgres/pgproc and the ZooKeeper ensembles of
+// stores/redis/redisnode, the etcd and PostgreSQL servers of
+// stores/etcd/etcdproc and stores/postgres/pgproc and the ZooKeeper ensembles of
 // stores/zookeeper/zkproc register here, so that Ctrl-C removes their
 // containers, networks and directories.
 package cleanup

@@ -6,8 +6,8 @@
 // server (starts it, signals it, kills it) while the container stays up,
 // and the removal of what a killed run left behind.
 //
-// harness/node's Redis containers and the etcd (stores/etcd/etcdproc),
-// PostgreSQL (stores/postgres/pgproc) and ZooKeeper
+// stores/redis/redisnode's Redis containers and the etcd
+// (stores/etcd/etcdproc), PostgreSQL (stores/postgres/pgproc) and ZooKeeper
 // (stores/zookeeper/zkproc) containers carry the same labels, and are
 // named alike: the network "locklab-<pid>-<random>-<label>", each
 // container "<network>-<name>".

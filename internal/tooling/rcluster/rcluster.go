@@ -4,8 +4,9 @@
 // hands their addresses here. It assigns the hash slots, introduces the
 // nodes to each other, attaches the replicas, waits until the cluster is
 // ready, and answers who serves what, before and after a failover.
-// internal/tooling/redisproc (test clusters of processes) and harness/node (the
-// harness's clusters on the process and docker backends) share it.
+// internal/tooling/redisproc (test clusters of processes) and
+// stores/redis/redisnode (the harness's clusters on the process and docker
+// backends) share it.
 package rcluster
 
 import (

@@ -7,7 +7,7 @@
 // directory (/data, in memory, kept while the container lives), a pause a
 // SIGSTOP. Clients and peers reach each member at its container's address
 // on the network (http://<address>:2379, peers :2380); a partition is cut
-// through a proxy in front of that address (harness/node.Proxy), as on the
+// through a proxy in front of that address (internal/tooling/tcpproxy), as on the
 // process backend.
 
 package etcdproc

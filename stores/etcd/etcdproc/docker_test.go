@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
@@ -109,7 +109,7 @@ func TestDocker(t *testing.T) {
 	// A partition through a proxy in front of a member's address: its
 	// clients hear nothing, its peers still reach it.
 	m := c.Member(0)
-	p, err := node.NewProxy(strings.TrimPrefix(m.ClientURL, "http://"))
+	p, err := tcpproxy.New(strings.TrimPrefix(m.ClientURL, "http://"))
 	require.NoError(t, err)
 	defer p.Close()
 	pc, err := clientv3.New(etcdproc.ClientConfig("http://" + p.Addr()))

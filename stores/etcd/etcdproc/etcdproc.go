@@ -42,6 +42,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
@@ -115,10 +116,10 @@ type Options struct {
 	Label string
 }
 
-// The backends of Options.Backend.
+// The backends of Options.Backend (internal/tooling/backends's).
 const (
-	BackendProcess = "process"
-	BackendDocker  = "docker"
+	BackendProcess = backends.Process
+	BackendDocker  = backends.Docker
 )
 
 // Cluster is a running etcd cluster. Its methods are safe for concurrent

@@ -9,7 +9,7 @@
 // the same data directory (in memory, kept while the container lives), a
 // pause a SIGSTOP of every server process. Clients connect to the
 // container's address, port 5432; a partition is cut through a proxy in
-// front of it (harness/node.Proxy), as on the process backend.
+// front of it (internal/tooling/tcpproxy), as on the process backend.
 //
 // A standby runs in a container of its own on its primary's network: the
 // unprivileged user makes its data directory with pg_basebackup -R from

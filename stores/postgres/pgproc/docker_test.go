@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 )
@@ -91,7 +91,7 @@ func TestDocker(t *testing.T) {
 	assert.Equal(t, 1, scalar[int](t, connect(t, s), "SELECT 1"))
 
 	// A partition through a proxy in front of the container's address.
-	p, err := node.NewProxy(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+	p, err := tcpproxy.New(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
 	require.NoError(t, err)
 	defer p.Close()
 	dsn := strings.Replace(s.DSN(), net.JoinHostPort(s.Host, "5432"), p.Addr(), 1)

@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/serverproc"
 )
@@ -151,10 +152,10 @@ type Options struct {
 	Label string
 }
 
-// The backends of Options.Backend.
+// The backends of Options.Backend (internal/tooling/backends's).
 const (
-	BackendProcess = "process"
-	BackendDocker  = "docker"
+	BackendProcess = backends.Process
+	BackendDocker  = backends.Docker
 )
 
 // Server is a PostgreSQL cluster in a temporary directory and the postgres

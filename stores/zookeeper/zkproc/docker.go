@@ -11,7 +11,7 @@
 // while the container lives), a pause a SIGSTOP. Clients reach each server
 // at its container's address, port 2181 (peers on 2888, elections on
 // 3888); a partition is cut through a proxy in front of that address
-// (harness/node.Proxy), as on the process backend.
+// (internal/tooling/tcpproxy), as on the process backend.
 
 package zkproc
 

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/dockerbox/boxtest"
+	"github.com/locklab/locklab/internal/tooling/tcpproxy"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 )
 
@@ -108,7 +108,7 @@ func TestDocker(t *testing.T) {
 	// A partition through a proxy in front of a server's address: its
 	// clients hear nothing; the server itself still serves.
 	s := e.Server(0)
-	p, err := node.NewProxy(s.Addr())
+	p, err := tcpproxy.New(s.Addr())
 	require.NoError(t, err)
 	defer p.Close()
 	_, err = zkproc.FourLetter(ctx, p.Addr(), "srvr")

@@ -47,6 +47,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/cleanup"
 	"github.com/locklab/locklab/internal/tooling/dockerbox"
 	"github.com/locklab/locklab/internal/tooling/procid"
@@ -60,10 +61,10 @@ const (
 	DefaultStartTimeout = time.Minute
 )
 
-// The backends of Options.Backend.
+// The backends of Options.Backend (internal/tooling/backends's).
 const (
-	BackendProcess = "process"
-	BackendDocker  = "docker"
+	BackendProcess = backends.Process
+	BackendDocker  = backends.Docker
 )
 
 // Options configure an ensemble.
