@@ -1,6 +1,6 @@
 // The connection audit: what the servers themselves count of the
 // connections they accepted, set against the connections the harness
-// opened, each of which says whose it is (node.ClientName).
+// opened, each of which says whose it is (redisnode.ClientName).
 
 package redis
 
@@ -15,7 +15,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // startAudit watches the Redis servers behind nodes (both of a master
@@ -46,7 +46,7 @@ func startAudit(ctx context.Context, nodes []harness.Node) (func(context.Context
 			return func(context.Context) error { return nil }, nil
 		}
 		members := []harness.Node{n}
-		if r, ok := n.(*node.Replicated); ok {
+		if r, ok := n.(*redisnode.Replicated); ok {
 			members = members[:0]
 			for _, m := range r.Members() {
 				members = append(members, m)
@@ -172,7 +172,7 @@ func calls(v string) int64 {
 }
 
 // strangers returns, from a CLIENT LIST reply, the connections that are
-// neither named node.ClientName nor a replication link (flag S: a
+// neither named redisnode.ClientName nor a replication link (flag S: a
 // replica's; M: its master's), each as its address, name and last command.
 func strangers(list string) []string {
 	var out []string
@@ -183,7 +183,7 @@ func strangers(list string) []string {
 				f[k] = v
 			}
 		}
-		if f["addr"] == "" || f["name"] == node.ClientName || strings.ContainsAny(f["flags"], "SM") {
+		if f["addr"] == "" || f["name"] == redisnode.ClientName || strings.ContainsAny(f["flags"], "SM") {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s name=%q cmd=%s", f["addr"], f["name"], f["cmd"]))

@@ -17,14 +17,14 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
-	"github.com/locklab/locklab/harness/node"
 	"github.com/locklab/locklab/internal/tooling/namespace"
 	"github.com/locklab/locklab/internal/tooling/ttlclock"
 	"github.com/locklab/locklab/internal/tooling/wrapconn"
+	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // optionsNode is a node that says how clients reach it beyond its address:
-// the user, password, database and TLS of its URL (node.harness.Node).
+// the user, password, database and TLS of its URL (redisnode.Node).
 type optionsNode interface {
 	PoolOptions() locklab.PoolOptions
 }
@@ -115,13 +115,13 @@ func (s *redisStore) newPool(i int) *redis.Pool {
 
 // poolOptions are how the harness reaches node n: its address, with the
 // user, password, database and TLS of its own where it has them, every
-// connection named node.ClientName.
+// connection named redisnode.ClientName.
 func poolOptions(n harness.Node) locklab.PoolOptions {
 	o := locklab.PoolOptions{Addr: n.Addr()}
 	if on, ok := n.(optionsNode); ok {
 		o = on.PoolOptions()
 	}
-	o.ClientName = node.ClientName
+	o.ClientName = redisnode.ClientName
 	return o
 }
 
