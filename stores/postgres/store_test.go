@@ -189,7 +189,7 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := pgtest.Start(t, pgproc.Options{})
-	s, err := newStore(&Node{NodeName: "n1", Server: srv})
+	s, err := newStore(&Node{NodeName: "n1", Server: srv}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
