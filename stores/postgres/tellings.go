@@ -3,7 +3,10 @@
 
 package postgres
 
-import "github.com/locklab/locklab/harness"
+import (
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/strategies/pglock"
+)
 
 // Sources of the tellings.
 const (
@@ -178,6 +181,11 @@ var known = syncKnown(map[string]map[string][]string{
 	},
 	"failover-loses-lock": {
 		"pg-for-update": {"c1 c1 c1 failover(n1) c2 c2 c2"},
+	},
+	"restart-loses-lock": {
+		// A commit after the restart, which its synchronous standby
+		// acknowledges once it has connected again.
+		pglock.LockTableSyncName: {"c1 c1 c1 restart(n1) c2"},
 	},
 })
 
