@@ -28,8 +28,9 @@ var syncCommits = []string{"on", "remote_write", "remote_apply"}
 // and the synchronous_commit parameter): with a standby named in the
 // primary's synchronous_standby_names, a session whose synchronous_commit
 // is on (the default) is told its COMMIT succeeded only once the standby
-// has written the transaction's WAL to disk, so that "the data will
-// survive a failover" of the primary; local and off do not wait.
+// has flushed the transaction's commit record to durable storage, so that
+// it is lost only if the primary and every synchronous standby lose their
+// storage: a failover to that standby keeps it. local and off do not wait.
 //
 // Its first Acquire reads the two settings as its session has them
 // (SyncSettingsSQL) and refuses, with ErrInvalid, a server that names no
