@@ -159,7 +159,7 @@ func TestBadCommandLines(t *testing.T) {
 		{args: append(stress, "--node-faults", "pause,explode"), want: "--node-faults explode: unknown node fault; the node faults are pause,restart,restart-keep,partition, failover, cluster-failover, (on etcd or ZooKeeper) leader-kill or (on PostgreSQL) kill"},
 		{args: append(stress, "--node-faults", "leader-kill"), want: "--node-faults leader-kill strikes an etcd cluster's leader: it takes an etcd strategy (etcd-lease, etcd-mutex), or strikes a ZooKeeper ensemble's leader: it takes a ZooKeeper strategy (zk-ephemeral, zk-golib, zk-recipe)"},
 		{args: append(stress, "--node-faults", "failover,pause"), want: "--node-faults failover runs on a Sentinel group and cannot be combined with pause"},
-		{args: append(stress, "--node-faults", "kill"), want: "--node-faults kill kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy (pg-advisory, pg-for-update, pg-lock-table)"},
+		{args: append(stress, "--node-faults", "kill"), want: "--node-faults kill kills a PostgreSQL server's client sessions: it takes a PostgreSQL strategy (pg-advisory, pg-for-update, pg-lock-table, pg-lock-table-sync)"},
 		{args: append(stress, "--backend", "addrs", "--addr", "127.0.0.1:1", "--node-faults", "pause"),
 			want: "--node-faults needs a backend that controls its servers (docker or process), not addrs"},
 		{args: []string{"stress", "-s", "pg-for-update", "--fail-on-violation", "--node-faults", "pause,restart"},

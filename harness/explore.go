@@ -427,7 +427,7 @@ func (e *explorer) worker(w int) {
 		}()
 		nodes = e.opts.Case.nodesFor(more)
 	}
-	sl, err := newSlot(nodes, e.opts.DB+w, e.alphabet)
+	sl, err := newSlot(nodes, e.opts.DB+w, e.opts.Case.Strategy.Name, e.alphabet)
 	if err != nil {
 		e.fail(err)
 		return

@@ -255,7 +255,7 @@ func (pl *player) play(spec runSpec, o InteractiveOptions) {
 		r   *run
 		err error
 	)
-	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, pl.prefix, pl.alphabet)
+	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, o.Case.Strategy.Name, pl.prefix, pl.alphabet)
 	if err == nil {
 		r = newRun(pl.ctx, spec, sl)
 		h, err = r.execute(pl.choose)

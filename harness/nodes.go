@@ -82,13 +82,14 @@ func storeKeySuffix(w int) string {
 	return "~w" + strconv.Itoa(w)
 }
 
-// newSlot makes the slot of database db on nodes. steps are the steps its
+// newSlot makes the slot of database db on nodes for the runs of strategy
+// (OpenOptions.Strategy). steps are the steps its
 // runs may take beyond the clients' own (a schedule, a fault alphabet):
 // when none of them partitions a node, the slot dials the nodes' direct
 // addresses. The other faults reach a client the same way on both (a
 // killed, paused or failed-over server is the same server), and a run
 // refuses the commands to a node it took down before they are sent.
-func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
+func newSlot(nodes []Node, db int, strategy string, steps ...[]Step) (*slot, error) {
 	direct := true
 	for _, sts := range steps {
 		if slices.ContainsFunc(sts, func(st Step) bool { return st.Kind == StepPartition || st.Kind == StepHeal }) {
@@ -99,7 +100,7 @@ func newSlot(nodes []Node, db int, steps ...[]Step) (*slot, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := d.Open(nodes, OpenOptions{Worker: db, Direct: direct})
+	st, err := d.Open(nodes, OpenOptions{Worker: db, Direct: direct, Strategy: strategy})
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func Run(ctx context.Context, o RunOptions) (*History, error) {
 	}
 	spec.seed = o.Seed
 	spec.record = !o.NoRecord
-	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, sched)
+	sl, err := newSlot(o.Case.nodesFor(o.Nodes), o.DB, o.Case.Strategy.Name, sched)
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func TestSettledWaitsForAnnouncedFanOut(t *testing.T) {
 // mustSlot is the slot of database 0 on nodes.
 func mustSlot(t *testing.T, nodes []Node) *slot {
 	t.Helper()
-	sl, err := newSlot(nodes, 0)
+	sl, err := newSlot(nodes, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,6 +218,10 @@ type OpenOptions struct {
 	// Direct says no step of the slot's runs partitions a node: the store
 	// may reach its servers past what a partition cuts.
 	Direct bool
+	// Strategy is the strategy the slot's runs lock with ("" when not
+	// known): a store whose column is a setting of its servers, not of
+	// its lock's code, sets them up for it.
+	Strategy string
 }
 
 // Bench is how `locklab bench --stores` measures a store's locks.

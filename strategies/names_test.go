@@ -15,14 +15,15 @@ import (
 // is refused with the import it needs; it is still an unknown name.
 func TestStoreStrategyNamesItsImport(t *testing.T) {
 	for name, pkg := range map[string]string{
-		"etcd-lease":    strategies.EtcdPackage,
-		"etcd-mutex":    strategies.EtcdPackage,
-		"pg-advisory":   strategies.PostgresPackage,
-		"pg-for-update": strategies.PostgresPackage,
-		"pg-lock-table": strategies.PostgresPackage,
-		"zk-ephemeral":  strategies.ZooKeeperPackage,
-		"zk-golib":      strategies.ZooKeeperPackage,
-		"zk-recipe":     strategies.ZooKeeperPackage,
+		"etcd-lease":         strategies.EtcdPackage,
+		"etcd-mutex":         strategies.EtcdPackage,
+		"pg-advisory":        strategies.PostgresPackage,
+		"pg-for-update":      strategies.PostgresPackage,
+		"pg-lock-table":      strategies.PostgresPackage,
+		"pg-lock-table-sync": strategies.PostgresPackage,
+		"zk-ephemeral":       strategies.ZooKeeperPackage,
+		"zk-golib":           strategies.ZooKeeperPackage,
+		"zk-recipe":          strategies.ZooKeeperPackage,
 	} {
 		got, ok := strategies.Package(name)
 		require.True(t, ok, name)
@@ -44,7 +45,7 @@ func TestStoreStrategyNamesItsImport(t *testing.T) {
 	// An unknown name lists the valid names, and the others' imports.
 	_, err := strategies.New("nosuch", locklab.Config{})
 	assert.ErrorContains(t, err, `unknown strategy "nosuch": valid names are `)
-	assert.ErrorContains(t, err, `; with their package imported: etcd-lease, etcd-mutex (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table (import _ "`+strategies.PostgresPackage+`"); `+
+	assert.ErrorContains(t, err, `; with their package imported: etcd-lease, etcd-mutex (import _ "`+strategies.EtcdPackage+`"); pg-advisory, pg-for-update, pg-lock-table, pg-lock-table-sync (import _ "`+strategies.PostgresPackage+`"); `+
 		`zk-ephemeral, zk-golib, zk-recipe (import _ "`+strategies.ZooKeeperPackage+`")`)
 }
 
@@ -58,7 +59,7 @@ func TestStoreRefusalNamesTheImports(t *testing.T) {
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.ErrorContains(t, err, `strategy set-nx-px does not read Config.Store (strategies that do: `+
 		`etcd-lease, etcd-mutex (import _ "github.com/locklab/locklab/strategies/etcdlock"); `+
-		`pg-advisory, pg-for-update, pg-lock-table (import _ "github.com/locklab/locklab/strategies/pglock"); `+
+		`pg-advisory, pg-for-update, pg-lock-table, pg-lock-table-sync (import _ "github.com/locklab/locklab/strategies/pglock"); `+
 		`zk-ephemeral, zk-golib, zk-recipe (import _ "github.com/locklab/locklab/strategies/zklock"))`)
 
 	set := []func(*locklab.Config){

@@ -23,7 +23,7 @@ const (
 // package of this module that registers strategies is listed.
 var storeStrategies = map[string][]string{
 	EtcdPackage:      {"etcd-lease", "etcd-mutex"},
-	PostgresPackage:  {"pg-advisory", "pg-for-update", "pg-lock-table"},
+	PostgresPackage:  {"pg-advisory", "pg-for-update", "pg-lock-table", "pg-lock-table-sync"},
 	ZooKeeperPackage: {"zk-ephemeral", "zk-golib", "zk-recipe"},
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/strategies/pglock"
 )
 
 // FailoverSchedules bounds a cell whose scenario promotes a standby: each
@@ -30,6 +31,11 @@ import (
 // pg_basebackup (about half a second together). A safety net: every
 // failover cell of the documented matrix ends at a violation long before.
 const FailoverSchedules = 2000
+
+// syncColumns are the strategies whose column is their lock on a primary
+// with a synchronous standby (Node.Synchronous), as its users run it: the
+// setting is the server's and the session's, not the lock's code.
+var syncColumns = []string{pglock.LockTableSyncName}
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
@@ -43,15 +49,15 @@ func init() {
 		},
 		Start:    start,
 		Describe: describe,
-		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
-			return newStore(nodes[0].(*Node))
+		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
+			return newStore(nodes[0].(*Node), slices.Contains(syncColumns, o.Strategy))
 		},
 		Audit:      startAudit,
 		MultiNode:  "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,
-		Columns:    []string{"pg-lock-table", "pg-for-update", "pg-advisory"},
+		Columns:    []string{"pg-lock-table", pglock.LockTableSyncName, "pg-for-update", "pg-advisory"},
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
 			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, fault.Failover) }}},
 		Versioned:  true,

@@ -33,6 +33,10 @@ const Name = "postgres"
 // standby; from then on Primary is the promoted server, and clients that
 // connect to the node reach it, as through an address that moves with the
 // primary. The next Prepare starts a new standby of it.
+//
+// The runs of a column on a synchronous standby (syncColumns) keep the
+// standby streaming instead (Synchronous): the primary names it in
+// synchronous_standby_names, and their sessions' commits wait for it.
 type Node struct {
 	NodeName string
 	// Server is the server the node starts on: its primary until a
@@ -46,6 +50,9 @@ type Node struct {
 	// lag: the run being prepared cuts the standby off once the store has
 	// emptied its key (cutStandby); cut: the standby is cut off.
 	lag, cut bool
+	// synced is the primary Synchronous set up, whose commits wait for
+	// any standby where the session asks (nil: none).
+	synced *pgproc.Server
 }
 
 // Name returns the node's name.
@@ -56,10 +63,7 @@ func (n *Node) Name() string { return n.NodeName }
 func (n *Node) Primary() *pgproc.Server {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.promoted != nil {
-		return n.promoted
-	}
-	return n.Server
+	return n.primaryLocked()
 }
 
 // Addr returns the primary's "host:port".
@@ -96,10 +100,24 @@ func (n *Node) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 func (n *Node) Prepare(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	primary := n.Server
-	if n.promoted != nil {
-		primary = n.promoted
+	if err := n.streamLocked(ctx, n.primaryLocked()); err != nil {
+		return err
 	}
+	n.lag = true
+	return nil
+}
+
+// primaryLocked is Primary, n.mu held.
+func (n *Node) primaryLocked() *pgproc.Server {
+	if n.promoted != nil {
+		return n.promoted
+	}
+	return n.Server
+}
+
+// streamLocked makes a standby stream from primary: it starts one where
+// there is none, and connects the one cut off again.
+func (n *Node) streamLocked(ctx context.Context, primary *pgproc.Server) error {
 	switch {
 	case n.standby == nil:
 		sb, err := primary.StartStandby(ctx, pgproc.Options{})
@@ -112,7 +130,7 @@ func (n *Node) Prepare(ctx context.Context) error {
 			return fmt.Errorf("node %s: %w", n.NodeName, err)
 		}
 	}
-	n.cut, n.lag = false, true
+	n.cut = false
 	return nil
 }
 
@@ -126,11 +144,7 @@ func (n *Node) cutStandby(ctx context.Context) error {
 		return nil
 	}
 	n.lag = false
-	primary := n.Server
-	if n.promoted != nil {
-		primary = n.promoted
-	}
-	if err := n.standby.WaitReplayed(ctx, primary); err != nil {
+	if err := n.standby.WaitReplayed(ctx, n.primaryLocked()); err != nil {
 		return fmt.Errorf("node %s: %w", n.NodeName, err)
 	}
 	if err := n.standby.StopStreaming(ctx); err != nil {
@@ -140,28 +154,76 @@ func (n *Node) cutStandby(ctx context.Context) error {
 	return nil
 }
 
+// Synchronous gets the node ready for a run of a column on a synchronous
+// standby, in place of cutStandby: a standby streams from the primary (one
+// is started where there is none, and one cut off is connected again), the
+// primary names any standby synchronous (synchronous_standby_names '*')
+// and commits locally the sessions that ask for nothing else
+// (synchronous_commit local: the other columns' cells, which share the
+// server, keep their asynchronous standby), and it returns once the
+// standby streams as a synchronous one. The column's sessions ask for
+// synchronous_commit on (PostgreSQL's default), and their commits wait
+// until the standby has written them.
+func (n *Node) Synchronous(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lag = false
+	primary := n.primaryLocked()
+	if err := n.streamLocked(ctx, primary); err != nil {
+		return err
+	}
+	return n.syncLocked(ctx, primary)
+}
+
+// syncLocked has primary name any standby synchronous, where it does not
+// already, and returns once one streams as a synchronous standby.
+func (n *Node) syncLocked(ctx context.Context, primary *pgproc.Server) error {
+	if n.synced != primary {
+		if err := primary.SetSynchronous(ctx, "*", "local"); err != nil {
+			return fmt.Errorf("node %s: %w", n.NodeName, err)
+		}
+		n.synced = primary
+	}
+	if err := primary.WaitSynchronous(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	return nil
+}
+
 // Failover kills the primary, removes it, and promotes the standby, which
 // lacks every write since the run began (Prepare): it has neither the
 // primary's sessions (their advisory locks, their open transactions and
 // the row locks these hold) nor the rows written since. Without a standby
 // (no Prepare) it is an error.
+//
+// A synchronous standby (Synchronous) has every committed write instead,
+// and the server it becomes gets a synchronous standby of its own, a new
+// one, before Failover returns: as in a cluster of three whose other
+// standby follows the new primary, the commits after the failover are
+// acknowledged by a standby again, where a primary naming a standby it
+// does not have would make every one wait for good, and one naming none
+// would replicate them asynchronously.
 func (n *Node) Failover(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.standby == nil {
 		return fmt.Errorf("node %s has no standby to promote", n.NodeName)
 	}
-	old := n.Server
-	if n.promoted != nil {
-		old = n.promoted
-	}
+	old := n.primaryLocked()
 	old.KillPostmaster()
 	if err := n.standby.Promote(ctx); err != nil {
 		return fmt.Errorf("node %s: %w", n.NodeName, err)
 	}
-	n.promoted, n.standby, n.lag, n.cut = n.standby, nil, false, false
+	promoted := n.standby
+	n.promoted, n.standby, n.lag, n.cut = promoted, nil, false, false
 	old.Close()
-	return nil
+	if n.synced != old {
+		return nil
+	}
+	if err := n.streamLocked(ctx, promoted); err != nil {
+		return err
+	}
+	return n.syncLocked(ctx, promoted)
 }
 
 // DropStandby stops and removes the standby, if any: the cells that

@@ -40,6 +40,10 @@ import (
 type pgStore struct {
 	node  *Node
 	admin *pgxpool.Pool
+	// sync: the slot's strategy is a column on a synchronous standby
+	// (syncColumns): the node keeps one streaming (Node.Synchronous), and
+	// the clients' sessions commit with synchronous_commit on.
+	sync bool
 
 	mu sync.Mutex
 	// clients are the current run's clients' pools and backends.
@@ -87,7 +91,7 @@ func (s *pgStore) live(pc *pgClient) []uint32 {
 	return slices.Collect(maps.Keys(pc.backends))
 }
 
-func newStore(n *Node) (*pgStore, error) {
+func newStore(n *Node, sync bool) (*pgStore, error) {
 	cfg, err := pgxpool.ParseConfig(n.Primary().DSN())
 	if err != nil {
 		return nil, err
@@ -99,7 +103,7 @@ func newStore(n *Node) (*pgStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pgStore{node: n, admin: admin, clients: map[*harness.Client]*pgClient{}, spare: map[int]*pgClient{},
+	return &pgStore{node: n, admin: admin, sync: sync, clients: map[*harness.Client]*pgClient{}, spare: map[int]*pgClient{},
 		ended: map[uint32]bool{}, gone: map[uint32]bool{}, unlisted: true}, nil
 }
 
@@ -129,6 +133,10 @@ func (s *pgStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 		// schedule's: the first statement on a session the server ended
 		// fails, as it does for a client that was not pinging either.
 		pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+		if s.sync {
+			// In the session's startup message: no statement of its own.
+			pcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+		}
 		pc = &pgClient{tracer: &pgTracer{s: s}}
 		pcfg.ConnConfig.Tracer = pc.tracer
 		dial := s.node.dial(pcfg.ConnConfig.DialFunc)
@@ -178,6 +186,21 @@ func (s *pgStore) Key(key string) string {
 // and deletes the rows of the runs' key from every table the strategies
 // made.
 func (s *pgStore) Empty(ctx context.Context) error {
+	if err := s.empty(ctx); err != nil {
+		return err
+	}
+	if s.sync {
+		// A synchronous standby: it misses no committed write.
+		return s.node.Synchronous(ctx)
+	}
+	// A run prepared for a failover: from here on, the standby misses
+	// every write.
+	return s.node.cutStandby(ctx)
+}
+
+// empty is Empty but for the standby: the sessions ended and the key's
+// rows deleted.
+func (s *pgStore) empty(ctx context.Context) error {
 	s.mu.Lock()
 	clients := slices.Collect(maps.Keys(s.clients))
 	restarted := s.restarted
@@ -198,9 +221,7 @@ func (s *pgStore) Empty(ctx context.Context) error {
 	if err := s.deleteKey(ctx, key); err != nil {
 		return fmt.Errorf("emptying the locklab_ tables on %s: %w", s.node.Name(), err)
 	}
-	// A run prepared for a failover: from here on, the standby misses
-	// every write.
-	return s.node.cutStandby(ctx)
+	return nil
 }
 
 // deleteKey deletes the rows of key from every locklab_ table, in one
@@ -496,9 +517,10 @@ func (s *pgStore) closeSpare() {
 	}
 }
 
-// Close empties the server and closes the store's pools.
+// Close empties the server and closes the store's pools; the standby is
+// left as it is, for the node's next slot.
 func (s *pgStore) Close(ctx context.Context) error {
-	err := s.Empty(ctx)
+	err := s.empty(ctx)
 	s.closeSpare()
 	s.admin.Close()
 	return err

@@ -24,7 +24,8 @@ import (
 // verdicts that follow from how each lock is built: the lock table judges
 // expiry by the clients' clocks and releases blindly; the session locks
 // (advisory, FOR UPDATE) have no TTL, end with their session, and are not
-// replicated.
+// replicated. pg-lock-table-sync's cells run with a synchronous standby
+// beside the server, which its node starts for them.
 func TestPostgresStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on PostgreSQL")
@@ -46,6 +47,11 @@ func TestPostgresStore(t *testing.T) {
 		{"partitioned-holder", "pg-advisory", harness.Violated},
 		{"restart-loses-lock", "pg-advisory", harness.Violated},
 		{"restart-loses-lock", "pg-lock-table", harness.Safe},
+		// The lock table on a synchronous standby breaks as the lock table
+		// does (sync_test.go: what the standby changes).
+		{"clock-skew", "pg-lock-table-sync", harness.Violated},
+		{"release-after-expiry", "pg-lock-table-sync", harness.Violated},
+		{"crash-before-expire", "pg-lock-table-sync", harness.Safe},
 		{"pause-past-ttl", "pg-for-update", harness.Safe},
 		{"partitioned-holder", "pg-for-update", harness.Violated},
 		{"clock-skew", "pg-for-update", harness.Safe},
@@ -188,7 +194,7 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := pgtest.Start(t, pgproc.Options{})
-	s, err := newStore(&Node{NodeName: "n1", Server: srv})
+	s, err := newStore(&Node{NodeName: "n1", Server: srv}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

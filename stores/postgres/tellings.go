@@ -3,7 +3,10 @@
 
 package postgres
 
-import "github.com/locklab/locklab/harness"
+import (
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/strategies/pglock"
+)
 
 // Sources of the tellings.
 const (
@@ -11,6 +14,8 @@ const (
 		"ends; advisory locks, held until released or the session ends)"
 	srcPGReplication = "PostgreSQL documentation, \"High Availability, Load Balancing, and Replication\" " +
 		"(asynchronous streaming replication, promoting a standby)"
+	srcPGSync = "PostgreSQL documentation, \"Synchronous Replication\" (a commit waits until a synchronous " +
+		"standby has written it: it survives a failover) and synchronous_commit"
 	srcPGSessionEnd = "PostgreSQL documentation, \"Server Signaling Functions\" (pg_terminate_backend) and \"Client " +
 		"Connection Defaults\" (idle_in_transaction_session_timeout, idle_session_timeout); \"Explicit Locking\" " +
 		"(advisory locks, held until released or the session ends)"
@@ -134,29 +139,33 @@ var tellings = map[string]harness.Telling{
 		Source: "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); " + srcPGSessionEnd,
 	},
 	"failover-loses-lock": {
-		Title: "the primary dies and its asynchronous standby is promoted",
-		Story: "C1 takes the lock on the primary. The primary dies and its asynchronous streaming standby is " +
-			"promoted; the clients' new connections reach it. Sessions are not replicated: an advisory lock " +
-			"or an open transaction's row lock is gone with C1's session. The lock table's row is data, but " +
-			"the primary acknowledged it alone and the standby never saw it. C2 acquires on the promoted " +
-			"server while C1 still believes it holds the lock. A synchronous standby would keep the row, " +
-			"never the session locks.",
-		Source: srcPGReplication,
+		Title: "the primary dies and its standby is promoted",
+		Story: "C1 takes the lock on the primary. The primary dies and its streaming standby is promoted; " +
+			"the clients' new connections reach it. Sessions are not replicated: an advisory lock or an open " +
+			"transaction's row lock is gone with C1's session. The lock table's row is data, but an " +
+			"asynchronous standby may never have seen it: the primary acknowledged it alone, and C2 acquires " +
+			"on the promoted server while C1 still believes it holds the lock. pg-lock-table-sync's standby " +
+			"is synchronous: the primary's commit of the row returned only once the standby had written it, " +
+			"so the promoted server has it and C2 is refused until its expiry. Synchronous replication " +
+			"keeps committed rows, never sessions: the session locks would be lost all the same.",
+		Source: srcPGReplication + "; " + srcPGSync,
 	},
 	"restart-loses-lock": {
 		Title: "the server restarts: its sessions end, and the locks they held",
 		Story: "C1 takes the lock. The server restarts on its data directory: tables and committed rows " +
 			"survive, sessions do not. The advisory lock and the transaction's row lock end with C1's " +
 			"session, and C2 acquires while C1 still believes it holds the lock. The lock table's row is " +
-			"data: it survives the restart, and C2 is refused until its expiry.",
-		Source: srcPGLocking,
+			"data: it survives the restart, and C2 is refused until its expiry. pg-lock-table-sync's " +
+			"synchronous standby reconnects to the restarted primary, and a commit waits until it has.",
+		Source: srcPGLocking + "; " + srcPGSync,
 	},
 }
 
 // known are the schedules told or found for the PostgreSQL strategies, by
 // scenario and then strategy (harness.Driver.Known): each cell replays
-// them before its search, and the pages pin them.
-var known = map[string]map[string][]string{
+// them before its search, and the pages pin them. pg-lock-table-sync
+// sends pg-lock-table's statements, and has its schedules (syncKnown).
+var known = syncKnown(map[string]map[string][]string{
 	"lost-reply": {
 		"pg-lock-table": {"lose(c1) c1 c1 c1 c2 c2"},
 	},
@@ -193,6 +202,24 @@ var known = map[string]map[string][]string{
 	"failover-loses-lock": {
 		"pg-for-update": {"c1 c1 c1 failover(n1) c2 c2 c2"},
 	},
+	"restart-loses-lock": {
+		// A commit after the restart, which its synchronous standby
+		// acknowledges once it has connected again.
+		pglock.LockTableSyncName: {"c1 c1 c1 restart(n1) c2"},
+	},
+})
+
+// syncKnown gives each strategy of syncColumns the schedules of the
+// strategy whose statements it sends, pg-lock-table.
+func syncKnown(k map[string]map[string][]string) map[string]map[string][]string {
+	for _, byStrategy := range k {
+		if sched, ok := byStrategy["pg-lock-table"]; ok {
+			for _, name := range syncColumns {
+				byStrategy[name] = sched
+			}
+		}
+	}
+	return k
 }
 
 // playLevels are the store's challenges in locklab play

@@ -13,13 +13,16 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
+	"github.com/locklab/locklab/strategies/pglock"
 )
 
 // pgTracer makes each statement of one client a step: it waits for the
 // scheduler's grant before pgx sends the statement and records the answer
 // in the step's event. The tables' CREATE TABLE IF NOT EXISTS, which a
 // strategy sends once before its first statement, runs outside the
-// schedule: it is set-up, not part of any algorithm.
+// schedule: it is set-up, not part of any algorithm; so does
+// pg-lock-table-sync's reading of its replication settings after it
+// (pglock.SyncSettingsSQL).
 type pgTracer struct {
 	s *pgStore
 	// c is the client the pool serves now (s.mu); nil between runs.
@@ -64,6 +67,9 @@ func (t *pgTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx
 	sql := strings.Join(strings.Fields(data.SQL), " ")
 	if strings.HasPrefix(sql, "CREATE TABLE IF NOT EXISTS") {
 		t.s.created(sql)
+		return ctx
+	}
+	if sql == pglock.SyncSettingsSQL {
 		return ctx
 	}
 	c := t.binding(conn)

@@ -51,11 +51,14 @@ import (
 // family's lock to use instead.
 type LockTable struct{ *base }
 
+// lockTableDDL creates LockTable's table.
+const lockTableDDL = "CREATE TABLE IF NOT EXISTS " + LockTableName +
+	" (key text PRIMARY KEY, token text NOT NULL, expires_at timestamptz NOT NULL)"
+
 // NewLockTable builds a LockTable from cfg.Store (a *pgxpool.Pool),
 // cfg.Clock (where expiry times come from) and cfg.Rand.
 func NewLockTable(cfg locklab.Config) (*LockTable, error) {
-	b, err := newBase(cfg, "pg-lock-table", "CREATE TABLE IF NOT EXISTS "+LockTableName+
-		" (key text PRIMARY KEY, token text NOT NULL, expires_at timestamptz NOT NULL)")
+	b, err := newBase(cfg, "pg-lock-table", lockTableDDL)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@
 //   - LockTable ("pg-lock-table"): the notes' lock table (基于表): INSERT
 //     of the key as primary key, with an expiry column; a row found expired
 //     is deleted and the INSERT tried again; release is a DELETE.
+//   - LockTableSync ("pg-lock-table-sync"): LockTable on a primary whose
+//     commits wait for a synchronous standby, which a failover keeps.
 //   - ForUpdate ("pg-for-update"): the notes' pessimistic lock (悲观锁): a
 //     transaction holds SELECT ... FOR UPDATE NOWAIT on the key's row for
 //     the lease; COMMIT releases it.
@@ -106,9 +108,12 @@ type base struct {
 	clock  locklab.Clock
 	tokens *locklab.TokenSource
 	ddl    string
+	// check, when set, runs once after ddl, and again until it passes
+	// (LockTableSync's settings).
+	check func(ctx context.Context, b *base) error
 
 	mu    sync.Mutex
-	ready bool // ddl has run
+	ready bool // ddl has run, and check passed
 }
 
 func newBase(cfg locklab.Config, name, ddl string) (*base, error) {
@@ -137,6 +142,11 @@ func (b *base) ensure(ctx context.Context) error {
 	}
 	if _, err := b.pool.Exec(ctx, b.ddl); err != nil && !isCode(err, codeUniqueViolation, codeDuplicateTable, codeDuplicateObject) {
 		return unavailable(ctx, err)
+	}
+	if b.check != nil {
+		if err := b.check(ctx, b); err != nil {
+			return err
+		}
 	}
 	b.ready = true
 	return nil

@@ -9,6 +9,7 @@ import (
 const (
 	srcNotes    = "the notes \"分布式锁 Distributed Lock\", section 0 (RMDB 数据库实现分布式锁)"
 	srcAdvisory = "PostgreSQL documentation, \"Advisory Locks\" (explicit locking), as the session lock beside " + srcNotes
+	srcSync     = "PostgreSQL documentation, \"Synchronous Replication\" (high availability) and synchronous_commit (write-ahead log settings)"
 )
 
 // wrap adapts a constructor to a strategies.Factory.
@@ -47,6 +48,24 @@ func init() {
 		Properties:     strategies.Properties{AtomicAcquire: true},
 		Options:        []string{strategies.OptStore},
 	}, wrap(NewLockTable))
+
+	strategies.MustRegister(strategies.Description{
+		Name:   LockTableSyncName,
+		Family: Family,
+		Summary: "pg-lock-table on a primary whose commits wait for a synchronous standby (synchronous_standby_names, " +
+			"synchronous_commit on): INSERT key with an expiry, DELETE it if expired and INSERT again; release blind DELETE",
+		Source: srcNotes + ", 基于表, as pg-lock-table; " + srcSync,
+		Weaknesses: []string{
+			"expiry is a time the holder's clock wrote and another's judges: a client whose clock runs ahead deletes a live row and takes the lock",
+			"release is a blind DELETE: a holder past its expiry deletes its successor's row",
+			"a holder paused past its expiry keeps acting while a successor holds the lock, and the lease has no fence number",
+			"with no synchronous standby streaming every commit waits: a failed standby stops acquire and release until it is back or no longer named",
+			"a primary promoted from the standby has no synchronous standby until it is given one: meanwhile the row is replicated asynchronously, or commits wait",
+		},
+		BrokenByDesign: "release is a blind DELETE, as pg-lock-table's: synchronous replication makes the row survive a failover, not the algorithm safe",
+		Properties:     strategies.Properties{AtomicAcquire: true},
+		Options:        []string{strategies.OptStore},
+	}, wrap(NewLockTableSync))
 
 	strategies.MustRegister(strategies.Description{
 		Name:    "pg-for-update",

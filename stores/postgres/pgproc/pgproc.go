@@ -3,8 +3,8 @@
 // a postgres process on a free loopback port, with its unix sockets in that
 // directory. Faults are first-class: kill the postmaster, end one backend,
 // pause and resume every process, restart after a crash, start a streaming
-// standby, cut it off from its primary and connect it again, and promote
-// it.
+// standby, cut it off from its primary and connect it again, make it a
+// synchronous one (SetSynchronous), and promote it.
 //
 // postgres refuses to run as root. A process that is not root runs the
 // server as itself; a root process runs initdb, postgres, pg_basebackup and

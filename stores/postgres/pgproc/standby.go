@@ -169,3 +169,65 @@ func (s *Server) Promote(ctx context.Context) error {
 		delay = min(2*delay, 50*time.Millisecond)
 	}
 }
+
+// SetSynchronous sets, by ALTER SYSTEM and a reload, the standbys whose
+// acknowledgement a commit waits for (synchronous_standby_names: "*" is
+// any standby streaming from s) and the synchronous_commit of the
+// sessions that set none of their own (commit: "on", "local"...); ""
+// resets either to the server's default (no synchronous standby; on). It
+// returns once a new session sees them. PostgreSQL's documentation,
+// "Synchronous Replication": a commit of a session whose synchronous_commit
+// is on waits until a synchronous standby has flushed its WAL, and one
+// whose synchronous_commit is local does not; with no standby named,
+// on is local.
+func (s *Server) SetSynchronous(ctx context.Context, standbys, commit string) error {
+	set := func(name, v string) string {
+		if v == "" {
+			return "ALTER SYSTEM RESET " + name
+		}
+		return "ALTER SYSTEM SET " + name + " = " + quote(v)
+	}
+	if err := s.exec(ctx, set("synchronous_standby_names", standbys), set("synchronous_commit", commit),
+		"SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	if commit == "" {
+		commit = "on"
+	}
+	delay := 2 * time.Millisecond
+	for {
+		var names, sc string
+		err := s.query(ctx, "SELECT current_setting('synchronous_standby_names'), current_setting('synchronous_commit')", &names, &sc)
+		if err == nil && names == standbys && sc == commit {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server %s does not take synchronous_standby_names %q and synchronous_commit %s (%v): %w",
+				s.where(), standbys, commit, err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 20*time.Millisecond)
+	}
+}
+
+// WaitSynchronous returns once a standby streams from s as a synchronous
+// one (pg_stat_replication's sync_state "sync"): from then on a commit
+// that waits for it is acknowledged. A standby whose primary restarted
+// connects again within wal_retrieve_retry_interval.
+func (s *Server) WaitSynchronous(ctx context.Context) error {
+	delay := 2 * time.Millisecond
+	for {
+		var n int
+		err := s.query(ctx, "SELECT count(*)::int FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'", &n)
+		if err == nil && n > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no synchronous standby streams from %s (%v): %w", s.where(), err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 20*time.Millisecond)
+	}
+}
