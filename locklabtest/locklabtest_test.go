@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/gomodule/redigo/redis"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
@@ -22,6 +25,7 @@ import (
 	"github.com/locklab/locklab/stores"
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/postgres"
+	"github.com/locklab/locklab/stores/zookeeper"
 	"github.com/locklab/locklab/strategies"
 	_ "github.com/locklab/locklab/strategies/setnxex" // the locks these tests copy
 )
@@ -451,6 +455,76 @@ type releaseAside struct {
 func (l releaseAside) Release(ctx context.Context, lease locklab.Lease) error {
 	if p, err := l.own(ctx); err == nil {
 		_, _ = p.Exec(ctx, "SELECT 1")
+	}
+	return l.Locker.Release(ctx, lease)
+}
+
+// TestHiddenSessionIsSaidOnZooKeeper: zk-ephemeral copied as a lock of
+// one's own passes the servers' audit (the sessions the harness's
+// connections were given, the ones opened after an expiry included, are
+// known by their ids); the same lock that also keeps a *zk.Conn of its
+// own, to the server the connection it was given is on, and sends a
+// request there on each release fails the run: that server holds the
+// session of a connection the harness did not open.
+func TestHiddenSessionIsSaidOnZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a ZooKeeper ensemble")
+	}
+	if err := stores.Installed(zookeeper.Name); err != nil {
+		t.Skip(err)
+	}
+	plain, pf := mine(t, "zk-ephemeral", "mine-zk-ephemeral")
+	_, errs, fatal := run(t, plain, pf, locklabtest.Scenarios("release-after-expiry"))
+	require.False(t, fatal, "%v", errs)
+	for _, e := range errs {
+		assert.NotContains(t, e, "client of its own")
+	}
+
+	d, f := mine(t, "zk-ephemeral", "mine-zk-own-conn")
+	var mu sync.Mutex
+	var own *zk.Conn
+	t.Cleanup(func() {
+		if own != nil {
+			own.Close()
+		}
+	})
+	aside := func(cfg locklab.Config) (locklab.Locker, error) {
+		l, err := f(cfg)
+		if err != nil {
+			return nil, err
+		}
+		given := cfg.Store.(*zk.Conn)
+		return zkReleaseAside{Locker: l, own: func() (*zk.Conn, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if own == nil {
+				c, _, err := zk.Connect([]string{given.Server()}, 30*time.Second,
+					zk.WithLogger(log.New(io.Discard, "", 0)), zk.WithLogInfo(false))
+				if err != nil {
+					return nil, err
+				}
+				own = c
+			}
+			return own, nil
+		}}, nil
+	}
+	_, errs, _ = run(t, d, aside, locklabtest.Scenarios("release-after-expiry"))
+	require.NotEmpty(t, errs)
+	t.Log(errs[0])
+	assert.Contains(t, errs[0], "mine-zk-own-conn talked to ZooKeeper through a client of its own beside the one its factory was given (Config.Store)")
+	assert.Regexp(t, `n1 zk\d \(127\.0\.0\.1:\d+\) holds 1 session\(s\) the harness did not open: 127\.0\.0\.1:\d+ sid=0x[0-9a-f]+ lop=EXIS`, errs[0])
+}
+
+// zkReleaseAside asks its own connection whether the root exists before
+// each release.
+type zkReleaseAside struct {
+	locklab.Locker
+	own func() (*zk.Conn, error)
+}
+
+func (l zkReleaseAside) Release(ctx context.Context, lease locklab.Lease) error {
+	if c, err := l.own(); err == nil {
+		_, _, _ = c.Exists("/")
 	}
 	return l.Locker.Release(ctx, lease)
 }

@@ -12,6 +12,7 @@
 //	wait.go      zk-golib's Lock, which waits on a watch between its steps
 //	label.go     how a request and its answer show in a timeline
 //	tellings.go  the scenarios as told for ZooKeeper
+//	audit.go     the sessions the servers hold that the harness did not open
 package zookeeper
 
 import (
@@ -68,6 +69,7 @@ func init() {
 		Lockers:    map[string]harness.Factory{zklock.GolibName: golibLock},
 		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
 		Bench:      bench,
+		Audit:      startAudit,
 		Abbreviations: func(string) string {
 			return "P: the lock's path; P/_c_c1-lock-0000000000: the node client c1 made under it (its GUID " +
 				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +

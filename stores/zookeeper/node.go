@@ -24,6 +24,11 @@ type Node struct {
 	NodeName string
 	Ensemble *zkproc.Ensemble
 	*fault.AtLeader[*zkproc.Server]
+
+	// sessions are the ids of the sessions the store's connections to
+	// the ensemble were given: the harness's own, which the audit does
+	// not count (audit.go).
+	sessions sessionSet
 }
 
 // NewNode returns the node named name of ensemble e.

@@ -59,7 +59,7 @@ type zkStore struct {
 }
 
 func newStore(n *Node) (*zkStore, error) {
-	hosts := newHosts(n.Ensemble.Addrs())
+	hosts := newHosts(n)
 	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
 		zk.WithHostProvider(hosts), zk.WithDialer(hosts.dial))
 	if err != nil {
@@ -104,7 +104,7 @@ type zkClient struct {
 // Connect gives client c a connection of its own to the ensemble, whose
 // requests are its steps.
 func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
-	cl := &zkClient{s: s, c: c, bound: true, hosts: newHosts(s.node.Ensemble.Addrs())}
+	cl := &zkClient{s: s, c: c, bound: true, hosts: newHosts(s.node)}
 	cl.changed = sync.NewCond(&cl.mu)
 	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
 		zk.WithLogger(nopLogger{}), zk.WithHostProvider(cl.hosts))
@@ -480,15 +480,18 @@ const closeTimeout = 10 * time.Second
 // its session expired, so that a read's answer does not depend on which
 // server a client happened to reach (a follower answers reads from what it
 // has applied). Only when every server refused does go-zookeeper wait (a
-// second) before the next round.
+// second) before the next round. Each session its connections are given
+// is noted as the harness's (sessions).
 type fixedHosts struct {
-	mu      sync.Mutex
-	servers []string
-	refused map[string]bool
+	mu       sync.Mutex
+	servers  []string
+	refused  map[string]bool
+	sessions *sessionSet
 }
 
-func newHosts(servers []string) *fixedHosts {
-	return &fixedHosts{servers: servers, refused: map[string]bool{}}
+// newHosts gives the connections of the store's to node n their servers.
+func newHosts(n *Node) *fixedHosts {
+	return &fixedHosts{servers: n.Ensemble.Addrs(), refused: map[string]bool{}, sessions: &n.sessions}
 }
 
 func (h *fixedHosts) Init([]string) error { return nil }
@@ -522,8 +525,9 @@ func (h *fixedHosts) dial(network, addr string, timeout time.Duration) (net.Conn
 		h.mu.Lock()
 		h.refused[addr] = true
 		h.mu.Unlock()
+		return nil, err
 	}
-	return nc, err
+	return &sessionConn{Conn: nc, sessions: h.sessions}, nil
 }
 
 // nopLogger silences go-zookeeper's log of its connections' comings and
