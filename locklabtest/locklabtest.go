@@ -21,8 +21,8 @@
 // github.com/locklab/locklab/adapters/goredis, or rueidis.NewClient, in
 // github.com/locklab/locklab/adapters/rueidis), not a client of its own
 // (Run fails the test, saying so, when the lock sent no command through
-// them, or when the Redis servers counted connections of a client of the
-// lock's own beside them: see the stores/redis package's Audit). Run fails the test for each scenario
+// them, or when the servers themselves saw a client of the lock's own
+// beside them: harness.StartAudit, a store's Driver.Audit). Run fails the test for each scenario
 // whose exploration found a violation, with the counterexample's timeline
 // and its schedule; a lock known to break in some scenarios pins them with
 // ExpectViolation.
