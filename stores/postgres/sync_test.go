@@ -50,9 +50,7 @@ func TestPostgresSyncStandby(t *testing.T) {
 		}
 		var notes []string
 		for _, e := range h.Events {
-			for _, note := range e.Notes {
-				notes = append(notes, note)
-			}
+			notes = append(notes, e.Notes...)
 		}
 		t.Logf("%s on %s, %s: %s; %s", tc.scenario, tc.strategy, tc.schedule, h.Verdict.Outcome, strings.Join(notes, "; "))
 		if h.Verdict.Outcome != tc.want {
