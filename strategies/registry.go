@@ -129,6 +129,13 @@ type Description struct {
 	// `locklab list` marks it. The recorded matrix (docs/matrix.md) is
 	// checked to agree.
 	BrokenByDesign string `json:"broken_by_design,omitempty"`
+	// StorePackage is the import path of the package that registers the
+	// store the strategy locks on with the harness (harness.RegisterStore),
+	// for a store outside locklab's own: the harness names it when a
+	// program that imports the strategy's package runs it without the
+	// store's (StorePackage). locklab's own families leave it empty:
+	// the registry knows their stores' packages (familyStores).
+	StorePackage string `json:"-"`
 }
 
 // noClusterMultiNode is why a multi-node strategy does not run on a Redis

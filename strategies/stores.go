@@ -50,12 +50,23 @@ const RedisStorePackage = "github.com/locklab/locklab/stores/redis"
 // StorePackage returns the import path of the package that registers the
 // store the strategies of family lock on with the harness, for the
 // built-in Redis families and those of the stores whose strategies are
-// not built in (etcd, PostgreSQL, ZooKeeper); ok is false for any other
-// family (a lock of one's own on Redis, the harness's Main store, or on a
-// store of one's own).
+// not built in (etcd, PostgreSQL, ZooKeeper), and for a family a
+// registered strategy of which names its store's package
+// (Description.StorePackage); ok is false for any other family (a lock of
+// one's own on Redis, the harness's Main store, or on a store of one's
+// own that says nothing).
 func StorePackage(family string) (path string, ok bool) {
-	path, ok = familyStores[family]
-	return path, ok
+	if path, ok = familyStores[family]; ok {
+		return path, ok
+	}
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, e := range registry {
+		if e.desc.Family == family && e.desc.StorePackage != "" {
+			return e.desc.StorePackage, true
+		}
+	}
+	return "", false
 }
 
 // Package returns the import path of the package that registers the
