@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -17,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/locklab/locklab/harness"
-	_ "github.com/locklab/locklab/harness/harnesstest/memstore" // the one import: registers the store and mem-cas
+	_ "github.com/locklab/locklab/harness/harnesstest/memstore" // the one import: registers the store and its family, mem-cas and mem-del
 	"github.com/locklab/locklab/harness/play"
 	"github.com/locklab/locklab/harness/render"
 	_ "github.com/locklab/locklab/stores/redis" // Redis's store, whose strategies and levels the lists also hold
@@ -28,17 +29,21 @@ import (
 const (
 	storeName = "memstore"
 	strategy  = "mem-cas"
+	broken    = "mem-del" // mem-cas with a release that deletes the key whoever holds it
 )
 
 // TestMatrixRunsTheFifthStore: with the store's package imported and
-// nothing else done, the matrix runs its strategy on a server its Driver
+// nothing else done, the matrix runs its strategies on a server its Driver
 // starts, each request a step the explorer schedules, and finds what a
 // lock with a TTL and fences must get: mutual exclusion and release
 // safety hold, a holder paused or cut off past its TTL writes after its
 // successor unless the resource checks fences, and the scenarios it has
 // no meaning for are n/a with the reasons its Driver and its node give.
-// The Redis cells are n/a (no Redis node is given): the matrix's own
-// strategies, by default every registered one, include mem-cas.
+// mem-del, whose release deletes the key whoever holds it, loses release
+// safety where mem-cas keeps it: a holder whose TTL ran out releases its
+// successor's lock. The Redis cells are n/a (no Redis node is given): the
+// matrix's own strategies, by default every registered one, include the
+// store's, in the Driver's column order.
 func TestMatrixRunsTheFifthStore(t *testing.T) {
 	d, err := harness.LookupStore(storeName)
 	if err != nil {
@@ -66,11 +71,9 @@ func TestMatrixRunsTheFifthStore(t *testing.T) {
 		"pause-session-killed":  harness.NA, // the Driver's NA
 		"redlock-restart":       harness.NA, // the Driver's MultiNode
 	}
-	var scenarios []string
-	for sc := range want {
-		scenarios = append(scenarios, sc)
-	}
-	slices.Sort(scenarios)
+	wantBroken := maps.Clone(want)
+	wantBroken["release-after-expiry"] = harness.Violated
+	scenarios := slices.Sorted(maps.Keys(want))
 	m, err := harness.Matrix(context.Background(), harness.MatrixOptions{
 		Scenarios:        scenarios,
 		Stores:           map[string][]harness.Node{storeName: {nodes[0]}},
@@ -79,28 +82,16 @@ func TestMatrixRunsTheFifthStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(m.Strategies, strategy) || !slices.Contains(m.Strategies, "set-nx-px") {
-		t.Fatalf("the matrix's strategies are %v: want every registered one, %s among them", m.Strategies, strategy)
+	if !slices.Contains(m.Strategies, strategy) || !slices.Contains(m.Strategies, broken) || !slices.Contains(m.Strategies, "set-nx-px") {
+		t.Fatalf("the matrix's strategies are %v: want every registered one, %s and %s among them", m.Strategies, strategy, broken)
 	}
-	for _, sc := range scenarios {
-		c, ok := m.Cell(strategy, sc)
-		switch {
-		case !ok:
-			t.Errorf("%s: no cell", sc)
-		case c.Outcome != want[sc]:
-			t.Errorf("%s: %s (%s) after %d schedules, want %s", sc, c.Outcome, c.Message, c.Schedules, want[sc])
-		case c.Outcome == harness.Safe && !c.Complete:
-			t.Errorf("%s: safe after %d schedules, the bound not explored to its end", sc, c.Schedules)
-		case c.Outcome == harness.Safe && c.Schedules < 2:
-			t.Errorf("%s: safe after %d schedules: the explorer scheduled nothing", sc, c.Schedules)
-		}
-		t.Logf("%s: %s after %d schedules %q %s", sc, c.Outcome, c.Schedules, c.Schedule, c.Message)
-		if r, ok := m.Cell("set-nx-px", sc); !ok || r.Outcome != harness.NA {
-			t.Errorf("set-nx-px on %s: %s, want n/a without a Redis node", sc, r.Outcome)
-		}
+	checkColumn(t, m, strategy, want)
+	checkColumn(t, m, broken, wantBroken)
+	if c, _ := m.Cell(broken, "release-after-expiry"); !strings.Contains(c.Message, "releas") {
+		t.Errorf("%s on release-after-expiry: %q, want the wrongful release", broken, c.Message)
 	}
 	for sc, msg := range map[string]string{"restart-loses-lock": "n1 cannot", "pause-session-killed": "not a session's",
-		"redlock-restart": "runs on one server"} {
+		"redlock-restart": "run on one server"} {
 		if c, _ := m.Cell(strategy, sc); !strings.Contains(c.Message, msg) {
 			t.Errorf("%s: n/a %q, want its reason (%q)", sc, c.Message, msg)
 		}
@@ -126,23 +117,50 @@ func TestMatrixRunsTheFifthStore(t *testing.T) {
 	if a, _ := m.Scenario("pause-past-ttl"); !strings.Contains(a.For(strategy).Title, "memstore") {
 		t.Errorf("pause-past-ttl for %s is told %q: want the Driver's telling", strategy, a.For(strategy).Title)
 	}
-	// The matrix's table puts its column after Redis's (Driver.Columns).
+	// The matrix's table puts the store's columns after Redis's, in the
+	// Driver's order (Driver.Columns).
 	header, _, _ := strings.Cut(render.MatrixMarkdown(m, harness.StorePreemptions, harness.StoreSchedules), "\n")
-	if i, j := strings.Index(header, strategy), strings.Index(header, "redlock"); i < 0 || j < 0 || i < j {
-		t.Errorf("the table's header %q: want %s's column after redlock's", header, strategy)
+	if i, j, k := strings.Index(header, strategy), strings.Index(header, broken), strings.Index(header, "redlock"); k < 0 || i < k || j < i {
+		t.Errorf("the table's header %q: want redlock's column, then %s's, then %s's", header, strategy, broken)
+	}
+}
+
+// checkColumn checks strategy's cells in m against want, by scenario: a
+// safe cell explored to the end of its bound, in more than one schedule.
+// The Redis strategies' cells are n/a, with no Redis node given.
+func checkColumn(t *testing.T, m *harness.MatrixResult, strategy string, want map[string]harness.Outcome) {
+	t.Helper()
+	for _, sc := range slices.Sorted(maps.Keys(want)) {
+		c, ok := m.Cell(strategy, sc)
+		switch {
+		case !ok:
+			t.Errorf("%s on %s: no cell", strategy, sc)
+		case c.Outcome != want[sc]:
+			t.Errorf("%s on %s: %s (%s) after %d schedules, want %s", strategy, sc, c.Outcome, c.Message, c.Schedules, want[sc])
+		case c.Outcome == harness.Safe && !c.Complete:
+			t.Errorf("%s on %s: safe after %d schedules, the bound not explored to its end", strategy, sc, c.Schedules)
+		case c.Outcome == harness.Safe && c.Schedules < 2:
+			t.Errorf("%s on %s: safe after %d schedules: the explorer scheduled nothing", strategy, sc, c.Schedules)
+		}
+		t.Logf("%s on %s: %s after %d schedules %q %s", strategy, sc, c.Outcome, c.Schedules, c.Schedule, c.Message)
+		if r, ok := m.Cell("set-nx-px", sc); !ok || r.Outcome != harness.NA {
+			t.Errorf("set-nx-px on %s: %s, want n/a without a Redis node", sc, r.Outcome)
+		}
 	}
 }
 
 // TestCoreListsTheFifthStore: the harness's lists name the store and its
-// strategy (its stores, the strategy's store, play's levels), though the
+// strategies (its stores, the strategies' store, play's levels), though the
 // core neither imports its package nor names it: the store needed no
 // change to the harness.
 func TestCoreListsTheFifthStore(t *testing.T) {
 	if !slices.ContainsFunc(harness.Stores(), func(d *harness.Driver) bool { return d.Name == storeName }) {
 		t.Errorf("harness.Stores() lacks %s", storeName)
 	}
-	if got := harness.StoreOfStrategy(strategy); got != storeName {
-		t.Errorf("StoreOfStrategy(%s) = %q", strategy, got)
+	for _, name := range []string{strategy, broken} {
+		if got := harness.StoreOfStrategy(name); got != storeName {
+			t.Errorf("StoreOfStrategy(%s) = %q", name, got)
+		}
 	}
 	if got := harness.StoreTitles(storeName); !slices.Equal(got, []string{"memstore"}) {
 		t.Errorf("StoreTitles = %v", got)
@@ -178,7 +196,7 @@ func TestCoreListsTheFifthStore(t *testing.T) {
 			}
 			ast.Inspect(af, func(n ast.Node) bool {
 				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, _ := strconv.Unquote(lit.Value); strings.Contains(s, storeName) || strings.Contains(s, strategy) {
+					if s, _ := strconv.Unquote(lit.Value); strings.Contains(s, storeName) || strings.Contains(s, strategy) || strings.Contains(s, broken) {
 						t.Errorf("%s names %q", fset.Position(lit.Pos()), s)
 					}
 				}

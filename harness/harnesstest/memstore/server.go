@@ -1,14 +1,17 @@
 // Package memstore is a store made for the tests: a lock server of a few
-// dozen lines that runs in the test's own process, its one lock (mem-cas,
-// a compare-and-set with a TTL and a fence number), and the harness's side
-// of it (a harness.Driver registered from init). It is the worked example
-// of docs/development.md's "Adding a store": importing it is all a test
-// does to have the store in the harness's matrix, and the harness's core
-// names none of it.
+// dozen lines that runs in the test's own process, and the harness's side
+// of it (a harness.Driver registered from init). Its locks are the family
+// of its memlock package (mem-cas, a compare-and-set with a TTL and a
+// fence number, and mem-cas's release broken on purpose, mem-del), which
+// it imports, as a store under stores/ imports its family's package under
+// strategies/. It is the worked example of docs/development.md's "Adding
+// a store": importing it is all a test does to have the store and its
+// strategies in the harness's matrix, and the harness's core names none of
+// it.
 //
-//	server.go  the server: a line protocol over TCP, each lock's TTL on a clock the store moves
-//	lock.go    mem-cas, the strategy family "memstore" (strategies.Register)
-//	store.go   the node, the Driver and a slot's Store: each request a step
+//	server.go          the server: a line protocol over TCP, each lock's TTL on a clock the store moves
+//	store.go           the node, the Driver and a slot's Store: each request a step
+//	memlock/           the strategy family "memstore" (strategies.Register)
 //
 // It is not one of locklab's stores: stores/stores.go does not list it,
 // and nothing but a test imports it.
@@ -31,6 +34,7 @@ import (
 //
 //	ACQ key token ms   OK fence, the lock taken for ms with the key's next fence; HELD
 //	REL key token      OK, the lock deleted; NOTHELD, another token holds it or none does
+//	DEL key            OK, the lock deleted whoever held it, or none was there
 //	GET key            token fence ms-left; NIL
 //	TICK key ms        how many locks ms made expire (0 or 1): time passes for key alone
 //	RESET key          OK, the lock and its fence counter gone
@@ -145,6 +149,12 @@ func (s *Server) do(w []string) string {
 		}
 		if h, ok := s.locks[key]; !ok || h.token != w[2] {
 			return "NOTHELD"
+		}
+		delete(s.locks, key)
+		return "OK"
+	case "DEL":
+		if len(w) != 2 {
+			return "ERR usage: DEL key"
 		}
 		delete(s.locks, key)
 		return "OK"

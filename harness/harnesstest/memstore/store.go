@@ -13,7 +13,11 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest/memstore/memlock" // registers the family's strategies
 )
+
+// Name is the store: its strategies' family.
+const Name = memlock.Family
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
@@ -37,10 +41,10 @@ func init() {
 		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
 			return newStore(nodes[0].(*Node))
 		},
-		MultiNode: "a story of Redlock's independent masters: mem-cas runs on one server",
+		MultiNode: "a story of Redlock's independent masters: memstore's locks run on one server",
 		NA: func(sc *harness.Scenario) string {
 			if sc.EndsSessions() {
-				return "mem-cas's lock is data with a TTL, not a session's: pause-past-ttl tells its pause"
+				return "memstore's lock is data with a TTL, not a session's: pause-past-ttl tells its pause"
 			}
 			return ""
 		},
@@ -53,13 +57,13 @@ func init() {
 				Source: "Martin Kleppmann, \"How to do distributed locking\" (2016)",
 			},
 		},
-		Known:   map[string]map[string][]string{"pause-past-ttl": {Strategy: {"c1 c1 c2 c2 c1"}}},
-		Columns: []string{Strategy},
-		PlayLevels: []harness.PlayLevel{{ID: "memstore-pause", Scenario: "pause-past-ttl", Strategy: Strategy,
+		Known:   map[string]map[string][]string{"pause-past-ttl": {memlock.CAS: {"c1 c1 c2 c2 c1"}}},
+		Columns: []string{memlock.CAS, memlock.Del},
+		PlayLevels: []harness.PlayLevel{{ID: "memstore-pause", Scenario: "pause-past-ttl", Strategy: memlock.CAS,
 			Title: "A pause on the test store", Docs: "development.md",
 			Goal: "C1 sleeps past its TTL. Make C1 write to the resource after C2, its successor, has written."}},
 		Abbreviations: func(common string) string {
-			return common + " ACQ takes the lock (key, token, TTL in ms) and answers its fence; REL releases it (key, token)."
+			return common + " ACQ takes the lock (key, token, TTL in ms) and answers its fence; REL releases it (key, token); DEL deletes it (key)."
 		},
 	})
 }
@@ -187,7 +191,11 @@ func (s *store) dropClients() {
 	}
 }
 
-var _ harness.Store = (*store)(nil)
+var (
+	_ harness.Store  = (*store)(nil)
+	_ memlock.Client = (*Conn)(nil)
+	_ memlock.Client = (*scheduled)(nil)
+)
 
 // scheduled is a client's Client: each request waits for the scheduler's
 // grant (Client.SendTouching) before it goes out on the client's own
