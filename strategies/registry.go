@@ -26,7 +26,11 @@
 //
 // The registry knows the names of those strategies without importing
 // them (Package): New refuses such a name, when its package is not
-// imported, with an error that names the import.
+// imported, with an error that names the import. It knows too the
+// package that registers each family's store with the harness
+// (StorePackage), which the harness names to a program that runs a
+// strategy without its store; the family of a store outside locklab
+// names it in its Descriptions (Description.StorePackage).
 //
 // # Closing
 //
