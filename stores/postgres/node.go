@@ -53,6 +53,11 @@ type Node struct {
 	// synced is the primary Synchronous set up, whose commits wait for
 	// any standby where the session asks (nil: none).
 	synced *pgproc.Server
+	// syncUsers counts the open stores of a synchronous column
+	// (Synchronous): once none is left the node drops its synchronous
+	// standby (leaveSync), which would replicate every other column's
+	// writes too.
+	syncUsers int
 }
 
 // Name returns the node's name.
@@ -224,6 +229,34 @@ func (n *Node) Failover(ctx context.Context) error {
 		return err
 	}
 	return n.syncLocked(ctx, promoted)
+}
+
+// useSync notes a store of a synchronous column open on the node.
+func (n *Node) useSync() {
+	n.mu.Lock()
+	n.syncUsers++
+	n.mu.Unlock()
+}
+
+// leaveSync notes that store closed. The last one to close takes the
+// synchronous setting off the primary and drops the standby, so that the
+// other columns' runs on the node find it as they would without one: no
+// standby replaying their writes, and none to prepare for a failover
+// that Prepare does not make itself.
+func (n *Node) leaveSync(ctx context.Context) error {
+	n.mu.Lock()
+	n.syncUsers--
+	primary := n.synced
+	if n.syncUsers > 0 || primary == nil {
+		n.mu.Unlock()
+		return nil
+	}
+	n.synced = nil
+	n.mu.Unlock()
+	if err := primary.SetSynchronous(ctx, "", ""); err != nil {
+		return fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	return n.DropStandby()
 }
 
 // DropStandby stops and removes the standby, if any: the cells that

@@ -103,6 +103,9 @@ func newStore(n *Node, sync bool) (*pgStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sync {
+		n.useSync()
+	}
 	return &pgStore{node: n, admin: admin, sync: sync, clients: map[*harness.Client]*pgClient{}, spare: map[int]*pgClient{},
 		ended: map[uint32]bool{}, gone: map[uint32]bool{}, unlisted: true}, nil
 }
@@ -517,12 +520,17 @@ func (s *pgStore) closeSpare() {
 	}
 }
 
-// Close empties the server and closes the store's pools; the standby is
-// left as it is, for the node's next slot.
+// Close empties the server and closes the store's pools. The standby is
+// left as it is, for the node's next slot, but for the synchronous one of
+// a synchronous column, which the last such store to close drops
+// (Node.leaveSync).
 func (s *pgStore) Close(ctx context.Context) error {
 	err := s.empty(ctx)
 	s.closeSpare()
 	s.admin.Close()
+	if s.sync {
+		err = errors.Join(err, s.node.leaveSync(ctx))
+	}
 	return err
 }
 

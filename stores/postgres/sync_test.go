@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
@@ -30,6 +31,13 @@ func TestPostgresSyncStandby(t *testing.T) {
 	n := &Node{NodeName: "n1", Server: srv}
 	t.Cleanup(func() { n.Close() })
 	nodes := []harness.Node{n}
+	// A store of the synchronous column kept open across the runs, as a
+	// worker of another cell of it would be: the node keeps its
+	// synchronous standby until the last such store closes.
+	keep, err := newStore(n, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		scenario, strategy, schedule string
 		want                         harness.Outcome
@@ -68,5 +76,28 @@ func TestPostgresSyncStandby(t *testing.T) {
 	n.mu.Unlock()
 	if primary == srv || !synced {
 		t.Errorf("after the failovers, the node's primary is the first server (%v) or has no synchronous standby of its own (%v)", primary == srv, !synced)
+	}
+	// The last store of the column closed, the node is as the other
+	// columns find it: no standby, and commits that wait for none.
+	if err := keep.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	kept := n.standby != nil || n.synced != nil
+	n.mu.Unlock()
+	if kept {
+		t.Error("after the synchronous column's last store closed, the node keeps its standby or its synchronous primary")
+	}
+	conn, err := pgx.Connect(context.Background(), primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var names string
+	if err := conn.QueryRow(context.Background(), "SHOW synchronous_standby_names").Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if names != "" {
+		t.Errorf("after the synchronous column's last store closed, synchronous_standby_names is %q", names)
 	}
 }
