@@ -126,25 +126,34 @@ func (s *zkStore) renew(ctx context.Context, cl *zkClient, sess session, wait bo
 
 // expire ends session sess on the ensemble: a connection of its own with
 // the session's id and password, and a closeSession request on it. A
-// server may close that connection first (the client's own reconnection
-// moved the session meanwhile): the store tries again, until a server
-// says the session is gone.
+// server may close that connection first: the client's own reconnection
+// moved the session meanwhile, or the server serves no client while its
+// ensemble elects a leader, which on a loaded machine can take seconds.
+// The store tries every server again, waiting longer each round, until a
+// server says the session is gone or expirePatience has passed.
 func (s *zkStore) expire(ctx context.Context, sess session) error {
 	var last error
-	for try := 0; try < 5; try++ {
+	give := time.Now().Add(expirePatience)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		for _, addr := range s.node.Ensemble.Addrs() {
 			if last = closeSession(ctx, addr, sess); last == nil {
 				return nil
 			}
 		}
+		if time.Now().After(give) {
+			return last
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(delay):
 		}
 	}
-	return last
 }
+
+// expirePatience is how long expire keeps trying to end a session: longer
+// than an election of the ensemble takes on a loaded machine.
+const expirePatience = 30 * time.Second
 
 // closeSession closes session sess through the server at addr.
 func closeSession(ctx context.Context, addr string, sess session) error {
