@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,9 +47,16 @@ func startAudit(_ context.Context, nodes []harness.Node) (func(context.Context) 
 	}, nil
 }
 
+// auditWait bounds the audit's reading of one server, which a run may
+// have left paused: pgx waits on its context alone. (Redis's and
+// ZooKeeper's reads have their own timeouts.)
+const auditWait = 5 * time.Second
+
 // strangers returns the client backends of server s other than the
 // harness's, each as its pid, application_name, state and last statement.
 func strangers(ctx context.Context, s *pgproc.Server) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, auditWait)
+	defer cancel()
 	c, err := pgx.Connect(ctx, s.DSN()+"&application_name="+pgproc.ClientName)
 	if err != nil {
 		return nil, err

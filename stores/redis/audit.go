@@ -37,6 +37,11 @@ import (
 //   - at the end, no connection still open (CLIENT LIST) is unnamed, or
 //     named otherwise, but a replica's or a master's link.
 //
+// The counts at the start are needed, not zero: a server counts from its
+// own start, and the harness's probes of it (the PING that waits for it
+// to come up, again after a fault) connect without a name. Reading them
+// costs one INFO on each server.
+//
 // The audit needs servers the harness owns: on servers that others use
 // too (the addrs backend) their connections would count, and it checks
 // nothing there.
