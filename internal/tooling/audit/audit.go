@@ -5,6 +5,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -50,12 +51,12 @@ func (s Server) Unread(what string, err error) error {
 
 // Found is the error of a server that counted clients the harness did not
 // open, each thing it said one clause ("has 2 client backend(s) the
-// harness did not open: ..."); none is no error.
+// harness did not open: ..."); none is no error. The error is ErrHidden.
 func (s Server) Found(said ...string) error {
 	if len(said) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s %s", s, strings.Join(said, ", and "))
+	return found(fmt.Sprintf("%s %s", s, strings.Join(said, ", and ")))
 }
 
 // NotOpened is the clause of n things the harness did not open (noun in
@@ -74,4 +75,34 @@ func NotOpened(verb string, n int, noun string, found []string) string {
 // a; b; c".
 func Open(found []string) string {
 	return fmt.Sprintf("holds %d open: %s", len(found), strings.Join(found, "; "))
+}
+
+// ErrHidden is what every error of Found is: a server counted clients
+// that the harness did not open.
+var ErrHidden = errors.New("clients the harness did not open")
+
+// found is an error of Found.
+type found string
+
+func (f found) Error() string        { return string(f) }
+func (f found) Is(target error) bool { return target == ErrHidden }
+
+// Split parts a check's error (a store's Driver.Audit check: errors.Join
+// of each server's) into what the servers counted, a line of Found's
+// each, and the errors of the servers it could not read.
+func Split(err error) (hidden []string, unread []error) {
+	if err == nil {
+		return nil, nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			h, u := Split(e)
+			hidden, unread = append(hidden, h...), append(unread, u...)
+		}
+		return hidden, unread
+	}
+	if f, ok := err.(found); ok {
+		return []string{string(f)}, nil
+	}
+	return nil, []error{err}
 }

@@ -47,3 +47,22 @@ func TestServerSays(t *testing.T) {
 		t.Errorf("Unread = %v", err)
 	}
 }
+
+func TestSplit(t *testing.T) {
+	a, b := Server{"n1", "a:1"}, Server{"n2", "b:2"}
+	unread := a.Unread("INFO", errors.New("refused"))
+	err := errors.Join(unread, b.Found(NotOpened("holds", 1, "session", []string{"s"})))
+	if !errors.Is(err, ErrHidden) || errors.Is(unread, ErrHidden) {
+		t.Errorf("errors.Is(_, ErrHidden) wrong: %v", err)
+	}
+	hidden, u := Split(err)
+	if want := []string{"n2 (b:2) holds 1 session(s) the harness did not open: s"}; !reflect.DeepEqual(hidden, want) {
+		t.Errorf("hidden = %q, want %q", hidden, want)
+	}
+	if len(u) != 1 || u[0] != unread {
+		t.Errorf("unread = %v, want [%v]", u, unread)
+	}
+	if h, u := Split(nil); h != nil || u != nil {
+		t.Errorf("Split(nil) = %v, %v", h, u)
+	}
+}
