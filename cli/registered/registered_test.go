@@ -392,16 +392,20 @@ func TestPostgresLock(t *testing.T) {
 	})
 }
 
-// TestHiddenClient: explore and matrix fail, naming the server and what
+// TestHiddenClient: explore, matrix and demo fail, naming the server and what
 // it counted, on a lock that talks to the servers they started through a
 // client of its own; TestRedisLock passes the same lock without it.
 func TestHiddenClient(t *testing.T) {
 	t.Parallel()
 	said := `n\d \(127\.0\.0\.1:\d+\) accepted \d+ connection\(s\) the harness did not open`
-	for _, cmd := range []string{"explore", "matrix"} {
-		t.Run(cmd, func(t *testing.T) {
+	for _, args := range [][]string{
+		{"explore", "-x", "release-after-expiry"},
+		{"matrix", "-x", "release-after-expiry"},
+		{"demo", "release-after-expiry"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
 			t.Parallel()
-			code, out, errOut := run(t, cmd, "--backend", "process", "-s", asideLock, "-x", "release-after-expiry")
+			code, out, errOut := run(t, append(args, "--backend", "process", "-s", asideLock)...)
 			assert.Equal(t, 2, code, errOut)
 			assert.Contains(t, out, "VIOL", "the verdicts are printed, then the audit fails them")
 			assert.Contains(t, errOut, "locklab: the servers' audit: "+asideLock+" talked to its servers through a client of its own")
