@@ -90,7 +90,7 @@ func (r auditResult) err(strats []string) error {
 	case len(strats) == 1:
 		who = strats[0]
 	case len(strats) > 1:
-		who = "a lock of " + strings.Join(strats, ", ")
+		who = "one of the locks " + strings.Join(strats, ", ")
 	}
 	return fmt.Errorf("%w: %s talked to its servers through a client of its own beside the one its factory was given: "+
 		"the harness scheduled none of that client's requests, and no verdict covers them: %s",
