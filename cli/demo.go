@@ -36,7 +36,13 @@ per client, one for the lock key's value on each node, one row per step,
 with the violation marked. A scenario without a fixed schedule is explored
 first and the shortest counterexample is shown. --schedule runs a schedule
 of your own instead (the one "locklab play" prints, for one). "locklab
-scenarios" lists the scenarios.`,
+scenarios" lists the scenarios.
+
+Once the runs are over, it asks the servers it started how many clients
+they saw, as explore does (docs/audit.md): a lock that talked to them
+through a client of its own beside the one its factory was given makes
+demo exit with status 2, naming the server and what it counted. On the
+servers --addr names it counts nothing.`,
 		Example: `  locklab demo stale-recovery --strategy setnx-del
   locklab demo release-after-expiry --strategy set-nx-px-del --mermaid > release.mmd
   locklab demo stale-recovery --strategy setnx-del --json > history.json
@@ -103,10 +109,20 @@ func (g *globals) runDemo(cmd *cobra.Command, a *demoArgs, scenario string) erro
 		return err
 	}
 	defer closeAndTell(cmd.ErrOrStderr(), others)
+	aud, err := g.startAudit(ctx, auditNodes(nodes, others.Nodes))
+	if err != nil {
+		return err
+	}
 	violated, err := runDemos(ctx, cmd.OutOrStdout(), info, a, sc, cases, func(cs harness.Case) []harness.Node {
 		return nodesOf(others, cs, nodes)
 	})
+	// The servers' audit, read even when a run failed, as explore's; its
+	// JSON, an array of histories, has no room for it: it is the error.
+	ar := aud.check(ctx, cmd.ErrOrStderr())
 	if err != nil {
+		return ar.withRun(names, err)
+	}
+	if err := ar.err(names); err != nil {
 		return err
 	}
 	if a.fail && violated {

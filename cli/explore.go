@@ -35,7 +35,15 @@ func newExploreCmd(g *globals) *cobra.Command {
 with preemption bounding: a schedule may switch away from a client that
 could go on at most --preemptions times), or --random N schedules sampled
 from --seed. It reports SAFE within the bound explored, or the shortest
-counterexample found with its timeline.`,
+counterexample found with its timeline.
+
+Once the schedules have run, it asks the servers it started how many
+clients they saw (the servers' audit, docs/audit.md): a lock that talked
+to them through a client of its own beside the one its factory was given
+sent requests that no schedule ran, and no verdict covers them. explore
+then prints its result, says which server counted what, and exits with
+status 2 (--json: "audit"). On the servers --addr names, which others use
+too, it only reads, and counts nothing.`,
 		Example: `  locklab explore --strategy setnx-del --scenario stale-recovery
   locklab explore --strategy set-nx-px --scenario release-after-expiry --preemptions 3
   locklab explore --strategy setnx-getset --scenario clock-skew --random 500 --seed 7`,
@@ -95,6 +103,10 @@ func (g *globals) explore(cmd *cobra.Command, a *exploreArgs) error {
 	}
 	defer closeAndTell(cmd.ErrOrStderr(), others)
 	o.Nodes = nodesOf(others, cs, o.Nodes)
+	aud, err := g.startAudit(ctx, map[string][]harness.Node{harness.StoreOfStrategy(cs.Strategy.Name): o.Nodes})
+	if err != nil {
+		return err
+	}
 	st := newStatus(errw)
 	progress := progressLine(st)
 	o.Progress = func(p harness.ExploreProgress) {
@@ -105,10 +117,16 @@ func (g *globals) explore(cmd *cobra.Command, a *exploreArgs) error {
 	returned := st.whileStopping(ctx, "the schedule in progress to end")
 	res, err := harness.Explore(ctx, *o)
 	returned()
+	// Read even when the run failed: a lock's own client is a likely
+	// cause (a step the schedule named never came).
+	ar := aud.check(ctx, errw)
 	if err != nil {
+		return ar.withRun([]string{cs.Strategy.Name}, err)
+	}
+	if err := printExplore(cmd.OutOrStdout(), a, res, ar); err != nil {
 		return err
 	}
-	if err := printExplore(cmd.OutOrStdout(), a, res); err != nil {
+	if err := ar.err([]string{cs.Strategy.Name}); err != nil {
 		return err
 	}
 	if a.fail && res.Counterexample != nil {
@@ -154,18 +172,19 @@ func (g *globals) checkExplore(cmd *cobra.Command, a *exploreArgs) (harness.Case
 	return cs, nil
 }
 
-// printExplore writes res to w: as JSON with its headline, or as a line
-// that tells what was covered, with the shortest counterexample's
-// timeline.
-func printExplore(w io.Writer, a *exploreArgs, res *harness.ExploreResult) error {
+// printExplore writes res to w: as JSON with its headline and the
+// servers' audit, or as a line that tells what was covered, with the
+// shortest counterexample's timeline.
+func printExplore(w io.Writer, a *exploreArgs, res *harness.ExploreResult, ar auditResult) error {
 	o := &a.o
 	if a.asJSON {
 		// The result, and its headline: INCOMPLETE where the
 		// search did not cover the bound, whatever Outcome says.
 		out := struct {
 			*harness.ExploreResult
-			Headline string `json:"headline"`
-		}{res, res.Headline()}
+			Headline string      `json:"headline"`
+			Audit    auditResult `json:"audit"`
+		}{res, res.Headline(), ar}
 		return render.JSON(w, out)
 	}
 	bound := "all schedules within the bound"

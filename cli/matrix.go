@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,13 @@ another store, a key of its own), while the pool has room. A cell runs the
 same schedules to the same verdict whatever the parallelism. The addrs
 backend (--addr) gives Redis only.
 
+Once the cells are done, it asks the servers it started (not the ones
+started for the cells that kill, restart or fail over a server) how many
+clients they saw, as explore does (docs/audit.md): a lock that talked to
+them through a client of its own fails the matrix with status 2, naming
+the server and what it counted (--json: "audit"). On the servers --addr
+names it counts nothing.
+
 While it runs, a terminal shows one status line on stderr: the cells done
 of the total, schedules a second, the cells running and the time left at
 the pace so far (cells differ in cost: a guess). Elsewhere (a pipe, a CI
@@ -80,7 +88,10 @@ shards").`,
 				return err
 			}
 			defer closeAndTell(cmd.ErrOrStderr(), mr)
-			return printMatrix(cmd, mr.result, asJSON, fail)
+			err = printMatrix(cmd, mr.result, &mr.audit, asJSON, fail)
+			// A client the harness did not open is the error: no verdict
+			// covers its requests.
+			return cmp.Or(mr.audit.err(o.Strategies), err)
 		},
 	}
 	f := cmd.Flags()
@@ -124,7 +135,9 @@ func newMatrixMergeCmd() *cobra.Command {
 each i from 1 to n in any order, and prints the matrix one whole run with
 the same options gives: the same cells, verdicts, counterexamples and
 schedule counts, in the same order, as text or, with --json, the JSON of
-"locklab matrix --json" (its elapsed_ns is the longest shard's). It
+"locklab matrix --json" (its elapsed_ns is the longest shard's; its audit
+says what every shard's servers counted, and fails the merge as it failed
+the shard). It
 refuses a shard given twice or missing, shards of different splits, and
 shards that ran other strategies or scenarios (run every shard with the
 same --strategy and --scenario, on machines with the same stores
@@ -133,23 +146,34 @@ matrix.`,
 		Example: `  locklab matrix merge shard-1.json shard-2.json shard-3.json --json > matrix.json`,
 		Args:    usageArgs(1, math.MaxInt, "matrix merge needs the --json output of every shard, such as shard-1.json shard-2.json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var parts []*harness.MatrixResult
+			var (
+				parts  []*harness.MatrixResult
+				audits []*auditResult
+			)
 			for _, name := range args {
 				b, err := os.ReadFile(name)
 				if err != nil {
 					return err
 				}
-				var m harness.MatrixResult
+				var m struct {
+					harness.MatrixResult
+					Audit *auditResult `json:"audit"`
+				}
 				if err := json.Unmarshal(b, &m); err != nil {
 					return fmt.Errorf("%s: not the --json of locklab matrix: %w", name, err)
 				}
-				parts = append(parts, &m)
+				parts, audits = append(parts, &m.MatrixResult), append(audits, m.Audit)
 			}
 			m, err := harness.MergeShards(parts)
 			if err != nil {
 				return err
 			}
-			return printMatrix(cmd, m, asJSON, fail)
+			ar := mergeAudits(audits)
+			err = printMatrix(cmd, m, ar, asJSON, fail)
+			if ar != nil {
+				err = cmp.Or(ar.err(m.Strategies), err)
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, as matrix --json does")
@@ -197,14 +221,18 @@ func (g *globals) checkMatrix(cmd *cobra.Command, o *harness.MatrixOptions) erro
 	return nil
 }
 
-// printMatrix writes m as text or JSON, and returns the exit status's
-// error: errViolation where fail is set and a cell failed, noCellRan's
-// where every cell is n/a.
-func printMatrix(cmd *cobra.Command, m *harness.MatrixResult, asJSON, fail bool) error {
+// printMatrix writes m as text or JSON, with the servers' audit where
+// the matrix ran here (ar), and returns the exit status's error:
+// errViolation where fail is set and a cell failed, noCellRan's where
+// every cell is n/a.
+func printMatrix(cmd *cobra.Command, m *harness.MatrixResult, ar *auditResult, asJSON, fail bool) error {
 	w := cmd.OutOrStdout()
 	var err error
 	if asJSON {
-		err = render.JSON(w, m)
+		err = render.JSON(w, struct {
+			*harness.MatrixResult
+			Audit *auditResult `json:"audit,omitempty"`
+		}{m, ar})
 	} else {
 		err = render.MatrixText(w, m)
 	}
@@ -247,6 +275,8 @@ type matrixRun struct {
 	result  *harness.MatrixResult
 	cluster *redisnode.Cluster
 	stores  *stores.Servers
+	// audit is what the servers' audit found once the cells were done.
+	audit auditResult
 	// said describes the other stores' servers, a line each.
 	said  []string
 	began time.Time
@@ -306,15 +336,23 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	}
 	o.Stores = others.Nodes
 	o.StartFaultServer = stores.FaultServer(backend)
-	began := time.Now()
-	st := newStatus(errw)
-	newMatrixProgress(st, began).hook(o)
-	m, err := harness.Matrix(ctx, *o)
-	st.clear()
+	aud, err := g.startAudit(ctx, auditNodes(o.Nodes, others.Nodes))
 	if err != nil {
 		closeAndTell(errw, others)
 		closeAndTell(errw, c)
 		return nil, err
 	}
-	return &matrixRun{result: m, cluster: c, stores: others, said: said, began: began}, nil
+	began := time.Now()
+	st := newStatus(errw)
+	newMatrixProgress(st, began).hook(o)
+	m, err := harness.Matrix(ctx, *o)
+	st.clear()
+	// Read even when the run failed, as explore does.
+	ar := aud.check(ctx, errw)
+	if err != nil {
+		closeAndTell(errw, others)
+		closeAndTell(errw, c)
+		return nil, ar.withRun(o.Strategies, err)
+	}
+	return &matrixRun{result: m, cluster: c, stores: others, audit: ar, said: said, began: began}, nil
 }

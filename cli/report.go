@@ -48,6 +48,9 @@ source and the JSON history.`,
 			}
 			c, m, began := mr.cluster, mr.result, mr.began
 			defer closeAndTell(cmd.ErrOrStderr(), mr)
+			if err := mr.audit.err(o.Strategies); err != nil {
+				return err // no report of verdicts that do not cover the lock's own client
+			}
 			// Replay each counterexample with the key's value recorded.
 			if _, err := harness.Record(ctx, m, o.Nodes); err != nil {
 				return err

@@ -5,9 +5,6 @@
 package harness
 
 import (
-	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
@@ -493,59 +490,4 @@ func progs(texts ...string) []Program {
 		out[i] = mustParseProgram(t)
 	}
 	return out
-}
-
-// Scenarios returns the catalog, sorted by name.
-func Scenarios() []*Scenario {
-	out := make([]*Scenario, len(catalog))
-	copy(out, catalog)
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// versionedRow is the Applies of the scenarios whose resource is a
-// versioned row on the lock's own server: the strategies of the stores
-// whose Driver says they keep one (PostgreSQL's).
-func versionedRow(d strategies.Description) bool {
-	st, err := storeOf(d.Family)
-	return err == nil && st.Versioned
-}
-
-// queues is the Applies of the scenarios whose waiter waits in the lock's
-// queue on the server, on a lease or a session of its own: the strategies
-// their store's Driver names in Queues.
-func queues(d strategies.Description) bool {
-	st, err := storeOf(d.Family)
-	return err == nil && slices.Contains(st.Queues, d.Name)
-}
-
-// ownSessions is the Applies of the scenarios whose lock lives in a
-// session the server ends when its client falls silent (a ZooKeeper
-// session, an etcd lease, a PostgreSQL connection): the strategies of every
-// store but the Main one, whose locks are keys with a TTL.
-func ownSessions(d strategies.Description) bool {
-	st, err := storeOf(d.Family)
-	return err == nil && !st.Main
-}
-
-// sessionEnds is the Applies of the scenarios whose server ends the
-// holder's session: the strategies of the stores whose Driver says their
-// locks can live in one and their Store can end it (Terminates).
-func sessionEnds(d strategies.Description) bool {
-	st, err := storeOf(d.Family)
-	return err == nil && st.Terminates
-}
-
-// Lookup finds a scenario by name.
-func Lookup(name string) (*Scenario, error) {
-	for _, s := range catalog {
-		if s.Name == name {
-			return s, nil
-		}
-	}
-	names := []string{}
-	for _, s := range Scenarios() {
-		names = append(names, s.Name)
-	}
-	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
 }

@@ -15,6 +15,7 @@
 //
 //	case.go       a scenario and a strategy, resolved once from their names
 //	catalog.go    the scenario catalog; scenario.go the Scenario type
+//	applies.go    the scenarios' Applies helpers, Lookup and Scenarios
 //	program.go    the clients' programs
 //	schedule.go   steps and schedules, with their text form
 //	run.go        one run: Run, its setup, its step loop, its end

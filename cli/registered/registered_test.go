@@ -1,7 +1,8 @@
 // Package registered_test runs locklab's commands, through package cli, on
 // locks that a program of its own registers: one on Redis, written on the
-// redigo connections the harness gives, and one on PostgreSQL, on the pgx
-// pool it gives in Config.Store. They live in a package of their own so
+// redigo connections the harness gives, the same with a connection of
+// its own beside them (which the servers' audit must catch), and one on
+// PostgreSQL, on the pgx pool it gives in Config.Store. They live in a package of their own so
 // that cli's own tests, which count and run every registered strategy,
 // never see them.
 package registered_test
@@ -40,6 +41,9 @@ const (
 	pgLock    = "own-pg-get-then-del"
 	// noStore is pgLock registered without OptStore.
 	noStore = "own-pg-no-store"
+	// asideLock is redisLock that PINGs the server through a connection
+	// of its own before each release.
+	asideLock = "own-ping-aside"
 )
 
 func init() {
@@ -56,6 +60,9 @@ func init() {
 			}
 			return pgGetThenDel{cfg, pool}, nil
 		})
+	strategies.MustRegister(strategies.Description{Name: asideLock, Family: "own",
+		Summary: "SET NX PX; the release PINGs through a connection of its own, GETs, compares, then DELs"},
+		func(cfg locklab.Config) (locklab.Locker, error) { return pingAside{getThenDel{cfg}}, nil })
 	strategies.MustRegister(strategies.Description{Name: noStore, Family: "postgres"},
 		func(cfg locklab.Config) (locklab.Locker, error) { return nil, errors.New("never built") })
 }
@@ -104,6 +111,34 @@ func (l getThenDel) Release(ctx context.Context, lease locklab.Lease) error {
 	}
 	_, err = c.Do("DEL", lease.Key)
 	return err
+}
+
+// pingAside is getThenDel whose release first asks the server its port
+// through the connections it was given and checks that the server
+// answers on a connection it dials itself: a client the harness never
+// schedules, if one that changes nothing.
+type pingAside struct{ getThenDel }
+
+func (l pingAside) Release(ctx context.Context, lease locklab.Lease) error {
+	c, err := l.cfg.Pool.GetContext(ctx)
+	if err != nil {
+		return err
+	}
+	port, err := redis.Strings(c.Do("CONFIG", "GET", "port"))
+	c.Close()
+	if err != nil {
+		return err
+	}
+	own, err := redis.DialContext(ctx, "tcp", "127.0.0.1:"+port[1])
+	if err != nil {
+		return err
+	}
+	_, err = own.Do("PING")
+	own.Close()
+	if err != nil {
+		return err
+	}
+	return l.getThenDel.Release(ctx, lease)
 }
 
 // pgGetThenDel is the same lock as a row of locklab_lock_table, the table
@@ -354,6 +389,43 @@ func TestPostgresLock(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		assert.Regexp(t, `(?m)^`+pgLock+` +VIOL$`, out)
 		assert.Contains(t, out, pgLock+" × release-after-expiry: VIOLATED (release)")
+	})
+}
+
+// TestHiddenClient: explore, matrix and demo fail, naming the server and what
+// it counted, on a lock that talks to the servers they started through a
+// client of its own; TestRedisLock passes the same lock without it.
+func TestHiddenClient(t *testing.T) {
+	t.Parallel()
+	said := `n\d \(127\.0\.0\.1:\d+\) accepted \d+ connection\(s\) the harness did not open`
+	for _, args := range [][]string{
+		{"explore", "-x", "release-after-expiry"},
+		{"matrix", "-x", "release-after-expiry"},
+		{"demo", "release-after-expiry"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, append(args, "--backend", "process", "-s", asideLock)...)
+			assert.Equal(t, 2, code, errOut)
+			assert.Contains(t, out, "VIOL", "the verdicts are printed, then the audit fails them")
+			assert.Contains(t, errOut, "locklab: the servers' audit: "+asideLock+" talked to its servers through a client of its own")
+			assert.Regexp(t, said, errOut)
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		code, out, errOut := run(t, "explore", "--backend", "process", "-s", asideLock, "-x", "release-after-expiry", "--json")
+		assert.Equal(t, 2, code, errOut)
+		var res struct {
+			Audit struct {
+				Ran    bool     `json:"ran"`
+				Hidden []string `json:"hidden"`
+			} `json:"audit"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		assert.True(t, res.Audit.Ran)
+		require.Len(t, res.Audit.Hidden, 1)
+		assert.Regexp(t, said, res.Audit.Hidden[0])
 	})
 }
 

@@ -7,11 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/audit"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 )
 
@@ -33,23 +34,29 @@ func startAudit(_ context.Context, nodes []harness.Node) (func(context.Context) 
 	return func(ctx context.Context) error {
 		var errs []error
 		for _, n := range ns {
-			s := n.Primary()
-			found, err := strangers(ctx, s)
+			s := audit.Server{Name: n.Name(), Addr: n.Addr()}
+			found, err := strangers(ctx, n.Primary())
 			switch {
 			case err != nil:
-				errs = append(errs, fmt.Errorf("%s (%s): %w", n.Name(), n.Addr(), err))
+				errs = append(errs, s.Unread("", err))
 			case len(found) > 0:
-				errs = append(errs, fmt.Errorf("%s (%s) has %d client backend(s) the harness did not open: %s",
-					n.Name(), n.Addr(), len(found), strings.Join(found, "; ")))
+				errs = append(errs, s.Found(audit.NotOpened("has", len(found), "client backend", found)))
 			}
 		}
 		return errors.Join(errs...)
 	}, nil
 }
 
+// auditWait bounds the audit's reading of one server, which a run may
+// have left paused: pgx waits on its context alone. (Redis's and
+// ZooKeeper's reads have their own timeouts.)
+const auditWait = 5 * time.Second
+
 // strangers returns the client backends of server s other than the
 // harness's, each as its pid, application_name, state and last statement.
 func strangers(ctx context.Context, s *pgproc.Server) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, auditWait)
+	defer cancel()
 	c, err := pgx.Connect(ctx, s.DSN()+"&application_name="+pgproc.ClientName)
 	if err != nil {
 		return nil, err

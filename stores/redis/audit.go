@@ -15,6 +15,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/audit"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
@@ -36,11 +37,16 @@ import (
 //   - at the end, no connection still open (CLIENT LIST) is unnamed, or
 //     named otherwise, but a replica's or a master's link.
 //
+// The counts at the start are needed, not zero: a server counts from its
+// own start, and the harness's probes of it (the PING that waits for it
+// to come up, again after a fault) connect without a name. Reading them
+// costs one INFO on each server.
+//
 // The audit needs servers the harness owns: on servers that others use
 // too (the addrs backend) their connections would count, and it checks
 // nothing there.
 func startAudit(ctx context.Context, nodes []harness.Node) (func(context.Context) error, error) {
-	a := &audit{}
+	a := &serversAudit{}
 	for _, n := range nodes {
 		if isShared(n) {
 			return func(context.Context) error { return nil }, nil
@@ -53,7 +59,8 @@ func startAudit(ctx context.Context, nodes []harness.Node) (func(context.Context
 			}
 		}
 		for _, m := range members {
-			s := audited{name: m.Name(), o: poolOptions(m)}
+			o := poolOptions(m)
+			s := audited{Server: audit.Server{Name: m.Name(), Addr: o.Addr}, o: o}
 			var err error
 			if s.first, _, err = s.read(ctx, false); err != nil {
 				return nil, err
@@ -64,13 +71,13 @@ func startAudit(ctx context.Context, nodes []harness.Node) (func(context.Context
 	return a.check, nil
 }
 
-// audit is the servers' counts at the start.
-type audit struct {
+// serversAudit is the servers' counts at the start.
+type serversAudit struct {
 	servers []audited
 }
 
 type audited struct {
-	name  string
+	audit.Server
 	o     locklab.PoolOptions
 	first counts
 }
@@ -84,7 +91,7 @@ type counts struct {
 // check reads the counts again and returns an error naming every server
 // that accepted a connection the harness did not open since the start,
 // or holds one open now.
-func (a *audit) check(ctx context.Context) error {
+func (a *serversAudit) check(ctx context.Context) error {
 	var errs []error
 	for _, s := range a.servers {
 		now, open, err := s.read(ctx, true)
@@ -95,14 +102,14 @@ func (a *audit) check(ctx context.Context) error {
 		var said []string
 		if now.runID == s.first.runID {
 			if n := (now.accepted - s.first.accepted) - (now.named - s.first.named) - (now.replicas - s.first.replicas); n > 0 {
-				said = append(said, fmt.Sprintf("accepted %d connection(s) the harness did not open", n))
+				said = append(said, audit.NotOpened("accepted", int(n), "connection", nil))
 			}
 		}
 		if len(open) > 0 {
-			said = append(said, fmt.Sprintf("holds %d open: %s", len(open), strings.Join(open, "; ")))
+			said = append(said, audit.Open(open))
 		}
-		if len(said) > 0 {
-			errs = append(errs, fmt.Errorf("%s (%s) %s", s.name, s.o.Addr, strings.Join(said, ", and ")))
+		if err := s.Found(said...); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -119,12 +126,12 @@ func (s audited) read(ctx context.Context, list bool) (counts, []string, error) 
 	defer p.Close()
 	conn, err := p.GetContext(ctx)
 	if err != nil {
-		return c, nil, fmt.Errorf("%s (%s): %w", s.name, s.o.Addr, err)
+		return c, nil, s.Unread("", err)
 	}
 	defer conn.Close()
 	info, err := redis.String(redis.DoContext(conn, ctx, "INFO", "everything"))
 	if err != nil {
-		return c, nil, fmt.Errorf("%s (%s): INFO: %w", s.name, s.o.Addr, err)
+		return c, nil, s.Unread("INFO", err)
 	}
 	c = parseCounts(info)
 	if !list {
@@ -132,7 +139,7 @@ func (s audited) read(ctx context.Context, list bool) (counts, []string, error) 
 	}
 	clients, err := redis.String(redis.DoContext(conn, ctx, "CLIENT", "LIST"))
 	if err != nil {
-		return c, nil, fmt.Errorf("%s (%s): CLIENT LIST: %w", s.name, s.o.Addr, err)
+		return c, nil, s.Unread("CLIENT LIST", err)
 	}
 	return c, strangers(clients), nil
 }
@@ -162,13 +169,8 @@ func parseCounts(info string) counts {
 
 // calls reads "calls=N" from a commandstats value.
 func calls(v string) int64 {
-	for f := range strings.SplitSeq(v, ",") {
-		if n, ok := strings.CutPrefix(f, "calls="); ok {
-			i, _ := strconv.ParseInt(n, 10, 64)
-			return i
-		}
-	}
-	return 0
+	n, _ := strconv.ParseInt(audit.Fields(v, ",")["calls"], 10, 64)
+	return n
 }
 
 // strangers returns, from a CLIENT LIST reply, the connections that are
@@ -177,12 +179,7 @@ func calls(v string) int64 {
 func strangers(list string) []string {
 	var out []string
 	for line := range strings.Lines(list) {
-		f := map[string]string{}
-		for kv := range strings.FieldsSeq(line) {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				f[k] = v
-			}
-		}
+		f := audit.Fields(line, "")
 		if f["addr"] == "" || f["name"] == redisnode.ClientName || strings.ContainsAny(f["flags"], "SM") {
 			continue
 		}

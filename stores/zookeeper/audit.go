@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/audit"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 )
 
@@ -43,14 +44,14 @@ func startAudit(_ context.Context, nodes []harness.Node) (func(context.Context) 
 				if !s.Running() {
 					continue
 				}
+				server := audit.Server{Name: n.Name() + " " + s.Name(), Addr: s.Addr()}
 				out, err := zkproc.FourLetter(ctx, s.Addr(), "cons")
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s %s (%s): cons: %w", n.Name(), s.Name(), s.Addr(), err))
+					errs = append(errs, server.Unread("cons", err))
 					continue
 				}
 				if found := strangers(out, n.sessions.has); len(found) > 0 {
-					errs = append(errs, fmt.Errorf("%s %s (%s) holds %d session(s) the harness did not open: %s",
-						n.Name(), s.Name(), s.Addr(), len(found), strings.Join(found, "; ")))
+					errs = append(errs, server.Found(audit.NotOpened("holds", len(found), "session", found)))
 				}
 			}
 		}
@@ -73,12 +74,7 @@ func strangers(cons string, ours func(int64) bool) []string {
 			continue
 		}
 		_, rest, _ = strings.Cut(rest, "(")
-		f := map[string]string{}
-		for kv := range strings.SplitSeq(strings.TrimSuffix(rest, ")"), ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				f[k] = v
-			}
-		}
+		f := audit.Fields(strings.TrimSuffix(rest, ")"), ",")
 		sid, err := strconv.ParseUint(strings.TrimPrefix(f["sid"], "0x"), 16, 64)
 		if err != nil || sid == 0 || ours(int64(sid)) {
 			continue
