@@ -47,8 +47,10 @@ fresh Redis; "reset" starts over.
 The levels go from the C1/C2 race of the SETNX page to Redlock's stale
 writer, then etcd's lease outlived by a paused holder (and the key's
 revision as the fence that refuses its write), go-zookeeper's lock with
-no fence to refuse a stale write, and a PostgreSQL restart that ends an
-advisory lock's session; the browser remembers which are solved. The etcd,
+no fence to refuse a stale write (nor after a new session), a PostgreSQL
+restart that ends an advisory lock's session, and a failover to a standby
+that never saw the lock table's row; the browser remembers which are
+solved. The etcd,
 ZooKeeper and PostgreSQL levels start a three-member etcd cluster, a
 three-server ZooKeeper ensemble or a throwaway PostgreSQL server of the
 session's own, as local processes on

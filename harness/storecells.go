@@ -11,6 +11,18 @@ import "slices"
 const getsetNA = "the story of GETSET's recovery: on this store its clients and faults are stale-recovery's, " +
 	"whose cell explores the same schedules"
 
+// StoreNA says why scenario sc has no meaning on the registered store
+// named store, before any strategy's own reason (Scenario.AppliesTo): ""
+// where it has one, on the Main store, and on a store no package
+// registered.
+func StoreNA(store string, sc *Scenario) string {
+	d := driver(store)
+	if d == nil || d.Main {
+		return ""
+	}
+	return storeNA(d, sc)
+}
+
 // storeNA returns why scenario sc is n/a on store d, a store other than
 // the Main one, or "".
 func storeNA(d *Driver, sc *Scenario) string {

@@ -102,6 +102,9 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, m: newManager(o.Start, o.MaxSessions, o.Idle), hints: map[string]*hint{},
 		all: append(slices.Clone(o.Extra), Levels()...)}
+	if len(s.all) == 0 {
+		return nil, errors.New("play: no level: no registered store has any (import the packages of the stores under stores/)")
+	}
 	for i, l := range s.all {
 		if l.Store == "" {
 			continue

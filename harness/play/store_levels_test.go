@@ -66,6 +66,12 @@ func TestStoreLevels(t *testing.T) {
 		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1 c1 c1 c2 c2", true, "write refused", 0, ""},
 		// The stale write is refused, but the run is not over yet.
 		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1", false, "write refused", 0, ""},
+		// c1 holds etcd-mutex's key and is cut off; its session's lease
+		// runs out, c2 acquires and writes; c1 comes back, writes with
+		// the older revision, is refused, and releases.
+		{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", true, "write refused", 0, ""},
+		// The stale write is refused, but the run is not over yet.
+		{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", false, "write refused", 0, ""},
 		// The reply to c1's ls after its create is lost: zk.Lock returns
 		// an error with its node left in line, c1's retry waits behind
 		// it, and the probes after the run wait behind both.
@@ -78,6 +84,18 @@ func TestStoreLevels(t *testing.T) {
 		{"zk-golib", "c1 c1 c1 c2 c2 c2 c1", true, "stale write from c1", 0, ""},
 		// c1 wakes and writes before c2 has written: nothing stale yet.
 		{"zk-golib", "c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+		// c1 is cut off while it holds zk.Lock's node, its session
+		// expires and c2 takes the lock and writes; go-zookeeper opens a
+		// new session for c1, whose write carries no fence.
+		{"zk-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", true, "stale write from c1", 0, ""},
+		// Cut off only once it has released: c2 takes a free lock.
+		{"zk-session-replaced", "c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+		// c1 takes the lock table's row on the primary, whose
+		// asynchronous standby never sees it; the standby is promoted and
+		// c2 takes the row there.
+		{"pg-failover", "c1 failover(n1) c2", true, "c1 and c2 hold the lock at once", 0, ""},
+		// A failover after c1 released: c2 takes a free lock.
+		{"pg-failover", "c1 c1 c1 failover(n1) c2 c2 c2", false, "verdict: SAFE", 0, ""},
 		// c1 holds the advisory lock and pauses; the server ends its
 		// session; c2 acquires and writes; c1 wakes and writes.
 		// c2's acquire already makes two holders (c1 was told nothing);
@@ -149,7 +167,7 @@ func TestStoreLevelUnavailable(t *testing.T) {
 			assert.Empty(t, l.Unavailable, l.ID)
 		}
 	}
-	assert.Equal(t, 2, seen, "etcd levels")
+	assert.Equal(t, 3, seen, "etcd levels")
 	var e apiError
 	assert.Equal(t, http.StatusUnprocessableEntity, ts.post("/api/sessions", map[string]any{"level": "etcd-pause"}, &e))
 	assert.Equal(t, "level etcd-pause is unavailable: this level plays on etcd: etcd not found on PATH", e.Error)

@@ -211,9 +211,7 @@ func HTML(w io.Writer, m *harness.MatrixResult, meta Meta) error {
 	count := map[harness.Outcome]int{}
 	for i, sc := range m.Scenarios {
 		h := scenarioHead{Name: sc, Num: i + 1}
-		if s, ok := m.Scenario(sc); ok {
-			h.Title = s.Title
-		}
+		h.Title = rowTitle(m, sc)
 		p.Scenarios = append(p.Scenarios, h)
 	}
 	for _, st := range m.Strategies {

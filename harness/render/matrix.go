@@ -65,8 +65,8 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	b.WriteString("\nscenarios:\n")
 	for i, sc := range m.Scenarios {
 		title := ""
-		if s, ok := m.Scenario(sc); ok {
-			title = " — " + s.Title
+		if t := rowTitle(m, sc); t != "" {
+			title = " — " + t
 		}
 		fmt.Fprintf(&b, "  %2d %s%s\n", i+1, sc, title)
 	}

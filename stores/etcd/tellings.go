@@ -169,4 +169,14 @@ var playLevels = []harness.PlayLevel{
 			"fence is the create revision of the lock key, and etcd's one revision counter grows with every write: " +
 			"C2's key was created after C1's, so C2's fence is higher, and once the resource has taken C2's write it " +
 			"refuses C1's. The resource, not the lock, has the last word."},
+	{ID: "etcd-session-replaced", Scenario: "session-replaced", Strategy: "etcd-mutex", Docs: "etcd.md", Safe: true,
+		Title: "etcd: cut off, and back (you can't: why?)",
+		Goal: "etcd-mutex is etcd's own concurrency.Mutex, on a Session's lease. Cut C1 off from the cluster while it " +
+			"holds (isolate(c1)), let its lease run out, and let it back: etcd's client connects again on its own. " +
+			"Try to get C1's stale write through after C2's; then play the run to its end.",
+		Why: "C1's lease ran out while it was cut off: the leader revoked it and deleted C1's key, and C2 took the " +
+			"lock. etcd's client connected again, and nothing in C1's own requests said the lock was gone: only the " +
+			"Session's Done channel, which C1 does not watch. But C1's write carries its key's create revision, and " +
+			"C2's key was created after it: the resource, which has seen C2's higher fence, refuses C1's write. " +
+			"Mutex.Unlock then deletes nothing and returns success. The fence, not the lock, had the last word."},
 }

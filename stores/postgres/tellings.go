@@ -243,4 +243,9 @@ var playLevels = []harness.PlayLevel{
 			"pg_terminate_backend, an idle_session_timeout or a pooler closing idle connections does, and the lock " +
 			"ends with it. Nothing tells C1: C2 acquires and writes, and C1 wakes and writes after it. It learns " +
 			"only at its release, on a dead connection. The lock table's row would have outlived the session."},
+	{ID: "pg-failover", Scenario: "failover-loses-lock", Strategy: "pg-lock-table", Docs: "postgres.md",
+		Title: "PostgreSQL: the standby never saw the row",
+		Goal: "pg-lock-table's lock is a row of a table, with an expiry stamp: it is data, and survives a restart. " +
+			"The server has an asynchronous streaming standby, which a failover promotes. Make C1 and C2 both hold " +
+			"the lock by failing over at the right moment."},
 }

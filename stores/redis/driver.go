@@ -12,6 +12,7 @@
 //	nodes.go   the servers a matrix of its strategies and play's levels run on
 //	touch.go   what each command reads and writes, a transaction's at EXEC
 //	audit.go   the servers' own count of the connections they accepted
+//	levels.go  its challenges in locklab play, the game's first
 package redis
 
 import (
@@ -39,7 +40,8 @@ func init() {
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
-		Audit: startAudit,
+		Audit:      startAudit,
+		PlayLevels: playLevels,
 		// The order the docs present the Redis strategies in, the
 		// historical progression of docs/redis-locks-history.md.
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",

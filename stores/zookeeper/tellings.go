@@ -171,4 +171,10 @@ var playLevels = []harness.PlayLevel{
 			"to the getChildren after it is lost, Lock returns an error and leaves its node in line, kept by C1's " +
 			"session, which reconnects and lives on. C1's retry queues a second node behind its own first one: C1 " +
 			"waits for itself, and every later client waits for C1 (go-zookeeper#229)."},
+	{ID: "zk-session-replaced", Scenario: "session-replaced", Strategy: "zk-golib", Docs: "zookeeper.md",
+		Title: "ZooKeeper: a new session, and zk.Lock never learns",
+		Goal: "zk.Lock on a three-server ensemble. Cut C1 off while it holds the lock (isolate(c1)), let its session " +
+			"expire, and let it back (rejoin(c1)): go-zookeeper opens a new session on its own, and C1's requests " +
+			"succeed again. The resource refuses a fence lower than one it has seen. Make C1's stale write go " +
+			"through after C2's."},
 }

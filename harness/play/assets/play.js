@@ -214,8 +214,9 @@ function cmdText(args, own) {
 // servers says what a level plays on.
 function servers(l) {
   if (l.store === "etcd") return "a three-member etcd cluster";
-  if (l.store === "postgres") return "a PostgreSQL server";
-  return l.nodes + (l.nodes > 1 ? " Redis nodes" : " Redis node");
+  if (l.store === "zookeeper") return "a three-server ZooKeeper ensemble";
+  if (l.store === "postgres") return l.replica ? "a PostgreSQL server and its asynchronous standby" : "a PostgreSQL server";
+  return l.nodes + (l.nodes > 1 ? " Redis nodes" : " Redis node") + (l.replica ? ", n1 with an asynchronous replica" : "");
 }
 
 function td(cls, text) {
