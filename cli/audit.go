@@ -41,8 +41,10 @@ func (g *globals) startAudit(ctx context.Context, nodes map[string][]harness.Nod
 			return nil, fmt.Errorf("reading the servers' counts of their clients: %w", err)
 		}
 		a.checks = append(a.checks, check)
+		if d, err := harness.LookupStore(store); err == nil && d.Audit != nil && len(nodes[store]) > 0 {
+			a.ran = true
+		}
 	}
-	a.ran = true
 	return a, nil
 }
 
@@ -50,7 +52,8 @@ func (g *globals) startAudit(ctx context.Context, nodes map[string][]harness.Nod
 // "audit".
 type auditResult struct {
 	// Ran is whether the audit read the servers: not on the servers
-	// --addr names.
+	// --addr names, nor on a store whose servers count no clients
+	// (etcd's).
 	Ran bool `json:"ran"`
 	// Hidden says, a line for each server, the clients it counted that
 	// the harness did not open: a lock's own, beside the client its

@@ -196,7 +196,9 @@ func Main() {
 // "-s", "my-lock") in this process, writing to stdout and stderr, and
 // returns its exit status: 0 when the command ran, whatever it found; 1
 // for a violation found with --fail-on-violation; 2 for an error, told in
-// one line on stderr. Cancelling ctx ends the command, which removes the
+// one line on stderr (among them a lock's own client, beside the one its
+// factory was given, that the servers explore, matrix or demo started
+// counted: docs/audit.md). Cancelling ctx ends the command, which removes the
 // servers it started before Run returns.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return execute(ctx, args, stdout, stderr)

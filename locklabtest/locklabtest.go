@@ -42,6 +42,7 @@ import (
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
+	serversaudit "github.com/locklab/locklab/internal/tooling/audit"
 	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/counting"
 	"github.com/locklab/locklab/stores"
@@ -151,10 +152,14 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	// unscheduled command is a likely cause (a step the schedule named
 	// never came). A run that ran out of time leaves nothing to read with.
 	if ctx.Err() == nil {
-		if aerr := audit(ctx); aerr != nil {
+		found, unread := serversaudit.Split(audit(ctx))
+		if len(found) > 0 {
 			hidden = fmt.Sprintf("%s talked to %s through a client of its own beside the one its factory was given "+
-				"(%s): the harness scheduled none of that client's requests, and no verdict covers them.\n%v",
-				d.Name, storeTitle(srv.store), clientField(srv.store), aerr)
+				"(%s): the harness scheduled none of that client's requests, and no verdict covers them.\n%s",
+				d.Name, storeTitle(srv.store), clientField(srv.store), strings.Join(found, "\n"))
+		}
+		for _, err := range unread {
+			t.Errorf("locklabtest: the servers' audit could not read %v", err)
 		}
 	}
 	unscheduled := fmt.Sprintf("%s sent no command through the connections its factory was given (Config.Pool, Config.Nodes): "+

@@ -32,6 +32,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/cli"
+	"github.com/locklab/locklab/internal/tooling/redistest"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -426,6 +427,19 @@ func TestHiddenClient(t *testing.T) {
 		assert.True(t, res.Audit.Ran)
 		require.Len(t, res.Audit.Hidden, 1)
 		assert.Regexp(t, said, res.Audit.Hidden[0])
+	})
+	// On a server the user runs, whose other clients would count, the
+	// command only reads: no audit, and the run passes.
+	t.Run("addr", func(t *testing.T) {
+		t.Parallel()
+		s := redistest.StartOne(t)
+		code, out, errOut := run(t, "explore", "--addr", s.Addr, "-s", asideLock, "-x", "release-after-expiry", "--json")
+		require.Equal(t, 0, code, errOut)
+		var res struct {
+			Audit map[string]any `json:"audit"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		assert.Equal(t, map[string]any{"ran": false}, res.Audit)
 	})
 }
 
