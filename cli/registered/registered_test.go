@@ -235,7 +235,8 @@ func TestNestedStressProcesses(t *testing.T) {
 	root := nestedRoot()
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	root.SetArgs([]string{"locklab", "stress", "--backend", "process", "-s", redisLock, "--processes", "--duration", "1s", "--json"})
+	root.SetArgs([]string{"locklab", "stress", "--backend", "process", "-s", redisLock, "--processes", "--clients", "2",
+		"--cycles", "4", "--duration", "2m", "--json"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, root.ExecuteContext(ctx), errb.String())
