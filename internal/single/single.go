@@ -117,6 +117,22 @@ func Del(ctx context.Context, c redis.Conn, key string) error {
 	return DelReleased(key, v, err)
 }
 
+// Held is the refusal of an acquire of key whose script answered with the
+// holder's PTTL, a one-element array (anything else: a refusal that tells
+// no TTL). A PTTL of 0 is a lock in its last millisecond, not one without
+// a TTL (-1): it is told as a millisecond left, so that a waiter retries
+// then rather than at its policy's Max. A retry timed to the holder's
+// expiry lands on that boundary.
+func Held(key string, reply any) *locklab.HeldError {
+	held := &locklab.HeldError{Key: key}
+	if a, ok := reply.([]any); ok && len(a) == 1 {
+		if ms, ok := a[0].(int64); ok && ms >= 0 {
+			held.Remaining = max(time.Duration(ms)*time.Millisecond, time.Millisecond)
+		}
+	}
+	return held
+}
+
 // Lease builds the lease of an acquire that started at start and sent ttl
 // in whole milliseconds (Sent).
 func Lease(key, token string, fence int64, start time.Time, ttl time.Duration) locklab.Lease {

@@ -192,13 +192,7 @@ func (l *HashReentrant) Acquire(ctx context.Context, key string, ttl time.Durati
 		}
 		return lease, nil
 	}
-	held := &locklab.HeldError{Key: key}
-	if a, ok := v.([]any); ok && len(a) == 1 {
-		if ms, _ := a[0].(int64); ms > 0 {
-			held.Remaining = time.Duration(ms) * time.Millisecond
-		}
-	}
-	return locklab.Lease{}, held
+	return locklab.Lease{}, single.Held(key, v)
 }
 
 // Watchdog returns the watchdog keeping key alive, or nil when none runs

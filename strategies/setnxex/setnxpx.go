@@ -147,13 +147,7 @@ func acquire(ctx context.Context, b *single.Base, key string, ttl time.Duration,
 	}
 	fence, ok := v.(int64)
 	if !ok {
-		held := &locklab.HeldError{Key: key}
-		if a, ok := v.([]any); ok && len(a) == 1 {
-			if ms, _ := a[0].(int64); ms > 0 {
-				held.Remaining = time.Duration(ms) * time.Millisecond
-			}
-		}
-		return locklab.Lease{}, held
+		return locklab.Lease{}, single.Held(key, v)
 	}
 	lease := single.Lease(key, token, fence, start, ttl)
 	if then != nil {
