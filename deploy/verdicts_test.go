@@ -61,8 +61,7 @@ func TestVerdictsAreTheRecordedMatrix(t *testing.T) {
 func TestVerdictsCoverCatalogAndRegistry(t *testing.T) {
 	m := Verdicts()
 	// The recorded matrix is docs/matrix.md's Redis table: every scenario
-	// that applies to a Redis strategy (the versioned ones are
-	// PostgreSQL's).
+	// that applies to a Redis strategy.
 	var scs []string
 	for _, sc := range harness.Scenarios() {
 		for _, name := range redisStrategies(strategies.Names()) {

@@ -426,6 +426,9 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 		}
 	}
 	switch {
+	case sc.Guarded && guardNA(cs.Strategy) != "":
+		c.Outcome, c.Message = NA, guardNA(cs.Strategy)
+		return c, false
 	case !sc.AppliesTo(cs.Strategy):
 		c.Outcome, c.Message = NA, notForKind
 		return c, false

@@ -39,7 +39,9 @@ func init() {
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
-		Audit: startAudit,
+		Audit:     startAudit,
+		Guards:    guards,
+		Unguarded: map[string]string{"redlock": unguardedRedlock},
 		// The order the docs present the Redis strategies in, the
 		// historical progression of docs/redis-locks-history.md.
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
