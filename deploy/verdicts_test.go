@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
+	_ "github.com/locklab/locklab/stores/redis" // the Redis store's Driver says which locks a guarded write applies to
 	"github.com/locklab/locklab/strategies"
 )
 

@@ -223,7 +223,6 @@ var catalog = []*Scenario{
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Guarded:  true,
-		Applies:  guarded,
 		Known: map[string][]string{
 			"set-nx-px":       {"c1 c1 c2 c2 c1"},
 			"incr-expire-lua": {"c1 c1 c2 c2 c1"},
@@ -245,7 +244,6 @@ var catalog = []*Scenario{
 		FaultAfter: map[string]string{"time": "isolate(c1)", "rejoin(c1)": "isolate(c1)"},
 		MaxFaults:  3,
 		Guarded:    true,
-		Applies:    guarded,
 	},
 	{
 		Name:  "waiter-lease-expires",
@@ -359,7 +357,7 @@ var catalog = []*Scenario{
 		Faults:    []string{"terminate(c1)"},
 		MaxFaults: 1,
 		Guarded:   true,
-		Applies:   func(d strategies.Description) bool { return sessionEnds(d) && guarded(d) },
+		Applies:   sessionEnds,
 	},
 	{
 		Name:  "redlock-restart",

@@ -67,11 +67,6 @@ func guardNA(d strategies.Description) string {
 	return unguardedNA
 }
 
-// guarded is the Applies of the Scenario.Guarded scenarios: the
-// strategies whose store offers the guarded write and whose lock hands
-// the user what it checks (Driver.Guards).
-func guarded(d strategies.Description) bool { return guardNA(d) == "" }
-
 // GuardOf returns what strategy's lock hands its user that its store's
 // guarded write checks, or why it hands nothing (ok false).
 func GuardOf(strategy string) (what string, ok bool) {

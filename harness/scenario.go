@@ -63,7 +63,8 @@ type Scenario struct {
 	// lock node, a Redis script comparing the lock's token, PostgreSQL's
 	// UPDATE of a row with a version column. A client that takes the lock
 	// reads what its guard needs; a write the store refuses is refused.
-	// For the strategies whose store offers the guard (Driver.Guards).
+	// For the strategies whose store offers the guard (Driver.Guards), on
+	// top of Applies.
 	Guarded bool `json:"guarded,omitempty"`
 	// NoPreemption keeps the explorer to the natural order of the clients
 	// (each runs until it blocks or ends): the story is about time, not
@@ -146,6 +147,9 @@ func (s *Scenario) AppliesTo(d strategies.Description) bool {
 		return false
 	}
 	if s.MultiNode && !d.Properties.MultiNode {
+		return false
+	}
+	if s.Guarded && guardNA(d) != "" {
 		return false
 	}
 	return s.Applies == nil || s.Applies(d)

@@ -155,7 +155,15 @@ func TestPinnedSchedulesAreKnown(t *testing.T) {
 // that checks fences, so the verdict is the fence's: C1's stale write is
 // refused where the lock's fence grows (etcd's revisions, ZooKeeper's
 // czxids) and taken where the lock has none (zk.Lock's, PostgreSQL's);
-// the scenario has no meaning for a Redis key with a TTL.
+// the scenario has no meaning for a Redis key with a TTL. The -guarded
+// scenarios (the sixth, tenth and thirteenth) write with one request the
+// lock's own store refuses once the writer lost the lock: refused where
+// what the lock hands the user tells one hold from the next (a random
+// token, a stamp, etcd's create revision, zk-recipe's own node), let
+// through where it does not (incr-expire's 1, zk-ephemeral's fixed path
+// at version 0); setnx-forever's LOCK_FOREVER tells no holder apart
+// either, but no TTL frees its lock to a second holder. Redlock's majority
+// and zk.Lock's hidden node give the guard nothing: n/a.
 var (
 	expectedScenarios = "clock-skew crash-before-expire failover-loses-lock lost-reply partitioned-holder partitioned-holder-guarded " +
 		"pause-in-release pause-past-ttl pause-past-ttl-fenced pause-past-ttl-guarded pause-session-killed pause-session-killed-fenced " +
