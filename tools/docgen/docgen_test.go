@@ -220,14 +220,14 @@ var (
 		// so the C1/C2 race is closed; no fence. Its row reaches the
 		// standby asynchronously: the promoted standby, cut off during
 		// the run, never saw it. A row with a version column refuses the
-		// stale write of the paused or cut-off holder (the -versioned
+		// stale write of the paused or cut-off holder (the -guarded
 		// scenarios), but not that of a holder whose lock expired before
 		// it read the version (docs/postgres.md).
 		"pg-lock-table": "V S V S V V V V V S S S S - - - - - - V S V S - S -",
 		// Session locks: no TTL, so a pause is waited out; a partition
 		// the server detects, a restart or a failover ends the session
 		// and the lock; the version column refuses the stale writes of
-		// both -versioned scenarios. A server that ends a paused holder's
+		// both -guarded scenarios. A server that ends a paused holder's
 		// session (pause-session-killed) ends its lock too, and no fence
 		// tells the stale write; the lock table's row outlives the session.
 		// pg-for-update's partitioned holder needs isolate
