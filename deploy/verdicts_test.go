@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
+	_ "github.com/locklab/locklab/stores/redis" // the Redis store's Driver says which locks a guarded write applies to
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -61,8 +62,7 @@ func TestVerdictsAreTheRecordedMatrix(t *testing.T) {
 func TestVerdictsCoverCatalogAndRegistry(t *testing.T) {
 	m := Verdicts()
 	// The recorded matrix is docs/matrix.md's Redis table: every scenario
-	// that applies to a Redis strategy (the versioned ones are
-	// PostgreSQL's).
+	// that applies to a Redis strategy.
 	var scs []string
 	for _, sc := range harness.Scenarios() {
 		for _, name := range redisStrategies(strategies.Names()) {

@@ -18,14 +18,6 @@ func Scenarios() []*Scenario {
 	return out
 }
 
-// versionedRow is the Applies of the scenarios whose resource is a
-// versioned row on the lock's own server: the strategies of the stores
-// whose Driver says they keep one (PostgreSQL's).
-func versionedRow(d strategies.Description) bool {
-	st, err := storeOf(d.Family)
-	return err == nil && st.Versioned
-}
-
 // queues is the Applies of the scenarios whose waiter waits in the lock's
 // queue on the server, on a lease or a session of its own: the strategies
 // their store's Driver names in Queues.

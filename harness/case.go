@@ -93,7 +93,7 @@ func (c Case) spec() runSpec {
 	sc := c.Scenario
 	return runSpec{
 		strategy: c.Strategy.Name, scenario: sc.Name, factory: c.Factory, multi: c.Strategy.Properties.MultiNode,
-		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced, versioned: sc.Versioned,
+		programs: sc.Programs, key: "lock:" + sc.Name, ttl: TTL, fenced: sc.Fenced, guarded: sc.Guarded,
 		property: sc.Property, waiter: sc.Waiter, maxSteps: 60, quiet: 3 * time.Millisecond,
 		prepare: slices.Contains(sc.Needs, fault.Failover), appendFsync: sc.AppendFsync,
 		noWatchdog: slices.Contains(c.Strategy.Options, strategies.OptNoWatchdog),

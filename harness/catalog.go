@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/locklab/locklab/harness/fault"
-	"github.com/locklab/locklab/strategies"
 )
 
 // TTL is the lock TTL of every catalog scenario. It is virtual: the servers
@@ -201,35 +200,46 @@ var catalog = []*Scenario{
 		},
 	},
 	{
-		Name:  "pause-past-ttl-versioned",
-		Title: "the same pause against a row with a version column",
-		Story: "As in pause-past-ttl, on a PostgreSQL lock, but the protected resource is a row with a version " +
-			"column on the same server: each client reads the version when it takes the lock, and writes " +
-			"with UPDATE ... SET version = version + 1 WHERE key = $1 AND version = $2. C2 writes first and " +
-			"moves the version on; C1, waking up, updates no row: its stale write is refused, whatever the " +
-			"lock let through.",
-		Source:    "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
-		Property:  Fencing,
-		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
-		Versioned: true,
-		Applies:   versionedRow,
+		Name:  "pause-past-ttl-guarded",
+		Title: "the same pause against a write the lock's own store guards",
+		Story: "As in pause-past-ttl, but the protected resource lives on the lock's own store, and each write is " +
+			"one atomic request that the store carries out only while the writer holds the lock, checked " +
+			"against what the lock handed the client when it took it: on Redis a script that writes only if " +
+			"the lock key still holds the client's token; on etcd a Txn that writes only if the lock key still " +
+			"has the create revision it had; on ZooKeeper a multi whose check op names the lock node and its " +
+			"version; on PostgreSQL an UPDATE of a row with a version column, read when the lock was taken. " +
+			"C1 takes the lock and stops past its TTL; C2 takes it and writes. C1 wakes up and writes: the " +
+			"store refuses the write wherever its guard tells C2's hold from C1's. A guard that cannot (a " +
+			"token every holder shares, a node path and version a successor's node has too) lets the stale " +
+			"write through.",
+		Source: "etcd, v3lock API (\"can be used in conjunction with transactions to safely ensure updates to etcd " +
+			"only occur while holding lock ownership\"); ZooKeeper Programmer's Guide, multi and its check op; " +
+			"Redis distributed locks page (a script that compares the token); Martin Kleppmann, \"How to do " +
+			"distributed locking\" (2016)",
+		Property: Fencing,
+		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
+		Guarded:  true,
+		Known: map[string][]string{
+			"set-nx-px":       {"c1 c1 c2 c2 c1"},
+			"incr-expire-lua": {"c1 c1 c2 c2 c1"},
+		},
 	},
 	{
-		Name:  "partitioned-holder-versioned",
-		Title: "the partitioned holder against a row with a version column",
-		Story: "As in partitioned-holder, on a PostgreSQL lock, but the protected resource is a row with a " +
-			"version column on the same server: each client reads the version when it takes the lock, and " +
-			"writes with UPDATE ... WHERE key = $1 AND version = $2. While C1 is cut off its writes cannot " +
-			"reach the row at all; once the network heals, C1's write carries the version it read before C2 " +
-			"wrote, updates no row, and is refused.",
-		Source:     "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Name:  "partitioned-holder-guarded",
+		Title: "the partitioned holder against a write the lock's own store guards",
+		Story: "As in partitioned-holder, but each write is one atomic request to the lock's own store that " +
+			"it carries out only while the writer holds the lock (pause-past-ttl-guarded says each store's " +
+			"guard). While C1 is cut off its writes cannot reach the store at all; once the network heals, " +
+			"C1's write carries the guard it had when it took the lock: the store refuses it wherever the " +
+			"guard tells C2's hold, or no hold, from C1's.",
+		Source: "etcd, v3lock API; ZooKeeper Programmer's Guide, multi and its check op; Redis distributed " +
+			"locks page; Martin Kleppmann, \"How to do distributed locking\" (2016)",
 		Property:   Fencing,
 		Programs:   progs("acquire write write release", "acquire write release"),
 		Faults:     []string{"isolate(c1)", "time", "rejoin(c1)"},
 		FaultAfter: map[string]string{"time": "isolate(c1)", "rejoin(c1)": "isolate(c1)"},
 		MaxFaults:  3,
-		Versioned:  true,
-		Applies:    versionedRow,
+		Guarded:    true,
 	},
 	{
 		Name:  "waiter-lease-expires",
@@ -331,18 +341,19 @@ var catalog = []*Scenario{
 		Applies:   sessionEnds,
 	},
 	{
-		Name:  "pause-session-killed-versioned",
-		Title: "the same ended session against a row with a version column",
-		Story: "As in pause-session-killed, but the protected resource is a row with a version column on the " +
-			"lock's server: C1 read the version when it took the lock, C2 writes first and moves it on, and " +
-			"C1's write updates no row: its stale write is refused, whatever the lock let through.",
-		Source:    "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin Kleppmann, \"How to do distributed locking\" (2016)",
+		Name:  "pause-session-killed-guarded",
+		Title: "the same ended session against a write the lock's own store guards",
+		Story: "As in pause-session-killed, but each write is one atomic request to the lock's own store that " +
+			"it carries out only while the writer holds the lock (pause-past-ttl-guarded says each store's " +
+			"guard): C1 took its guard with the lock, C2 takes the lock and writes, and C1's write is refused " +
+			"wherever the guard tells C2's hold from C1's, whatever the lock let through.",
+		Source:    "Martin Kleppmann, \"How to do distributed locking\" (2016)",
 		Property:  Fencing,
 		Programs:  progs("acquire sleep(5s) write release", "acquire write release"),
 		Faults:    []string{"terminate(c1)"},
 		MaxFaults: 1,
-		Versioned: true,
-		Applies:   func(d strategies.Description) bool { return sessionEnds(d) && versionedRow(d) },
+		Guarded:   true,
+		Applies:   sessionEnds,
 	},
 	{
 		Name:  "redlock-restart",

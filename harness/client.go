@@ -83,9 +83,11 @@ type client struct {
 	holding   bool
 	lease     locklab.Lease
 	seq       int
-	// version is the versioned row's version the client read when it took
-	// the lock, and moved on with each write it made (Scenario.Versioned).
-	version   int64
+	// guard is what the client's guarded writes check, read when it took
+	// the lock and moved on with each write it made (Scenario.Guarded);
+	// unguarded: the read failed, and the client writes nothing.
+	guard     Guard
+	unguarded bool
 	inRelease bool
 	// waiting: the client waits for an event of its store's
 	// (Client.Wait), and has no step to run until it comes.

@@ -426,6 +426,10 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 		}
 	}
 	switch {
+	case sc.Guarded && guardNA(cs.Strategy) != "" && (sc.Applies == nil || sc.Applies(cs.Strategy)):
+		// A scenario that would apply but for the guard says why.
+		c.Outcome, c.Message = NA, guardNA(cs.Strategy)
+		return c, false
 	case !sc.AppliesTo(cs.Strategy):
 		c.Outcome, c.Message = NA, notForKind
 		return c, false

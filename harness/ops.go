@@ -29,7 +29,7 @@ func (r *run) acquire(c *client, op Op) bool {
 		if err == nil {
 			r.acquiredLocked(c, lease)
 			r.mu.Unlock()
-			return !r.spec.versioned || r.readVersion(c)
+			return !r.spec.guarded || r.readGuard(c, lease)
 		}
 		switch {
 		case c.waiting && c.done:
@@ -70,11 +70,11 @@ func (r *run) acquiredLocked(c *client, lease locklab.Lease) {
 	r.refreshHoldersLocked(c)
 }
 
-// writeOp runs c's write op, as a holder: the versioned write, or a step
+// writeOp runs c's write op, as a holder: the guarded write, or a step
 // then the register's write. It tells whether c goes on.
 func (r *run) writeOp(c *client) bool {
-	if r.spec.versioned {
-		return r.writeVersioned(c)
+	if r.spec.guarded {
+		return r.writeGuarded(c)
 	}
 	if _, err := r.submit(c.ctx, c, &c.local, 0, "write", nil, "write"); err != nil {
 		return false
@@ -175,67 +175,4 @@ func (r *run) write(c *client) {
 		r.noteLocked(c, "write refused (fence %d<%d)", w.Fence, r.maxFence)
 	}
 	r.hist.Writes = append(r.hist.Writes, w)
-}
-
-// readVersion has client c, which has just taken the lock, read the
-// versioned row's version. It reports false when the client's run is
-// over.
-func (r *run) readVersion(c *client) bool {
-	vs, _ := r.slot.store.(Versioned) // execute refused a store without one
-	v, err := vs.ReadVersion(c.ctx, c.handle)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.crashed || errors.Is(err, errStopped) {
-		return false
-	}
-	if err != nil {
-		// Without the version the client has nothing to write with: it
-		// skips its writes, as a program whose read failed would.
-		c.version = -1
-		r.noteLocked(c, "version read failed: %v", err)
-		return true
-	}
-	c.version = v
-	r.noteLocked(c, "read version %d", v)
-	return true
-}
-
-// writeVersioned has client c write the versioned row with the version it
-// read: accepted when the row still has it, refused when another client
-// wrote since. A stale write is one a client that took the lock later
-// made before it, as for the fenced resource. It reports false when the
-// client's run is over.
-func (r *run) writeVersioned(c *client) bool {
-	r.mu.Lock()
-	v := c.version
-	if v < 0 {
-		r.mu.Unlock()
-		return true // the version read failed: no write
-	}
-	r.mu.Unlock()
-	vs, _ := r.slot.store.(Versioned) // execute refused a store without one
-	ok, err := vs.WriteVersioned(c.ctx, c.handle, v)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.crashed || errors.Is(err, errStopped) {
-		return false
-	}
-	w := Write{Client: c.id, Fence: v, Seq: c.seq, Accepted: ok && err == nil, Stale: r.lastWriter > c.seq}
-	if c.lastEvent >= 0 {
-		w.Step = r.hist.Events[c.lastEvent].Step
-	}
-	switch {
-	case err != nil:
-		r.noteLocked(c, "write failed: %v", err)
-	case ok:
-		c.version = v + 1
-		r.lastWriter = max(r.lastWriter, c.seq)
-		r.noteLocked(c, "wrote (version %d)", v)
-	default:
-		r.noteLocked(c, "write refused (version %d is stale)", v)
-	}
-	if err == nil {
-		r.hist.Writes = append(r.hist.Writes, w)
-	}
-	return true
 }

@@ -113,12 +113,12 @@ type runSpec struct {
 	seed     uint64
 	record   bool
 	fenced   bool
-	// versioned: the resource is the store's versioned row
-	// (Scenario.Versioned).
-	versioned bool
-	property  Property
-	waiter    int
-	maxSteps  int
+	// guarded: the resource is the store's, written with guarded writes
+	// (Scenario.Guarded).
+	guarded  bool
+	property Property
+	waiter   int
+	maxSteps int
 	// quiet is how long a multi-node client must stay unchanged before the
 	// scheduler takes its outstanding commands as all there is.
 	quiet time.Duration
@@ -262,12 +262,12 @@ func (r *run) execute(choose chooser) (h *History, rerr error) {
 	if err := r.slot.store.Empty(r.ctx); err != nil {
 		return nil, err
 	}
-	if r.spec.versioned {
-		vs, ok := r.slot.store.(Versioned)
+	if r.spec.guarded {
+		gs, ok := r.slot.store.(Guarded)
 		if !ok {
-			return nil, fmt.Errorf("scenario %s needs a versioned row, which the store of %s does not keep", r.spec.scenario, r.spec.strategy)
+			return nil, fmt.Errorf("scenario %s needs a guarded write, which the store of %s does not offer", r.spec.scenario, r.spec.strategy)
 		}
-		if err := vs.PrepareVersioned(r.ctx, r.spec.key); err != nil {
+		if err := gs.PrepareGuarded(r.ctx, r.spec.key); err != nil {
 			return nil, err
 		}
 	}

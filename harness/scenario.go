@@ -56,13 +56,16 @@ type Scenario struct {
 	// Fenced: the protected resource refuses a write whose fence number is
 	// below one it has accepted.
 	Fenced bool `json:"fenced,omitempty"`
-	// Versioned: the protected resource is a row with a version column on
-	// the lock's PostgreSQL server (the notes' 乐观锁). A client that takes
-	// the lock reads the row's version; its write is UPDATE ... SET
-	// version = version + 1 WHERE key = $1 AND version = $2, which updates
-	// nothing, and is refused, once another client has written since it
-	// read. For the PostgreSQL strategies only.
-	Versioned bool `json:"versioned,omitempty"`
+	// Guarded: the protected resource lives on the lock's own store, and
+	// each write is one atomic request that the store carries out only
+	// while the writer holds the lock (Guarded): an etcd Txn comparing the
+	// lock key's create revision, a ZooKeeper multi whose check names the
+	// lock node, a Redis script comparing the lock's token, PostgreSQL's
+	// UPDATE of a row with a version column. A client that takes the lock
+	// reads what its guard needs; a write the store refuses is refused.
+	// For the strategies whose store offers the guard (Driver.Guards), on
+	// top of Applies.
+	Guarded bool `json:"guarded,omitempty"`
 	// NoPreemption keeps the explorer to the natural order of the clients
 	// (each runs until it blocks or ends): the story is about time, not
 	// about interleaving.
@@ -144,6 +147,9 @@ func (s *Scenario) AppliesTo(d strategies.Description) bool {
 		return false
 	}
 	if s.MultiNode && !d.Properties.MultiNode {
+		return false
+	}
+	if s.Guarded && guardNA(d) != "" {
 		return false
 	}
 	return s.Applies == nil || s.Applies(d)

@@ -139,10 +139,15 @@ type Driver struct {
 	// scenarios of such a waiter (waiter-lease-expires) apply to them,
 	// and to no other.
 	Queues []string
-	// Versioned says the store's Store keeps the versioned row of the
-	// Scenario.Versioned scenarios (Versioned): they apply to its
-	// strategies, and to no other.
-	Versioned bool
+	// Guards names, by strategy, what the strategy's lock hands its user
+	// that the store's guarded write checks (Guarded): "the lock key and
+	// its create revision (Lease.Token, Lease.Fence)". The Scenario.Guarded
+	// scenarios apply to these strategies, and to no other.
+	Guards map[string]string
+	// Unguarded says, by strategy of the store, why its lock hands the
+	// user nothing a guarded write could check; a strategy in neither map
+	// gets unguardedNA.
+	Unguarded map[string]string
 	// Terminates says the store's Store ends a client's sessions
 	// (Terminator) and its locks can live in one: the scenarios whose
 	// server ends the holder's session (Scenario.EndsSessions) apply to
@@ -346,19 +351,6 @@ type Store interface {
 type Renewer interface {
 	Unscheduled(cfg *locklab.Config)
 	Renewed(lease locklab.Lease)
-}
-
-// Versioned is a store that keeps the versioned row of the
-// Scenario.Versioned scenarios: each call is a step of client c's.
-type Versioned interface {
-	// PrepareVersioned creates the row of key at version 0, outside the
-	// schedule, before a run's clients start.
-	PrepareVersioned(ctx context.Context, key string) error
-	// ReadVersion returns the row's version.
-	ReadVersion(ctx context.Context, c *Client) (int64, error)
-	// WriteVersioned updates the row if its version is still v: it
-	// reports whether it did.
-	WriteVersioned(ctx context.Context, c *Client, v int64) (bool, error)
 }
 
 // Terminator is a store whose server can end a client's sessions from its

@@ -1,8 +1,9 @@
 // Package harnesstest holds what the tests of the harness's stores share:
-// resolving a case, and reading a history's notes.
+// resolving a case, reading a history's notes, running a guarded write.
 package harnesstest
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,28 @@ func Case(t testing.TB, scenario, strategy string) harness.Case {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// GuardedRun runs scenario (a Scenario.Guarded one) on strategy with
+// schedule, on nodes, and returns its verdict and what became of client
+// 1's stale write (a write made after a client that took the lock later
+// had written): "accepted", "refused", or "none" when it made none.
+func GuardedRun(t testing.TB, nodes []harness.Node, scenario, strategy, schedule string) (harness.Outcome, string) {
+	t.Helper()
+	cs := Case(t, scenario, strategy)
+	h, err := harness.Run(context.Background(), harness.RunOptions{Case: cs, Nodes: nodes, Schedule: schedule})
+	if err != nil {
+		t.Fatalf("%s on %s (%s): %v", scenario, strategy, schedule, err)
+	}
+	for _, w := range h.Writes {
+		if w.Client == 1 && w.Stale {
+			if w.Accepted {
+				return h.Verdict.Outcome, "accepted"
+			}
+			return h.Verdict.Outcome, "refused"
+		}
+	}
+	return h.Verdict.Outcome, "none"
 }
 
 // Noted reports whether a note of one of h's events begins with prefix.

@@ -62,6 +62,7 @@ func init() {
 		// etcd-mutex's column waits in Mutex.Lock as its users do (wait.go).
 		Lockers: map[string]harness.Factory{etcdlock.MutexName: mutexLock},
 		Queues:  []string{etcdlock.MutexName},
+		Guards:  map[string]string{"etcd-lease": guardWhat, etcdlock.MutexName: guardWhat},
 		Limits:  []harness.Limit{{Schedules: RestartSchedules, Where: "on etcd"}},
 		// etcd-lease is etcd's concurrency.Mutex on a Session, which keeps
 		// its lease alive for as long as its process runs (etcdctl lock

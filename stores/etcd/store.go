@@ -11,6 +11,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -63,6 +64,9 @@ type etcdStore struct {
 	book *leaseBook
 	// lockKey is the key the runs lock (key).
 	lockKey string
+	// resources are the keys of the guarded writes' resources (guarded.go),
+	// which close deletes.
+	resources []string
 }
 
 func newStore(n *Node) (*etcdStore, error) {
@@ -262,7 +266,7 @@ func (s *etcdStore) closeSpare() {
 
 // Close empties the cluster and closes the store's clients.
 func (s *etcdStore) Close(ctx context.Context) error {
-	err := s.Empty(ctx)
+	err := errors.Join(s.Empty(ctx), s.deleteResources(ctx))
 	s.closeSpare()
 	s.admin.Close()
 	return err

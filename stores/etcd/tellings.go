@@ -128,6 +128,9 @@ var tellings = map[string]harness.Telling{
 // scenario and then strategy (harness.Driver.Known): each cell replays
 // them before its search, and the pages pin them.
 var known = map[string]map[string][]string{
+	"pause-past-ttl-guarded": {
+		"etcd-lease": {"c1 c1 c1 c2 c2 c2 c1"},
+	},
 	"pause-past-ttl": {
 		"etcd-lease": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 	},

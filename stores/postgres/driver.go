@@ -60,7 +60,8 @@ func init() {
 		Columns:    []string{"pg-lock-table", pglock.LockTableSyncName, "pg-for-update", "pg-advisory"},
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
 			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, fault.Failover) }}},
-		Versioned:  true,
+		Guards: map[string]string{"pg-lock-table": guardWhat, pglock.LockTableSyncName: guardWhat,
+			"pg-for-update": guardWhat, "pg-advisory": guardWhat},
 		Terminates: true,
 		Bench:      bench,
 		Abbreviations: func(common string) string {

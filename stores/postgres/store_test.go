@@ -294,8 +294,8 @@ func TestPostgresStoreHousekeeping(t *testing.T) {
 	}
 }
 
-// TestVersionedRowRefusesStaleWrite: on the -versioned scenarios the
-// resource is a row with a version column on the lock's server. The
+// TestVersionedRowRefusesStaleWrite: on the -guarded scenarios the
+// PostgreSQL resource is a row with a version column on the lock's server. The
 // holder cut off (or paused) past its lock reads the version when it
 // takes the lock; its successor writes first; its own UPDATE ... AND
 // version = v then updates no row: the write is refused, and the run is
@@ -304,10 +304,10 @@ func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 	srv := pgtest.Start(t, pgproc.Options{})
 	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
 	for _, tc := range []struct{ scenario, strategy string }{
-		{"partitioned-holder-versioned", "pg-advisory"},
-		{"partitioned-holder-versioned", "pg-for-update"},
-		{"partitioned-holder-versioned", "pg-lock-table"},
-		{"pause-past-ttl-versioned", "pg-lock-table"},
+		{"partitioned-holder-guarded", "pg-advisory"},
+		{"partitioned-holder-guarded", "pg-for-update"},
+		{"partitioned-holder-guarded", "pg-lock-table"},
+		{"pause-past-ttl-guarded", "pg-lock-table"},
 	} {
 		cs := harnesstest.Case(t, tc.scenario, tc.strategy)
 		sched := cs.Scenario.Known[tc.strategy][0]
@@ -325,17 +325,13 @@ func TestVersionedRowRefusesStaleWrite(t *testing.T) {
 			t.Errorf("%s on %s (%s): %v, c1's stale write refused: %v\n%+v", tc.strategy, tc.scenario, sched, h.Verdict, refused, h.Writes)
 		}
 	}
-	// The versioned scenarios are for the database locks only.
-	if cs, err := harness.Resolve("pause-past-ttl-versioned", "set-nx-px"); err == nil && cs.Scenario.AppliesTo(cs.Strategy) {
-		t.Error("pause-past-ttl-versioned applies to set-nx-px")
-	}
 }
 
 // TestTerminateEndsSessionLocks: terminate(c1) ends the holder's sessions
 // from the server's side. A lock held in a session ends with it, and the
 // paused holder's write after its successor's is accepted (no fence);
 // the lock table's row outlives the session, and the successor is
-// refused. The -versioned resource refuses the stale write.
+// refused. The -guarded resource refuses the stale write.
 func TestTerminateEndsSessionLocks(t *testing.T) {
 	srv := pgtest.Start(t, pgproc.Options{})
 	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
@@ -345,7 +341,7 @@ func TestTerminateEndsSessionLocks(t *testing.T) {
 	}{
 		{"pause-session-killed", "pg-advisory", harness.Violated},
 		{"pause-session-killed", "pg-lock-table", harness.Safe},
-		{"pause-session-killed-versioned", "pg-advisory", harness.Safe},
+		{"pause-session-killed-guarded", "pg-advisory", harness.Safe},
 	} {
 		cs := harnesstest.Case(t, tc.scenario, tc.strategy)
 		sched := "c1 c1 terminate(c1) c2 c2 c1"

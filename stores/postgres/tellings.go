@@ -21,6 +21,8 @@ const (
 		"(advisory locks, held until released or the session ends)"
 	srcPGTable = "the notes \"分布式锁 Distributed Lock\", section 0 (RMDB 数据库实现分布式锁: a lock table, " +
 		"SELECT ... FOR UPDATE)"
+	srcVersionColumn = "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); Martin " +
+		"Kleppmann, \"How to do distributed locking\" (2016)"
 )
 
 // tellings are the scenarios' stories on PostgreSQL, by scenario.
@@ -130,13 +132,30 @@ var tellings = map[string]harness.Telling{
 			"the same 0 as C2's, and the resource cannot tell them apart.",
 		Source: srcPGSessionEnd,
 	},
-	"pause-session-killed-versioned": {
+	"pause-past-ttl-guarded": {
+		Title: "the same pause against a row with a version column",
+		Story: "As in pause-past-ttl, but the protected resource is a row with a version column on the same " +
+			"server: each client reads the version when it takes the lock, and writes with UPDATE ... SET " +
+			"version = version + 1 WHERE key = $1 AND version = $2. C2 writes first and moves the version on; " +
+			"C1, waking up, updates no row: its stale write is refused, whatever the lock let through.",
+		Source: srcVersionColumn,
+	},
+	"partitioned-holder-guarded": {
+		Title: "the partitioned holder against a row with a version column",
+		Story: "As in partitioned-holder, but the protected resource is a row with a version column on the " +
+			"same server: each client reads the version when it takes the lock, and writes with UPDATE ... " +
+			"WHERE key = $1 AND version = $2. While C1 is cut off its writes cannot reach the row at all; once " +
+			"the network heals, C1's write carries the version it read before C2 wrote, updates no row, and " +
+			"is refused.",
+		Source: srcVersionColumn,
+	},
+	"pause-session-killed-guarded": {
 		Title: "the same ended session against a row with a version column",
 		Story: "As in pause-session-killed, but the protected resource is a row with a version column on the " +
 			"same server: C1 read the version when it took the lock, C2 writes first and moves it on, and " +
 			"C1's UPDATE ... WHERE key = $1 AND version = $2 updates no row: its stale write is refused, " +
 			"whatever the lock let through.",
-		Source: "the notes \"分布式锁 Distributed Lock\", section 0 (乐观锁: a version column); " + srcPGSessionEnd,
+		Source: srcVersionColumn + "; " + srcPGSessionEnd,
 	},
 	"failover-loses-lock": {
 		Title: "the primary dies and its standby is promoted",
@@ -182,10 +201,10 @@ var known = syncKnown(map[string]map[string][]string{
 		"pg-advisory":   {"c1 isolate(c1) time c2 c2 c2 c1"},
 		"pg-for-update": {"c1 c1 c1 c2 c2 isolate(c1) time c2 c2 c2 c1"},
 	},
-	"pause-past-ttl-versioned": {
+	"pause-past-ttl-guarded": {
 		"pg-lock-table": {"c1 c1 c1 c2 c2 c2 c2 c2 c1"},
 	},
-	"partitioned-holder-versioned": {
+	"partitioned-holder-guarded": {
 		"pg-advisory":   {"c1 c1 isolate(c1) time c2 c2 c2 c2 rejoin(c1) c1"},
 		"pg-for-update": {"c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1"},
 		"pg-lock-table": {"c1 c1 isolate(c1) time c2 c2 c2 c2 c2 c2 rejoin(c1) c1", "c2 isolate(c1) time rejoin(c1) c1 c1 c1 c1 c1 c1 c1 c2 c2"},

@@ -19,14 +19,14 @@ import (
 // TestPostgresTouches: every statement of the three locks, and the
 // versioned row's, is declared with what it reads and writes, on a real
 // server: in the scenarios that take, refuse, recover and release them,
-// and in the versioned ones, whose known schedules cut the holder off;
+// and in the guarded ones, whose known schedules cut the holder off;
 // and a schedule run again declares the same names.
 func TestPostgresTouches(t *testing.T) {
 	srv := pgtest.Start(t, pgproc.Options{})
 	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
 	seen := map[string]bool{}
 	for _, strategy := range []string{"pg-lock-table", "pg-for-update", "pg-advisory"} {
-		for _, scenario := range []string{"stale-recovery", "partitioned-holder-versioned"} {
+		for _, scenario := range []string{"stale-recovery", "partitioned-holder-guarded"} {
 			cs := harnesstest.Case(t, scenario, strategy)
 			schedule := ""
 			if known := cs.Scenario.Known[strategy]; len(known) > 0 {
@@ -80,7 +80,7 @@ func timeline(h *harness.History) string {
 	return out
 }
 
-// The statements the locks send, as pglock and versioned.go write them.
+// The statements the locks send, as pglock and guarded.go write them.
 var (
 	sqlInsertLock = "INSERT INTO " + pglock.LockTableName + " (key, token, expires_at) VALUES ($1, $2, $3)"
 	sqlExpired    = "DELETE FROM " + pglock.LockTableName + " WHERE key = $1 AND expires_at < $2"

@@ -42,6 +42,8 @@ func init() {
 		},
 		Audit:      startAudit,
 		PlayLevels: playLevels,
+		Guards:     guards,
+		Unguarded:  map[string]string{"redlock": unguardedRedlock},
 		// The order the docs present the Redis strategies in, the
 		// historical progression of docs/redis-locks-history.md.
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",

@@ -67,6 +67,8 @@ func init() {
 		Known:      known,
 		PlayLevels: playLevels,
 		Lockers:    map[string]harness.Factory{zklock.GolibName: golibLock},
+		Guards:     map[string]string{zklock.EphemeralName: guardEphemeral, zklock.RecipeName: guardRecipe},
+		Unguarded:  map[string]string{zklock.GolibName: unguardedGolib},
 		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
 		Bench:      bench,
 		Audit:      startAudit,
@@ -75,7 +77,8 @@ func init() {
 				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +
 				"node. @N: a node's czxid, the id of the transaction that created it, which is the lock's fence. " +
 				"The server's column shows which node holds the lock after the step: c2 #1 for the node c2 made, " +
-				"sequence number 1, first in the queue; P @N for zk-ephemeral's node (-: nobody)."
+				"sequence number 1, first in the queue; P @N for zk-ephemeral's node (-: nobody). R: the node a " +
+				"guarded write sets (multi check P v0, set R: the set runs only if P is there at version 0)."
 		},
 	})
 }

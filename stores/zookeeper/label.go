@@ -58,7 +58,18 @@ func (s *zkStore) label(c *harness.Client, q request) string {
 	case opCheck:
 		return "check " + path
 	case opMulti:
-		return "multi"
+		ops := make([]string, len(q.ops))
+		for i, o := range q.ops {
+			switch o.op {
+			case opCheck:
+				ops[i] = fmt.Sprintf("check %s v%d", s.shortLocked(o.path), o.version)
+			case opSetData:
+				ops[i] = "set " + s.shortLocked(o.path)
+			default:
+				ops[i] = fmt.Sprintf("op %d", o.op)
+			}
+		}
+		return strings.TrimSpace("multi " + strings.Join(ops, ", "))
 	case opClose:
 		return "close session"
 	}
@@ -96,6 +107,9 @@ func (s *zkStore) replyLabel(q request, a reply) string {
 // The caller holds s.mu.
 func (s *zkStore) shortLocked(path string) string {
 	if s.lockKey != "" {
+		if path == resourcePath(s.lockKey) {
+			return "R"
+		}
 		for _, name := range strategyNames {
 			p := zklock.Path(name, s.lockKey)
 			if path == p || strings.HasPrefix(path, p+"/") {

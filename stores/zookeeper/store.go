@@ -466,6 +466,13 @@ func (s *zkStore) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
 	defer cancel()
 	err := s.Empty(ctx)
+	s.mu.Lock()
+	key := s.lockKey
+	s.mu.Unlock()
+	if key != "" {
+		// The guarded writes' resource (guarded.go), where there is one.
+		err = errors.Join(err, deleteTree(s.admin, resourcePath(key)))
+	}
 	s.admin.Close()
 	return err
 }

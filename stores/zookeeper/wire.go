@@ -135,6 +135,11 @@ type request struct {
 	path    string
 	flags   int32 // create
 	watch   bool  // exists, getData, getChildren
+	// ops are a multi's check and setData ops (the guarded write's), each
+	// with its path; another op ends the list.
+	ops []request
+	// version is a check's or a setData's expected version.
+	version int32
 }
 
 // readRequest reads a request packet (without its length).
@@ -156,8 +161,54 @@ func readRequest(p []byte) (request, error) {
 	case opExists, opGetData, opGetChildren, opGetChildren2:
 		q.path = r.string()
 		q.watch = r.bool()
+	case opMulti:
+		q.ops = readMultiOps(r)
 	}
 	return q, r.err
+}
+
+// readMultiOps reads a multi request's ops, up to its done header: the
+// check and setData ops it can tell; it stops at any other.
+func readMultiOps(r *reader) []request {
+	var ops []request
+	for r.err == nil {
+		op, done := r.int32(), r.bool()
+		r.int32() // the header's error
+		if done || r.err != nil {
+			break
+		}
+		switch op {
+		case opCheck:
+			ops = append(ops, request{op: op, path: r.string(), version: r.int32()})
+		case opSetData:
+			q := request{op: op, path: r.string()}
+			r.buffer() // data
+			q.version = r.int32()
+			ops = append(ops, q)
+		default:
+			return append(ops, request{op: op})
+		}
+	}
+	return ops
+}
+
+// multiError reads a multi reply's results: the first error one of its
+// ops met, 0 when they all succeeded.
+func multiError(r *reader) int32 {
+	for r.err == nil {
+		op, done, _ := r.int32(), r.bool(), r.int32()
+		if done {
+			return 0
+		}
+		if op == -1 { // an ErrorResult: the op's error code
+			if code := r.int32(); code != 0 {
+				return code
+			}
+			continue
+		}
+		return 0 // the ops succeeded: a failed multi answers with errors only
+	}
+	return 0
 }
 
 // reply is a reply's header and what its body says, for its label.
@@ -177,6 +228,12 @@ func readReply(p []byte, op int32) (reply, error) {
 	r := &reader{b: p}
 	a := reply{xid: r.int32(), zxid: r.int64(), err: r.int32()}
 	if a.err != 0 {
+		return a, r.err
+	}
+	if op == opMulti {
+		// A multi that failed answers with no error in its header: its
+		// ops' results say which failed.
+		a.err = multiError(r)
 		return a, r.err
 	}
 	switch op {

@@ -155,50 +155,58 @@ func TestPinnedSchedulesAreKnown(t *testing.T) {
 // that checks fences, so the verdict is the fence's: C1's stale write is
 // refused where the lock's fence grows (etcd's revisions, ZooKeeper's
 // czxids) and taken where the lock has none (zk.Lock's, PostgreSQL's);
-// the scenario has no meaning for a Redis key with a TTL.
+// the scenario has no meaning for a Redis key with a TTL. The -guarded
+// scenarios (the sixth, tenth and thirteenth) write with one request the
+// lock's own store refuses once the writer lost the lock: refused where
+// what the lock hands the user tells one hold from the next (a random
+// token, a stamp, etcd's create revision, zk-recipe's own node), let
+// through where it does not (incr-expire's 1, zk-ephemeral's fixed path
+// at version 0); setnx-forever's LOCK_FOREVER tells no holder apart
+// either, but no TTL frees its lock to a second holder. Redlock's majority
+// and zk.Lock's hidden node give the guard nothing: n/a.
 var (
-	expectedScenarios = "clock-skew crash-before-expire failover-loses-lock lost-reply partitioned-holder partitioned-holder-versioned " +
-		"pause-in-release pause-past-ttl pause-past-ttl-fenced pause-past-ttl-versioned pause-session-killed pause-session-killed-fenced " +
-		"pause-session-killed-versioned redlock-clock-jump redlock-minority-down redlock-pause redlock-restart " +
+	expectedScenarios = "clock-skew crash-before-expire failover-loses-lock lost-reply partitioned-holder partitioned-holder-guarded " +
+		"pause-in-release pause-past-ttl pause-past-ttl-fenced pause-past-ttl-guarded pause-session-killed pause-session-killed-fenced " +
+		"pause-session-killed-guarded redlock-clock-jump redlock-minority-down redlock-pause redlock-restart " +
 		"redlock-restart-delayed redlock-restart-fsync release-after-expiry restart-loses-lock " +
 		"session-replaced stale-recovery stale-recovery-getset ttl-pushed-by-waiters waiter-lease-expires"
 	expected = map[string]string{
 		// Every single-node lock dies with its server's memory
 		// (restart-loses-lock). C1/C2 and clock skew; blind DEL after
 		// expiry.
-		"setnx-del": "V S V S V - V V V - - - - - - - - - - V V - V V S -",
+		"setnx-del": "V S V S V S V V V S - - - - - - - - - V V - V V S -",
 		// GETSET closes C1/C2 but not clock skew or the release after expiry.
-		"setnx-getset": "V S V S V - V V V - - - - - - - - - - V V - S S S -",
+		"setnx-getset": "V S V S V S V V V S - - - - - - - - - V V - S S S -",
 		// The SETNX page's remedy for the release (check the own stamp,
 		// then GET-compare-DEL in one script) makes the late release
 		// safe; the client clocks still decide expiry.
-		"setnx-getset-lua": "V S V S V - S V V - - - - - - - - - - S V - S S S -",
+		"setnx-getset-lua": "V S V S V S S V V S - - - - - - - - - S V - S S S -",
 		// LOCK_FOREVER: a crashed holder locks everyone out for good. With
 		// no expiry there is no TTL to run past: the paused, the cut-off
 		// and the late-releasing holder all still hold the lock.
-		"setnx-forever": "S D V D S - S S S - - - - - - - - - - S V - S S D -",
+		"setnx-forever": "S D V D S S S S S S - - - - - - - - - S V - S S D -",
 		// A crash between INCR and EXPIRE: deadlock.
-		"incr-expire":     "S D V D V - V V V - - - - - - - - - - V V - S S S -",
-		"incr-expire-lua": "S S V S V - V V V - - - - - - - - - - V V - S S S -",
+		"incr-expire":     "S D V D V V V V V V - - - - - - - - - V V - S S S -",
+		"incr-expire-lua": "S S V S V V V V V V - - - - - - - - - V V - S S S -",
 		// Failed tries push the TTL: starvation.
-		"incr-expire-multi": "S S V S V - V V V - - - - - - - - - - V V - S S T -",
-		"setnx-expire":      "S D V D V - V V V - - - - - - - - - - V V - S S S -",
+		"incr-expire-multi": "S S V S V V V V V V - - - - - - - - - V V - S S T -",
+		"setnx-expire":      "S D V D V S V V V S - - - - - - - - - V V - S S S -",
 		// EXPIRE after every SETNX, a failed one too: the waiters push the
 		// TTL (starvation). A crash between the two is no deadlock: the
 		// next refused try's EXPIRE gives the orphaned key its TTL.
-		"setnx-expire-always": "S S V S V - V V V - - - - - - - - - - V V - S S T -",
-		"set-nx-px-del":       "S S V S V - V V V - - - - - - - - - - V V - S S S -",
-		"set-nx-px-getdel":    "S S V S V - V V V - - - - - - - - - - V V - S S S -",
+		"setnx-expire-always": "S S V S V S V V V S - - - - - - - - - V V - S S T -",
+		"set-nx-px-del":       "S S V S V S V V V S - - - - - - - - - V V - S S S -",
+		"set-nx-px-getdel":    "S S V S V S V V V S - - - - - - - - - V V - S S S -",
 		// Safe on one node without pauses; a pause past the TTL is caught
 		// only by a resource that checks the fence; failover loses it.
-		"set-nx-px": "S S V S V - S V S - - - - - - - - - - S V - S S S -",
+		"set-nx-px": "S S V S V S S V S S - - - - - - - - - S V - S S S -",
 		// WAIT for the replica: the failover to the replica that
 		// acknowledged keeps the lock; a restart without persistence
 		// loses it all the same.
-		"set-nx-px-wait": "S S S S V - S V S - - - - - - - - - - S V - S S S -",
+		"set-nx-px-wait": "S S S S V S S V S S - - - - - - - - - S V - S S S -",
 		// Re-entry and a watchdog change nothing of set-nx-px's failures,
 		// and without a fence number the fenced pause is lost too.
-		"hash-reentrant": "S S V S V - S V V - - - - - - - - - - S V - S S S -",
+		"hash-reentrant": "S S V S V S S V V S - - - - - - - - - S V - S S S -",
 		// Every story told for one node has its verdict on three: a node
 		// that forgets a key it granted (restart without persistence,
 		// failover to a replica that missed it), a clock jump on one node
@@ -212,14 +220,14 @@ var (
 		// so the C1/C2 race is closed; no fence. Its row reaches the
 		// standby asynchronously: the promoted standby, cut off during
 		// the run, never saw it. A row with a version column refuses the
-		// stale write of the paused or cut-off holder (the -versioned
+		// stale write of the paused or cut-off holder (the -guarded
 		// scenarios), but not that of a holder whose lock expired before
 		// it read the version (docs/postgres.md).
 		"pg-lock-table": "V S V S V V V V V S S S S - - - - - - V S V S - S -",
 		// Session locks: no TTL, so a pause is waited out; a partition
 		// the server detects, a restart or a failover ends the session
 		// and the lock; the version column refuses the stale writes of
-		// both -versioned scenarios. A server that ends a paused holder's
+		// both -guarded scenarios. A server that ends a paused holder's
 		// session (pause-session-killed) ends its lock too, and no fence
 		// tells the stale write; the lock table's row outlives the session.
 		// pg-for-update's partitioned holder needs isolate
@@ -232,17 +240,17 @@ var (
 		// works beside its successor; the revision fences it; the lock
 		// survives the leader's restart, and its death (the failover to
 		// the new leader the others elect).
-		"etcd-lease": "S S S S V - S V S - - - - - - - - - - S S S S - S -",
+		"etcd-lease": "S S S S V S S V S S - - - - - - - - - S S S S - S -",
 		// Mutex.Lock on a kept-alive session: etcd-lease's verdicts; a
 		// waiter whose lease runs out while it waits reads its own key
 		// back after the wait and is refused (ErrSessionExpired).
-		"etcd-mutex": "S S S S V - S V S - - - - - - - - - - S S S S - S S",
+		"etcd-mutex": "S S S S V S S V S S - - - - - - - - - S S S S - S S",
 		// ZooKeeper's locks as etcd's: a session that expires while its
 		// holder is paused or cut off frees the lock beside it, the czxid
 		// fences it, a leader's death or restart loses nothing; but
 		// go-zookeeper's zk.Lock gives its caller no fence.
-		"zk-recipe":    "S S S S V - S V S - - - - - - - - - - S S S S - S -",
-		"zk-ephemeral": "S S S D V - S V S - - - - - - - - - - S S S S - S -",
+		"zk-recipe":    "S S S S V S S V S S - - - - - - - - - S S S S - S -",
+		"zk-ephemeral": "S S S D V V S V S V - - - - - - - - - S S S S - S -",
 		"zk-golib":     "S S S D V - S V V - - - - - - - - - - S S V S - S -",
 	}
 	letter = map[harness.Outcome]string{harness.Safe: "S", harness.Violated: "V", harness.Deadlock: "D",

@@ -5,6 +5,10 @@
 //
 //	go run ./tools/docgen/cmd/docgen           rewrite the files
 //	go run ./tools/docgen/cmd/docgen -check    exit 1 when a file is out of date
+//	go run ./tools/docgen/cmd/docgen -redis-matrix
+//	                                          rewrite them, with the Redis strategies' matrix alone (seconds,
+//	                                          as the full docs test replays it); the other stores' matrix
+//	                                          regions are left as they are
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/locklab/locklab/tools/docgen"
@@ -23,16 +28,22 @@ func main() {
 	root := flag.String("root", ".", "repository root (holds README.md and docs/)")
 	check := flag.Bool("check", false, "write nothing; exit 1 when a file differs from what the code produces")
 	keepMatrix := flag.Bool("keep-matrix", false, "leave the matrix regions as they are (the long part), regenerate the others")
+	redisMatrix := flag.Bool("redis-matrix", false, "run the matrix of the Redis strategies alone: regenerate its regions and the "+
+		"others, leave the other stores' matrix regions as they are")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *root, *check, *keepMatrix); err != nil {
+	if *keepMatrix && *redisMatrix {
+		fmt.Fprintln(os.Stderr, "docgen: -keep-matrix and -redis-matrix exclude each other")
+		os.Exit(2)
+	}
+	if err := run(ctx, *root, *check, *keepMatrix, *redisMatrix); err != nil {
 		fmt.Fprintln(os.Stderr, "docgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, root string, check, keepMatrix bool) error {
+func run(ctx context.Context, root string, check, keepMatrix, redisMatrix bool) error {
 	nodes, closeNodes, err := docgen.StartNodes(ctx)
 	if err != nil {
 		return err
@@ -44,8 +55,12 @@ func run(ctx context.Context, root string, check, keepMatrix bool) error {
 	}
 	defer closeOthers()
 	g := &docgen.Generator{Nodes: nodes, Stores: others, Root: root}
-	if keepMatrix {
+	switch {
+	case keepMatrix:
 		g.Keep = func(d docgen.Directive) bool { return d.Kind == "matrix" }
+	case redisMatrix:
+		g.RedisMatrix = true
+		g.Keep = func(d docgen.Directive) bool { return d.Kind == "matrix" && slices.Contains(d.Args, "stores") }
 	}
 	changes, err := g.Update(ctx, !check)
 	if err != nil {

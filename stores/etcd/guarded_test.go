@@ -1,0 +1,36 @@
+package etcd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest"
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+)
+
+// TestGuardedWriteRefusesStaleRevision: on a real etcd cluster, c1 takes
+// the lock (a lease grant and a Txn) and stops past its TTL; c2 takes the
+// lock and writes; c1's Txn compares its lock key's create revision, which
+// its revoked lease took with it, and is refused: the run is SAFE, where
+// pause-past-ttl's plain write of the same holder is accepted.
+func TestGuardedWriteRefusesStaleRevision(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	nodes := []harness.Node{NewNode("n1", cl)}
+	const schedule = "c1 c1 c1 c2 c2 c2 c1"
+	for _, strategy := range []string{"etcd-lease", "etcd-mutex"} {
+		if out, stale := harnesstest.GuardedRun(t, nodes, "pause-past-ttl-guarded", strategy, schedule); out != harness.Safe || stale != "refused" {
+			t.Errorf("%s: %v, c1's stale write %s; want SAFE, refused", strategy, out, stale)
+		}
+	}
+	if out, stale := harnesstest.GuardedRun(t, nodes, "pause-past-ttl", "etcd-lease", "c1 c1 c1 c2 c2 c2 c1"); out != harness.Violated || stale != "accepted" {
+		t.Errorf("etcd-lease on pause-past-ttl: %v, c1's stale write %s; want VIOLATED, accepted", out, stale)
+	}
+}
