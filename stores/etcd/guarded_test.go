@@ -1,13 +1,12 @@
 package etcd
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/harnesstest"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
 
 // TestGuardedWriteRefusesStaleRevision: on a real etcd cluster, c1 takes
@@ -16,14 +15,7 @@ import (
 // its revoked lease took with it, and is refused: the run is SAFE, where
 // pause-past-ttl's plain write of the same holder is accepted.
 func TestGuardedWriteRefusesStaleRevision(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	nodes := []harness.Node{NewNode("n1", cl)}
+	nodes := []harness.Node{NewNode("n1", etcdtest.Start(t, etcdproc.Options{}))}
 	const schedule = "c1 c1 c1 c2 c2 c2 c1"
 	for _, strategy := range []string{"etcd-lease", "etcd-mutex"} {
 		if out, stale := harnesstest.GuardedRun(t, nodes, "pause-past-ttl-guarded", strategy, schedule); out != harness.Safe || stale != "refused" {

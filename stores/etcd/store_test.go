@@ -25,14 +25,7 @@ func TestEtcdStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on etcd")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cl, err := etcdproc.Start(ctx, etcdproc.Options{})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	nodes := []harness.Node{NewNode("n1", cl)}
+	nodes := []harness.Node{NewNode("n1", etcdtest.Start(t, etcdproc.Options{}))}
 	for _, tc := range []struct {
 		scenario string
 		want     harness.Outcome
