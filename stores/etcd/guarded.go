@@ -79,10 +79,7 @@ func (s *etcdStore) client(c *harness.Client) *clientv3.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ec := range s.clients {
-		ec.gate.mu.Lock()
-		bound := ec.gate.c == c
-		ec.gate.mu.Unlock()
-		if bound {
+		if ec.gate.bound() == c {
 			return ec.cli
 		}
 	}

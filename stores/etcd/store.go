@@ -144,9 +144,7 @@ func (s *etcdStore) Empty(ctx context.Context) error {
 	s.book = newLeaseBook()
 	s.mu.Unlock()
 	for _, ec := range clients {
-		ec.gate.mu.Lock()
-		c := ec.gate.c
-		ec.gate.mu.Unlock()
+		c := ec.gate.bound()
 		if cl, ok := c.Locker().(io.Closer); ok {
 			cl.Close() // any keepalive it runs ends with its run
 		}
@@ -294,6 +292,13 @@ func (g *etcdGate) bind(c *harness.Client) {
 	g.mu.Lock()
 	g.c, g.watching = c, ""
 	g.mu.Unlock()
+}
+
+// bound returns the client the gate serves now, nil between runs.
+func (g *etcdGate) bound() *harness.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.c
 }
 
 func (g *etcdGate) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -128,9 +128,7 @@ func (s *etcdStore) keptAlive() map[int]bool {
 	s.mu.Unlock()
 	alive := map[int]bool{}
 	for _, ec := range clients {
-		ec.gate.mu.Lock()
-		c := ec.gate.c
-		ec.gate.mu.Unlock()
+		c := ec.gate.bound()
 		if c != nil && keepsAlive(c) && !c.Silent() {
 			alive[c.ID()] = true
 		}
