@@ -372,6 +372,10 @@ func (r *run) fail(err error) {
 // stays running until it is done.
 func (r *run) reply(q *request, v any, err error, more bool) {
 	r.mu.Lock()
+	if r.sealed {
+		r.mu.Unlock()
+		return
+	}
 	e := &r.hist.Events[q.event]
 	e.Reply = fmtReply(v, err)
 	q.c.changed = time.Now()

@@ -148,15 +148,20 @@ type run struct {
 	spec runSpec
 	// stopping: the run is over, stop ends the clients still running.
 	stopping bool
-	slot     *slot
-	ctx      context.Context
-	mu       sync.Mutex
-	wake     chan struct{}
-	now      time.Duration // virtual time since Epoch
-	hist     *History
-	cls      []*client
-	steps    Schedule
-	down     []bool // node unreachable (killed, paused, partitioned)
+	// sealed: finish has judged the history, which the caller now reads
+	// without the lock; an answer that comes later (a connection a
+	// store's client closes on its own goroutine, failing what was still
+	// in flight) is not recorded.
+	sealed bool
+	slot   *slot
+	ctx    context.Context
+	mu     sync.Mutex
+	wake   chan struct{}
+	now    time.Duration // virtual time since Epoch
+	hist   *History
+	cls    []*client
+	steps  Schedule
+	down   []bool // node unreachable (killed, paused, partitioned)
 	// faulted is the fault each node is under (0 for none): what the run
 	// ends when it is over, so the next run finds every node up.
 	faulted    []fault.Fault
@@ -410,6 +415,7 @@ func (r *run) stop() {
 func (r *run) finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sealed = true
 	r.hist.Schedule = r.steps.String()
 	for _, c := range r.cls {
 		c.info.Crashed = c.crashed

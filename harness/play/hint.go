@@ -4,6 +4,7 @@
 package play
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -94,9 +95,10 @@ func (h *hint) next(done []string) hintAnswer {
 }
 
 // counterexample finds a counterexample of level l once, on servers of its
-// own, and keeps it up to its violation: the scenario's own schedule when
-// it breaks the level (one run, where exploring node faults such as a
-// restart would take minutes), else the shortest the explorer finds. One
+// own, and keeps it up to its violation: the level's answer or the
+// scenario's own schedule when it breaks the level (one run, where
+// exploring node faults such as a restart would take minutes), else the
+// shortest the explorer finds. One
 // search runs at a time.
 func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 	s.hintMu.Lock()
@@ -113,8 +115,8 @@ func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 	defer sv.Close()
 	h := &hint{}
 	var ce *harness.History
-	if l.cs.Scenario.Schedule != "" {
-		run, err := harness.Run(ctx, harness.RunOptions{Case: l.cs, Nodes: sv.Nodes(), NoRecord: true})
+	if answer := cmp.Or(l.answer, l.cs.Scenario.Schedule); answer != "" {
+		run, err := harness.Run(ctx, harness.RunOptions{Case: l.cs, Nodes: sv.Nodes(), Schedule: answer, NoRecord: true})
 		if err != nil {
 			return nil, err
 		}

@@ -51,6 +51,9 @@ type Level struct {
 	Unavailable string `json:"unavailable,omitempty"`
 	// cs is the scenario on the strategy, resolved when the level is made.
 	cs harness.Case
+	// answer is a schedule known to break the level (harness.PlayLevel's
+	// Answer), kept from the page.
+	answer string
 }
 
 // Levels returns the challenges, each with its scenario's story and needs:
@@ -63,7 +66,7 @@ var builtin = sync.OnceValue(func() []Level {
 	for _, d := range harness.Stores() {
 		for _, pl := range d.PlayLevels {
 			defs = append(defs, Level{ID: pl.ID, Title: pl.Title, Goal: pl.Goal, Scenario: pl.Scenario,
-				Strategy: pl.Strategy, Safe: pl.Safe, Why: pl.Why, Docs: pl.Docs, Story: pl.Story})
+				Strategy: pl.Strategy, Safe: pl.Safe, Why: pl.Why, Docs: pl.Docs, Story: pl.Story, answer: pl.Answer})
 		}
 	}
 	out := make([]Level, 0, len(defs))

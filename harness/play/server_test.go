@@ -396,6 +396,10 @@ func TestEveryLevelPlays(t *testing.T) {
 					}
 					require.Equal(t, http.StatusOK, ts.post("/api/hint", map[string]any{"session": r.Session}, &h), "hint: %s", h.Error)
 					require.NotEmpty(t, h.Next, "%s (after %q)", h.Message, r.State.Schedule)
+					if l.answer != "" {
+						// The answer broke the level: the hint is its prefix.
+						require.True(t, strings.HasPrefix(l.answer+" ", h.Schedule+" "), "hint %q, answer %q", h.Schedule, l.answer)
+					}
 					next = h.Next
 				} else {
 					for _, c := range r.State.Clients {

@@ -182,5 +182,6 @@ var playLevels = []harness.PlayLevel{
 		Goal: "zk.Lock on a three-server ensemble. Cut C1 off while it holds the lock (isolate(c1)), let its session " +
 			"expire, and let it back (rejoin(c1)): go-zookeeper opens a new session on its own, and C1's requests " +
 			"succeed again. The resource refuses a fence lower than one it has seen. Make C1's stale write go " +
-			"through after C2's."},
+			"through after C2's.",
+		Answer: "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1"},
 }
