@@ -37,7 +37,10 @@ func (s *etcdStore) PrepareGuarded(ctx context.Context, key string) error {
 		return fmt.Errorf("putting the resource on %s: %w", s.node.Name(), err)
 	}
 	s.mu.Lock()
-	s.resources = append(s.resources, resourcePrefix+key)
+	if s.resources == nil {
+		s.resources = map[string]bool{}
+	}
+	s.resources[resourcePrefix+key] = true
 	s.mu.Unlock()
 	return nil
 }
@@ -93,7 +96,7 @@ func (s *etcdStore) deleteResources(ctx context.Context) error {
 	s.resources = nil
 	s.mu.Unlock()
 	var errs []error
-	for _, k := range keys {
+	for k := range keys {
 		if _, err := s.admin.Delete(ctx, k); err != nil {
 			errs = append(errs, err)
 		}

@@ -1,7 +1,11 @@
 package etcd
 
 import (
+	"context"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/harnesstest"
@@ -25,4 +29,26 @@ func TestGuardedWriteRefusesStaleRevision(t *testing.T) {
 	if out, stale := harnesstest.GuardedRun(t, nodes, "pause-past-ttl", "etcd-lease", "c1 c1 c1 c2 c2 c2 c1"); out != harness.Violated || stale != "accepted" {
 		t.Errorf("etcd-lease on pause-past-ttl: %v, c1's stale write %s; want VIOLATED, accepted", out, stale)
 	}
+}
+
+// TestGuardedResourcesOncePerKey: the runs of a cell prepare the same
+// resource over and over, and close deletes each key once: a cell of a
+// thousand runs once ran out of close's time deleting the same key a
+// thousand times. The key is gone after close.
+func TestGuardedResourcesOncePerKey(t *testing.T) {
+	ctx := context.Background()
+	n := NewNode("n1", etcdtest.Start(t, etcdproc.Options{}))
+	s, err := newStore(n)
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, s.PrepareGuarded(ctx, "lock:guarded-once"))
+	}
+	assert.Len(t, s.resources, 1)
+	require.NoError(t, s.Close(ctx))
+	cli, err := n.Cluster.Client()
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, resourcePrefix+"lock:guarded-once")
+	require.NoError(t, err)
+	assert.Zero(t, resp.Count, "close left the resource")
 }

@@ -65,8 +65,9 @@ type etcdStore struct {
 	// lockKey is the key the runs lock (key).
 	lockKey string
 	// resources are the keys of the guarded writes' resources (guarded.go),
-	// which close deletes.
-	resources []string
+	// which close deletes: one per key the runs locked, however many runs
+	// prepared it.
+	resources map[string]bool
 }
 
 func newStore(n *Node) (*etcdStore, error) {
