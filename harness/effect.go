@@ -17,6 +17,17 @@ const (
 	touchHolders  = "harness:holders"
 	touchResource = "harness:resource"
 	touchClock    = "harness:clock"
+	// touchRunning is whether some client has a step to come. A fault
+	// is taken only at a choice, where some client has a step to run, so
+	// the last client's last step disables every fault: a step after
+	// which its client has no step to run writes it, and isolate, rejoin
+	// and pause read it. Taken as independent of them, that step slept
+	// across a rejoin that followed another client's last step, in favour
+	// of the schedule that takes it first, where nothing can follow that
+	// other client's last step; the trace with the rejoin between them
+	// was lost (partitioned-holder-guarded on setnx-forever, whose waiter
+	// gives up after one GET; TestReductionKeepsCounterexamples).
+	touchRunning = "harness:running"
 )
 
 // touchNet names client id's reach: whether a partition cuts it off, or a
@@ -99,10 +110,13 @@ func (r *run) markLocked(c *client) {
 //     and one of a releasing client reads them (a wrongful release is one
 //     that removes the lock of a client holding it);
 //   - after which the resource took a write writes the resource;
-//   - of a client reads its network (touchNet).
+//   - of a client reads its network (touchNet);
+//   - after which its client has no step to run writes whether the run
+//     has any (touchRunning).
 //
 // An event conflicts with every step, except an isolate, a rejoin or a
-// pause after which nothing else happened (reachEvent).
+// pause after which nothing else happened (reachEvent), which writes its
+// client's network and reads whether the run has steps to come.
 func (r *run) noteEffectLocked(enabled []Step) {
 	n := min(len(r.hist.Events), len(r.steps))
 	for len(r.effects) < n-1 {
@@ -138,10 +152,13 @@ func (r *run) noteEffectLocked(enabled []Step) {
 				t.Writes = append(t.Writes, touchResource)
 			}
 			t.Reads = append(t.Reads, touchNet(ev.Client))
+			if !eff.enabledAfter {
+				t.Writes = append(t.Writes, touchRunning)
+			}
 			eff.touch = t
 		}
 	} else if reachEvent(st.Kind) && r.quietSince(m) {
-		eff.touch = &Touch{Writes: []string{touchNet(st.Client)}}
+		eff.touch = &Touch{Reads: []string{touchRunning}, Writes: []string{touchNet(st.Client)}}
 	}
 	r.effects = append(r.effects, eff)
 }

@@ -300,16 +300,20 @@ func partitioned(c Case) Case {
 // across it, and the step a run took sleeps in the run of the fault it
 // left (pendingFault). On generated locks of two clients, with client 1
 // cut off and reconnected anywhere, the reduced walk reaches every end
-// state of the plain walk in fewer schedules; with the network's
-// dependency left out on purpose (a client's steps do not read whether it
-// is cut off), it misses some.
+// state of the plain walk in fewer schedules, and its runs fall into as
+// many traces; with the network's dependency left out on purpose (a
+// client's steps do not read whether it is cut off), it misses end
+// states. With the run's dependency left out (a client's last step does
+// not end the choices a fault is taken at: touchRunning), it misses
+// traces: a rejoin between client 1's last step and client 2's, which no
+// schedule taking client 2's last step earlier can have.
 func TestReductionAcrossPartitions(t *testing.T) {
 	if testing.Short() {
-		t.Skip("explores generated programs twice each")
+		t.Skip("explores generated programs four times each")
 	}
 	nodes := nodesOf(redistest.Start(t, 1))
 	seeds := []uint64{1, 2, 3, 4}
-	var plainRuns, reducedRuns, missed int
+	var plainRuns, reducedRuns, missed, missedTraces int
 	for _, seed := range seeds {
 		c := func() Case { return partitioned(genCase(seed, 2, "GET", "SET", "DEL")) }
 		plain, pr := endStates(t, c(), nodes, true)
@@ -317,17 +321,28 @@ func TestReductionAcrossPartitions(t *testing.T) {
 		plainRuns += pr.Schedules
 		reducedRuns += rr.Schedules
 		sameEndStates(t, seed, plain, reduced, pr, rr)
+		if rr.Traces != pr.Traces {
+			t.Errorf("seed %d: the reduced walk's runs fall into %d traces, the plain walk's %d", seed, rr.Traces, pr.Traces)
+		}
 		forget = func(name string) bool { return strings.HasPrefix(name, "harness:net:") }
 		blind, _ := endStates(t, c(), nodes, false)
+		// The traces are named by the same independence on both walks.
+		forget = func(name string) bool { return name == touchRunning }
+		_, rp := endStates(t, c(), nodes, true)
+		_, rb := endStates(t, c(), nodes, false)
 		forget = nil
 		missed += missedStates(plain, blind)
-		t.Logf("seed %d: %d end states; plain %d schedules, reduced %d (%d ended early)", seed, len(plain), pr.Schedules, rr.Schedules, rr.Redundant)
+		missedTraces += rp.Traces - rb.Traces
+		t.Logf("seed %d: %d end states, %d traces; plain %d schedules, reduced %d (%d ended early)", seed, len(plain), pr.Traces, pr.Schedules, rr.Schedules, rr.Redundant)
 	}
 	if reducedRuns >= plainRuns {
 		t.Errorf("the reduction ran %d schedules, the plain walk %d", reducedRuns, plainRuns)
 	}
 	if missed == 0 {
 		t.Error("with the network's dependency left out, the reduced walk still reaches every end state")
+	}
+	if missedTraces == 0 {
+		t.Errorf("with %s left out, the reduced walk's runs still fall into every trace of the plain walk's", touchRunning)
 	}
 }
 
