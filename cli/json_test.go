@@ -98,7 +98,7 @@ func jsonRuns(checkAddr string) map[string][][]string {
 		"stress": {
 			{"stress", "--backend", "process", "-s", "setnx-del", "--first", "--cycles", "100", "--duration", "2m", "--json"},
 			{"stress", "--backend", "process", "-s", "set-nx-px", "--cycles", "200", "--json"},
-			{"stress", "--backend", "process", "-s", "set-nx-px-del", "--node-faults", "pause", "--fault-every", "100ms", "--cycles", "2000", "--duration", "2m", "--json"},
+			{"stress", "--backend", "process", "-s", "set-nx-px-del", "--node-faults", "pause", "--fault-every", "100ms", "--cycles", "300", "--duration", "2m", "--json"},
 		},
 		"check": {{"check", "--addr", checkAddr, "--json"}},
 		"bench": {{"bench", "--backend", "process", "--stores", "redis", "--cycles", "5", "--rounds", "1", "--contenders", "2", "--contend-time", "100ms", "--json"}},

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ func TestPlayDocsListEveryLevel(t *testing.T) {
 }
 
 // TestWorkshopSolutions replays the answer key of docs/workshop.md: every
-// level has a row, and every schedule given solves its level by clicks.
+// level has a row, and every schedule given solves its level by clicks
+// (a level on another store's servers, by TestStoreLevels' clicks).
 func TestWorkshopSolutions(t *testing.T) {
 	b, err := os.ReadFile("../../docs/workshop.md")
 	require.NoError(t, err)
@@ -43,6 +45,14 @@ func TestWorkshopSolutions(t *testing.T) {
 		s := sched.FindStringSubmatch(m[2])
 		if s == nil {
 			assert.True(t, l.Safe, "level %s: no schedule in the answer key", id)
+			continue
+		}
+		if l.Store != "" {
+			// TestStoreLevels plays it on the store's servers, in one
+			// session, and checks that it wins.
+			assert.True(t, slices.ContainsFunc(storeLevelRuns, func(r storeLevelRun) bool {
+				return r.level == id && r.won && r.schedule == s[1]
+			}), "level %s: the answer key's %q is not a winning schedule TestStoreLevels plays", id, s[1])
 			continue
 		}
 		t.Run(id, func(t *testing.T) {

@@ -30,6 +30,77 @@ func (ts *testServer) play(sess, level, schedule string) response {
 	return r
 }
 
+// storeLevelRuns are the schedules TestStoreLevels plays, a winning one
+// and a losing one of each store level; TestWorkshopSolutions holds the
+// answer key's store levels to the winning ones.
+var storeLevelRuns = []storeLevelRun{
+	// c1 leases and acquires, sleeps past its TTL (its lease is
+	// revoked); c2 leases, acquires and writes; c1 wakes and writes.
+	{"etcd-pause", "c1 c1 c1 c2 c2 c2 c1", true, "resource accepted c1's fence", 0, ""},
+	// c1 is done, released or not, before c2 starts: one writer at a
+	// time.
+	{"etcd-pause", "c1 c1 c1 c1 c1 c1 c2 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+	// The same pause against the fenced resource, played to the end:
+	// c1's write carries the older revision and is refused.
+	{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1 c1 c1 c2 c2", true, "write refused", 0, ""},
+	// The stale write is refused, but the run is not over yet.
+	{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1", false, "write refused", 0, ""},
+	// c1 holds etcd-mutex's key and is cut off; its session's lease
+	// runs out, c2 acquires and writes; c1 comes back, writes with
+	// the older revision, is refused, and releases.
+	{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", true, "write refused", 0, ""},
+	// The stale write is refused, but the run is not over yet.
+	{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", false, "write refused", 0, ""},
+	// The reply to c1's ls after its create is lost: zk.Lock returns
+	// an error with its node left in line, c1's retry waits behind
+	// it, and the probes after the run wait behind both.
+	{"zk-lost-reply", "c2 c1 lose(c1) c1 c1 c1 c1 c2 c2 c2", true, "verdict: DEADLOCK", 18, ""},
+	// A lost create is found again by its GUID: c1 acquires.
+	{"zk-lost-reply", "lose(c1) c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+	// c1 takes zk.Lock's node and sleeps past its session timeout:
+	// the session expires, c2 takes the lock and writes, and c1's
+	// write carries no fence for the resource to refuse.
+	{"zk-golib", "c1 c1 c1 c2 c2 c2 c1", true, "stale write from c1", 0, ""},
+	// c1 wakes and writes before c2 has written: nothing stale yet.
+	{"zk-golib", "c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+	// c1 is cut off while it holds zk.Lock's node, its session
+	// expires and c2 takes the lock and writes; go-zookeeper opens a
+	// new session for c1, whose write carries no fence.
+	{"zk-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", true, "stale write from c1", 0, ""},
+	// Cut off only once it has released: c2 takes a free lock.
+	{"zk-session-replaced", "c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
+	// c1 takes the lock table's row on the primary, whose
+	// asynchronous standby never sees it; the standby is promoted and
+	// c2 takes the row there.
+	{"pg-failover", "c1 failover(n1) c2", true, "c1 and c2 hold the lock at once", 0, ""},
+	// A failover after c1 released: c2 takes a free lock.
+	{"pg-failover", "c1 c1 c1 failover(n1) c2 c2 c2", false, "verdict: SAFE", 0, ""},
+	// c1 holds the advisory lock and pauses; the server ends its
+	// session; c2 acquires and writes; c1 wakes and writes.
+	// c2's acquire already makes two holders (c1 was told nothing);
+	// c1's write after c2's solves the level, and is what it shows.
+	{"pg-session-killed", "c1 c1 terminate(c1) c2 c2 c1", true, "c1 and c2 hold the lock at once", 0, ""},
+	// Ended before c1 acquires, the session takes nothing with it.
+	{"pg-session-killed", "terminate(c1) c1 c1 c2 c1 c1", false, "verdict: SAFE", 0, ""},
+	// c1 holds the advisory lock in its session; the restart ends it,
+	// and c2 acquires while c1 works on.
+	{"pg-restart", "c1 restart(n1) c2", true, "c1 and c2 hold the lock at once", 0, ""},
+	// A restart after c1 released: c2 takes a free lock.
+	{"pg-restart", "c1 c1 c1 restart(n1) c2 c2 c2", false, "verdict: SAFE", 0, ""},
+}
+
+// storeLevelRun is a schedule played on a store level.
+type storeLevelRun struct {
+	level, schedule string
+	won             bool
+	// sees is in the timeline after the schedule.
+	sees string
+	// at, when set, is the step of the run's first violation (else
+	// the schedule's last), of property first (else the level's).
+	at    int
+	first harness.Property
+}
+
 // TestStoreLevels plays the etcd and PostgreSQL levels through the API on
 // real servers (a three-member etcd cluster, a throwaway PostgreSQL), in
 // one session that moves from one level to the next: a winning schedule
@@ -45,70 +116,7 @@ func TestStoreLevels(t *testing.T) {
 	require.Len(t, r.State.Clients, 2)
 	assert.NotEmpty(t, r.State.Clients[0].Next[0].Command, "c1's next step has a label")
 
-	for _, tc := range []struct {
-		level, schedule string
-		won             bool
-		// sees is in the timeline after the schedule.
-		sees string
-		// at, when set, is the step of the run's first violation (else
-		// the schedule's last), of property first (else the level's).
-		at    int
-		first harness.Property
-	}{
-		// c1 leases and acquires, sleeps past its TTL (its lease is
-		// revoked); c2 leases, acquires and writes; c1 wakes and writes.
-		{"etcd-pause", "c1 c1 c1 c2 c2 c2 c1", true, "resource accepted c1's fence", 0, ""},
-		// c1 is done, released or not, before c2 starts: one writer at a
-		// time.
-		{"etcd-pause", "c1 c1 c1 c1 c1 c1 c2 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
-		// The same pause against the fenced resource, played to the end:
-		// c1's write carries the older revision and is refused.
-		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1 c1 c1 c2 c2", true, "write refused", 0, ""},
-		// The stale write is refused, but the run is not over yet.
-		{"etcd-fenced", "c1 c1 c1 c2 c2 c2 c1", false, "write refused", 0, ""},
-		// c1 holds etcd-mutex's key and is cut off; its session's lease
-		// runs out, c2 acquires and writes; c1 comes back, writes with
-		// the older revision, is refused, and releases.
-		{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1 c1 c2", true, "write refused", 0, ""},
-		// The stale write is refused, but the run is not over yet.
-		{"etcd-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", false, "write refused", 0, ""},
-		// The reply to c1's ls after its create is lost: zk.Lock returns
-		// an error with its node left in line, c1's retry waits behind
-		// it, and the probes after the run wait behind both.
-		{"zk-lost-reply", "c2 c1 lose(c1) c1 c1 c1 c1 c2 c2 c2", true, "verdict: DEADLOCK", 18, ""},
-		// A lost create is found again by its GUID: c1 acquires.
-		{"zk-lost-reply", "lose(c1) c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
-		// c1 takes zk.Lock's node and sleeps past its session timeout:
-		// the session expires, c2 takes the lock and writes, and c1's
-		// write carries no fence for the resource to refuse.
-		{"zk-golib", "c1 c1 c1 c2 c2 c2 c1", true, "stale write from c1", 0, ""},
-		// c1 wakes and writes before c2 has written: nothing stale yet.
-		{"zk-golib", "c1 c1 c1 c1 c1 c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
-		// c1 is cut off while it holds zk.Lock's node, its session
-		// expires and c2 takes the lock and writes; go-zookeeper opens a
-		// new session for c1, whose write carries no fence.
-		{"zk-session-replaced", "c1 c1 isolate(c1) time c2 c2 c2 rejoin(c1) c1", true, "stale write from c1", 0, ""},
-		// Cut off only once it has released: c2 takes a free lock.
-		{"zk-session-replaced", "c1 c1 c1 c1 isolate(c1) time c2 c2 c2 c2", false, "verdict: SAFE", 0, ""},
-		// c1 takes the lock table's row on the primary, whose
-		// asynchronous standby never sees it; the standby is promoted and
-		// c2 takes the row there.
-		{"pg-failover", "c1 failover(n1) c2", true, "c1 and c2 hold the lock at once", 0, ""},
-		// A failover after c1 released: c2 takes a free lock.
-		{"pg-failover", "c1 c1 c1 failover(n1) c2 c2 c2", false, "verdict: SAFE", 0, ""},
-		// c1 holds the advisory lock and pauses; the server ends its
-		// session; c2 acquires and writes; c1 wakes and writes.
-		// c2's acquire already makes two holders (c1 was told nothing);
-		// c1's write after c2's solves the level, and is what it shows.
-		{"pg-session-killed", "c1 c1 terminate(c1) c2 c2 c1", true, "c1 and c2 hold the lock at once", 0, ""},
-		// Ended before c1 acquires, the session takes nothing with it.
-		{"pg-session-killed", "terminate(c1) c1 c1 c2 c1 c1", false, "verdict: SAFE", 0, ""},
-		// c1 holds the advisory lock in its session; the restart ends it,
-		// and c2 acquires while c1 works on.
-		{"pg-restart", "c1 restart(n1) c2", true, "c1 and c2 hold the lock at once", 0, ""},
-		// A restart after c1 released: c2 takes a free lock.
-		{"pg-restart", "c1 c1 c1 restart(n1) c2 c2 c2", false, "verdict: SAFE", 0, ""},
-	} {
+	for _, tc := range storeLevelRuns {
 		r := ts.play(id, tc.level, tc.schedule)
 		l, _ := level(tc.level)
 		if tc.level == "pg-restart" {

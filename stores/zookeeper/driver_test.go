@@ -9,12 +9,14 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
 )
 
 // bench --stores gives every ZooKeeper locker a session of its own, as
 // separate processes have, and none from Open.
 func TestBenchContendersHaveSessions(t *testing.T) {
-	n := startStressEnsemble(t)
+	n := NewNode("n1", zktest.Shared(t))
 	cfg, server, closeBench, err := bench.Open(context.Background(), n, 2)
 	require.NoError(t, err)
 	defer closeBench()
@@ -35,7 +37,7 @@ func TestBenchContendersHaveSessions(t *testing.T) {
 // A contender's connection counts the requests its client sends: not the
 // handshake, nor heartbeats, nor the close of its session.
 func TestBenchContenderCountsRequests(t *testing.T) {
-	n := startStressEnsemble(t)
+	n := NewNode("n1", zktest.Shared(t))
 	var requests atomic.Int64
 	cfg, closeC, err := bench.Contender(context.Background(), n, &requests)
 	require.NoError(t, err)

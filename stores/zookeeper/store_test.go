@@ -3,21 +3,25 @@ package zookeeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/harnesstest"
-	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
 )
 
-// ensemble starts an ensemble as the driver does.
+// ensemble is the test binary's shared ensemble, whose servers grant
+// sessions as the driver's do (zktest.SharedConfig is serverConfig), for a
+// test that faults no server.
 func ensemble(t *testing.T) []harness.Node {
 	t.Helper()
-	e := zktest.Start(t, zkproc.Options{Config: serverConfig})
-	return []harness.Node{NewNode("n1", e)}
+	if !slices.Equal(zktest.SharedConfig, serverConfig) {
+		t.Fatalf("the shared ensemble's config %q is not the driver's %q", zktest.SharedConfig, serverConfig)
+	}
+	return []harness.Node{NewNode("n1", zktest.Shared(t))}
 }
 
 // timeline is a history's events, one a line, for a failure's message.

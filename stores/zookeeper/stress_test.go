@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -21,7 +22,13 @@ import (
 
 // The stress tests of the process mode run this test binary as their
 // workers.
-func TestMain(m *testing.M) { stresstest.Main(m) }
+// TestMain: the tests that fault no server share one ensemble
+// (zktest.Shared), closed after them.
+func TestMain(m *testing.M) {
+	code := stresstest.Run(m)
+	zktest.CloseShared()
+	os.Exit(code)
+}
 
 // A zk-recipe run is refused without an ensemble, with a TTL that is no
 // whole multiple of the shortest session timeout, and with a Redis node

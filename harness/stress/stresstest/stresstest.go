@@ -30,7 +30,11 @@ const tag = "test="
 // Main runs the package's tests, or, in a process WorkerCommand started,
 // one worker (stress.Worker) on stdin and stdout. A package calls it from
 // its TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main that returns the tests' exit code, for a TestMain with
+// more to close after them; in a worker's process it does not return.
+func Run(m *testing.M) int {
 	if len(os.Args) > 1 && os.Args[1] == arg0 {
 		args := os.Args[2:]
 		if len(args) > 0 && strings.HasPrefix(args[0], tag) {
@@ -42,7 +46,7 @@ func Main(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	return m.Run()
 }
 
 // WorkerCommand is the Options.WorkerCommand of t's runs: the test binary,
