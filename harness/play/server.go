@@ -167,8 +167,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// all lists the levels: the extra ones, then the built-in ones.
-
 // Sessions is how many sessions are open: a session closed for being idle
 // counts until its servers are closed.
 func (s *Server) Sessions() int { return s.m.count() }

@@ -132,9 +132,8 @@ func MatrixText(w io.Writer, m *harness.MatrixResult) error {
 	return err
 }
 
-// strategyOrder is the order of the strategies: each registered store's
-// columns (Driver.Columns), store by store. scenarioOrder is the
-// scenarios'. Names not listed follow, sorted.
+// scenarioOrder is the order of the rows; scenarios not listed follow,
+// sorted.
 var (
 	scenarioOrder = []string{"stale-recovery", "stale-recovery-getset", "clock-skew", "crash-before-expire",
 		"ttl-pushed-by-waiters", "release-after-expiry", "pause-past-ttl", "pause-past-ttl-fenced",
@@ -142,7 +141,8 @@ var (
 		"redlock-restart-fsync", "redlock-clock-jump", "redlock-pause"}
 )
 
-// strategyOrder is each registered store's columns, store by store.
+// strategyOrder is the order of the columns: each registered store's
+// (Driver.Columns), store by store; strategies not listed follow, sorted.
 func strategyOrder() []string {
 	var out []string
 	for _, d := range harness.Stores() {
