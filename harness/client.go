@@ -267,11 +267,23 @@ func (r *run) idle(c *client, o *owner) {
 	r.notify()
 }
 
+// eventLocked returns event i of the run's history to write, nil where
+// there is none or the history is sealed: finish has judged it, and the
+// caller reads it without the lock, so an answer or a note that comes
+// later (a connection a store's client closes on its own goroutine,
+// failing what was still in flight) is not recorded.
+func (r *run) eventLocked(i int) *Event {
+	if r.sealed || i < 0 || i >= len(r.hist.Events) {
+		return nil
+	}
+	return &r.hist.Events[i]
+}
+
 func (r *run) noteLocked(c *client, format string, args ...any) {
-	if c.lastEvent < 0 || c.lastEvent >= len(r.hist.Events) {
+	e := r.eventLocked(c.lastEvent)
+	if e == nil {
 		return
 	}
-	e := &r.hist.Events[c.lastEvent]
 	e.Notes = append(e.Notes, fmt.Sprintf("c%d "+format, append([]any{c.id}, args...)...))
 }
 
@@ -372,11 +384,11 @@ func (r *run) fail(err error) {
 // stays running until it is done.
 func (r *run) reply(q *request, v any, err error, more bool) {
 	r.mu.Lock()
-	if r.sealed {
+	e := r.eventLocked(q.event)
+	if e == nil {
 		r.mu.Unlock()
 		return
 	}
-	e := &r.hist.Events[q.event]
 	e.Reply = fmtReply(v, err)
 	q.c.changed = time.Now()
 	if r.spec.multi {

@@ -148,10 +148,7 @@ type run struct {
 	spec runSpec
 	// stopping: the run is over, stop ends the clients still running.
 	stopping bool
-	// sealed: finish has judged the history, which the caller now reads
-	// without the lock; an answer that comes later (a connection a
-	// store's client closes on its own goroutine, failing what was still
-	// in flight) is not recorded.
+	// sealed: finish has judged the history; eventLocked writes no more.
 	sealed bool
 	slot   *slot
 	ctx    context.Context

@@ -215,8 +215,7 @@ func (k *Conn) SetTransaction(open bool) {
 func (k *Conn) Continue(extra []string, v any, err error) {
 	r, c := k.c.r, k.c.c
 	r.mu.Lock()
-	if !r.sealed && c.lastEvent >= 0 && c.lastEvent < len(r.hist.Events) {
-		e := &r.hist.Events[c.lastEvent]
+	if e := r.eventLocked(c.lastEvent); e != nil {
 		e.Extra = extra
 		e.Reply = fmtReply(v, err)
 	}
@@ -268,8 +267,7 @@ func (s *Sent) Reply(v any, err error, more bool) {
 func (s *Sent) Note(note string) {
 	r := s.c.r
 	r.mu.Lock()
-	if !r.sealed {
-		e := &r.hist.Events[s.q.event]
+	if e := r.eventLocked(s.q.event); e != nil {
 		e.Notes = append(e.Notes, note)
 	}
 	r.mu.Unlock()

@@ -98,8 +98,7 @@ func (h *hint) next(done []string) hintAnswer {
 // own, and keeps it up to its violation: the level's answer or the
 // scenario's own schedule when it breaks the level (one run, where
 // exploring node faults such as a restart would take minutes), else the
-// shortest the explorer finds. One
-// search runs at a time.
+// shortest the explorer finds. One search runs at a time.
 func (s *Server) counterexample(ctx context.Context, l Level) (*hint, error) {
 	s.hintMu.Lock()
 	defer s.hintMu.Unlock()
