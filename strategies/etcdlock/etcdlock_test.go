@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
@@ -127,6 +128,35 @@ func holders(t *testing.T, cli *clientv3.Client, k string) []string {
 		out = append(out, string(kv.Key))
 	}
 	return out
+}
+
+// first is the key that holds the lock on k: the one with the lowest
+// create revision under its prefix.
+func first(t *testing.T, cli *clientv3.Client, k string) string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), etcdlock.Prefix(k)+"/", clientv3.WithFirstCreate()...)
+	require.NoError(t, err)
+	require.NotEmpty(t, resp.Kvs, "the lock on %s has a key", k)
+	return string(resp.Kvs[0].Key)
+}
+
+// txnClient is a client on the shared cluster whose Txn requests go
+// through f, which calls txn to send the request on a context of its
+// choosing and returns what the caller gets back.
+func txnClient(t *testing.T, f func(ctx context.Context, txn func(context.Context) error) error) *clientv3.Client {
+	t.Helper()
+	sharedClient(t)
+	intercept := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != "/etcdserverpb.KV/Txn" {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		return f(ctx, func(ctx context.Context) error { return invoker(ctx, method, req, reply, cc, opts...) })
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
 
 // acquireEventually retries Acquire while it is refused, until ctx ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,9 +114,12 @@ func TestMutexQueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 30, ttl.GrantedTTL)
 
+	// Whether b's key stays depends on where its patience ended: in the
+	// queue, Lock deletes it (TestMutexGivesUpInQueue); during the put,
+	// it stays (TestMutexPutWithoutReply), and b's next Lock reuses it.
 	_, err = b.Acquire(ctx, k, 30*time.Second)
 	require.ErrorIs(t, err, locklab.ErrNotAcquired, "out of patience")
-	assert.Equal(t, []string{held.Token}, holders(t, cli, k), "the waiter took its key back")
+	assert.Equal(t, held.Token, first(t, cli, k), "the holder keeps the lock")
 
 	again, err := a.Acquire(ctx, k, 30*time.Second)
 	require.NoError(t, err, "the session's own key: Lock succeeds again")
@@ -131,6 +135,94 @@ func TestMutexQueue(t *testing.T) {
 	require.ErrorIs(t, a.Release(ctx, held), locklab.ErrNotHeld, "released already")
 	require.NoError(t, b.Release(ctx, got.lease))
 	assert.Empty(t, holders(t, cli, k))
+}
+
+// TestMutexGivesUpInQueue: a Lock whose context ends while it waits in
+// the queue deletes its key on its way out, as etcd's Mutex.Lock does.
+// The cancel comes once the put's reply has reached the waiter's client,
+// so the waiter is past the put.
+func TestMutexGivesUpInQueue(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	replied := make(chan struct{}, 1)
+	waiterCli := txnClient(t, func(ctx context.Context, txn func(context.Context) error) error {
+		err := txn(ctx)
+		if err == nil {
+			select {
+			case replied <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+	a := newMutex(t, cli, etcdlock.MutexOptions{})
+	b := newMutex(t, waiterCli, etcdlock.MutexOptions{})
+	k := key(t)
+
+	held, err := a.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waiter := lockAsync(wctx, b, k, 30*time.Second)
+	select {
+	case <-replied:
+	case <-ctx.Done():
+		t.Fatal("the waiter's put was never answered")
+	}
+	cancel()
+	got := <-waiter
+	require.ErrorIs(t, got.err, context.Canceled)
+	assert.Equal(t, []string{held.Token}, holders(t, cli, k), "the waiter took its key back")
+}
+
+// TestMutexPutWithoutReply: a Lock whose context ends after etcd put its
+// key, before the reply came, fails without deleting the key (the doc
+// comment's third failure). The key stays on the session's lease, which
+// the keepalive renews: after the holder releases, the lock is the
+// session's, and another client waits behind a key no one will delete
+// until the session's next Lock finds it (the Txn's else branch) and
+// holds.
+func TestMutexPutWithoutReply(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), sharedClient(t)
+	var withheld atomic.Bool
+	waiterCli := txnClient(t, func(ctx context.Context, txn func(context.Context) error) error {
+		if !withheld.CompareAndSwap(false, true) {
+			return txn(ctx)
+		}
+		// The first put reaches etcd; its reply is held until the
+		// caller gives up.
+		if err := txn(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	a := newMutex(t, cli, etcdlock.MutexOptions{})
+	b := newMutex(t, waiterCli, etcdlock.MutexOptions{})
+	c := newMutex(t, cli, etcdlock.MutexOptions{Patience: 50 * time.Millisecond})
+	k := key(t)
+
+	held, err := a.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	waiter := lockAsync(wctx, b, k, 30*time.Second)
+	queue := queued(t, cli, k, 2)
+	cancel()
+	got := <-waiter
+	require.ErrorIs(t, got.err, context.Canceled)
+	assert.Equal(t, queue, holders(t, cli, k), "the waiter's key stays")
+
+	require.NoError(t, a.Release(ctx, held))
+	_, err = c.Acquire(ctx, k, 30*time.Second)
+	require.ErrorIs(t, err, locklab.ErrNotAcquired, "the lock is the waiter's key's")
+	stale := other(queue, held.Token)
+	assert.Equal(t, stale, first(t, cli, k))
+
+	again, err := b.Acquire(ctx, k, 30*time.Second)
+	require.NoError(t, err, "the session's next Lock finds its own key")
+	assert.Equal(t, stale, again.Token)
+	require.NoError(t, b.Release(ctx, again))
 }
 
 // TestMutexLostLock: a holder whose lease ends (as the leader ends it when
