@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -55,4 +56,33 @@ func Lookup(name string) (*Scenario, error) {
 		names = append(names, s.Name)
 	}
 	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
+}
+
+// CheckScenario reports what keeps sc, a scenario of one's own
+// (MatrixOptions.Extra), from running: a missing name, or one the catalog
+// has; no client program; a fault or schedule the harness cannot read;
+// a property it does not check. Each is locklab.ErrInvalid.
+func CheckScenario(sc *Scenario) error {
+	if sc == nil {
+		return lockkit.Invalid("a nil scenario")
+	}
+	if sc.Name == "" {
+		return lockkit.Invalid("a scenario with no name")
+	}
+	if _, err := Lookup(sc.Name); err == nil {
+		return lockkit.Invalid("scenario %q is the catalog's: give a scenario of one's own a name of its own", sc.Name)
+	}
+	if len(sc.Programs) == 0 {
+		return lockkit.Invalid("scenario %s has no client program", sc.Name)
+	}
+	switch sc.Property {
+	case MutualExclusion, ReleaseSafety, Fencing, NoDeadlock, NoStarvation:
+	default:
+		return lockkit.Invalid("scenario %s checks %q: want one of %s, %s, %s, %s, %s", sc.Name, sc.Property,
+			MutualExclusion, ReleaseSafety, Fencing, NoDeadlock, NoStarvation)
+	}
+	if _, err := sc.nodeFaults(); err != nil {
+		return lockkit.Invalid("scenario %s: %v", sc.Name, err)
+	}
+	return nil
 }

@@ -51,6 +51,13 @@ func TestMatrixRefusesBadOptions(t *testing.T) {
 		{MatrixOptions{MaxSchedules: -1}, "MaxSchedules -1"},
 		{MatrixOptions{StorePreemptions: -4}, "StorePreemptions -4"},
 		{MatrixOptions{StoreSchedules: -5}, "StoreSchedules -5"},
+		{MatrixOptions{Extra: []*Scenario{{Name: "stale-recovery", Property: MutualExclusion,
+			Programs: MustPrograms("acquire")}}}, "is the catalog's"},
+		{MatrixOptions{Extra: []*Scenario{{Name: "mine", Property: MutualExclusion}}}, "no client program"},
+		{MatrixOptions{Extra: []*Scenario{{Name: "mine", Property: "liveness", Programs: MustPrograms("acquire")}}}, `checks "liveness"`},
+		{MatrixOptions{Extra: []*Scenario{{Name: "mine", Property: MutualExclusion, Programs: MustPrograms("acquire"),
+			Faults: []string{"isolate(c1"}}}}, "scenario mine"},
+		{MatrixOptions{Extra: []*Scenario{nil}}, "nil scenario"},
 	} {
 		_, err := Matrix(context.Background(), c.o)
 		if !errors.Is(err, locklab.ErrInvalid) || !strings.Contains(err.Error(), c.want) {

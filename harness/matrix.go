@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locklab/locklab/lockkit"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -29,6 +30,11 @@ type MatrixOptions struct {
 	// scenario, and every strategy of Redis and of the Stores given).
 	Strategies []string
 	Scenarios  []string
+	// Extra are scenarios of the caller's own, beside the catalog's
+	// (CheckScenario says what one needs): they run as the catalog's do,
+	// after them when Scenarios is empty, else where Scenarios names
+	// them. A name the catalog has is refused.
+	Extra []*Scenario
 	// MaxPreemptions and MaxSchedules bound each cell's exploration
 	// (defaults 2 and MatrixSchedules).
 	MaxPreemptions int
@@ -287,13 +293,29 @@ func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []ce
 			}
 		}
 	}
+	extra := map[string]*Scenario{}
+	for _, sc := range o.Extra {
+		if err := CheckScenario(sc); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if _, dup := extra[sc.Name]; dup {
+			return nil, nil, nil, nil, lockkit.Invalid("two scenarios of one's own are named %q", sc.Name)
+		}
+		extra[sc.Name] = sc
+	}
 	if len(m.Scenarios) == 0 {
 		for _, s := range Scenarios() {
+			m.Scenarios = append(m.Scenarios, s.Name)
+		}
+		for _, s := range o.Extra {
 			m.Scenarios = append(m.Scenarios, s.Name)
 		}
 	}
 	for _, name := range m.Scenarios {
 		sc, err := Lookup(name)
+		if own := extra[name]; own != nil {
+			sc, err = own, nil
+		}
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}

@@ -209,3 +209,41 @@ func TestMatrixCountsFollowNoParallelism(t *testing.T) {
 	}
 	t.Logf("one worker %v, a pool of 8 %v", one.Elapsed, many.Elapsed)
 }
+
+// TestMatrixRunsScenariosOfOnesOwn: a scenario beside the catalog's
+// (MatrixOptions.Extra) runs as theirs do: release-after-expiry with a
+// waiter that tries three times breaks the GET-then-DEL release and not
+// the compare-and-delete one.
+func TestMatrixRunsScenariosOfOnesOwn(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t, 1))
+	mine := &Scenario{
+		Name:      "release-after-expiry-retrying",
+		Title:     "a late release against a waiter that tries three times",
+		Property:  ReleaseSafety,
+		Programs:  MustPrograms("acquire write release", "acquire*3 write release"),
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+	}
+	m, err := Matrix(context.Background(), MatrixOptions{Nodes: nodes, MaxPreemptions: 2, MaxSchedules: 1 << 20,
+		Strategies: []string{"set-nx-px-getdel", "set-nx-px"}, Scenarios: []string{"release-after-expiry", mine.Name},
+		Extra: []*Scenario{mine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		strategy, scenario string
+		outcome            Outcome
+	}{
+		{"set-nx-px-getdel", mine.Name, Violated},
+		{"set-nx-px", mine.Name, Safe},
+		{"set-nx-px-getdel", "release-after-expiry", Violated},
+	} {
+		c, ok := m.Cell(want.strategy, want.scenario)
+		if !ok || c.Outcome != want.outcome {
+			t.Errorf("%s × %s: %s (%s), want %s", want.strategy, want.scenario, c.Outcome, c.Schedule, want.outcome)
+		}
+	}
+	if c, _ := m.Cell("set-nx-px-getdel", mine.Name); c.Property != ReleaseSafety {
+		t.Errorf("the cell checks %q, want %q", c.Property, ReleaseSafety)
+	}
+}

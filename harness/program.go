@@ -113,3 +113,14 @@ func mustParseProgram(text string) Program {
 	}
 	return p
 }
+
+// ParseProgram reads a client's program in the text form the catalog's
+// scenarios are written in: ops separated by white space, each acquire,
+// acquire*k (k attempts), write, release, crash or sleep(d) (a Go
+// duration), e.g. "acquire*3 write sleep(32s) release".
+func ParseProgram(text string) (Program, error) { return parseProgram(text) }
+
+// MustPrograms is ParseProgram for each text, in order, for a
+// Scenario's Programs written as literals; it panics on a bad program, as
+// regexp.MustCompile does.
+func MustPrograms(texts ...string) []Program { return progs(texts...) }

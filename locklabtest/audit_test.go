@@ -11,6 +11,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
+	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/locklabtest"
 	"github.com/locklab/locklab/strategies"
 )
@@ -87,4 +88,27 @@ func TestAudit(t *testing.T) {
 	fixed := func(cfg locklab.Config) (locklab.Locker, error) { return compareAndDelete{getThenDel{cfg}}, nil }
 	locklabtest.Run(t, strategies.Description{Name: "audit-compare-and-delete", Family: "audit"}, fixed,
 		locklabtest.Scenarios("release-after-expiry"))
+}
+
+// waiterRetries is a scenario of one's own: release-after-expiry's story
+// with a waiter that tries three times before it gives up. The explorer
+// places the time step (the TTL passing) between any two steps.
+var waiterRetries = &harness.Scenario{
+	Name:      "release-after-expiry-retrying",
+	Title:     "a late release against a waiter that tries three times",
+	Property:  harness.ReleaseSafety,
+	Programs:  harness.MustPrograms("acquire write release", "acquire*3 write release"),
+	Faults:    []string{"time"},
+	MaxFaults: 1,
+}
+
+// TestAuditOwnScenario puts both locks through that scenario alone.
+func TestAuditOwnScenario(t *testing.T) {
+	broken := func(cfg locklab.Config) (locklab.Locker, error) { return getThenDel{cfg}, nil }
+	locklabtest.Run(t, strategies.Description{Name: "audit-get-then-del-own", Family: "audit"}, broken,
+		locklabtest.With(waiterRetries), locklabtest.Scenarios(waiterRetries.Name), locklabtest.ExpectViolation(waiterRetries.Name))
+
+	fixed := func(cfg locklab.Config) (locklab.Locker, error) { return compareAndDelete{getThenDel{cfg}}, nil }
+	locklabtest.Run(t, strategies.Description{Name: "audit-compare-and-delete-own", Family: "audit"}, fixed,
+		locklabtest.With(waiterRetries), locklabtest.Scenarios(waiterRetries.Name))
 }

@@ -61,6 +61,7 @@ type config struct {
 	backend     string
 	expect      []string
 	timeout     time.Duration
+	extra       []*harness.Scenario
 }
 
 // Scenarios restricts the run to the scenarios named (every one of the
@@ -88,6 +89,16 @@ func ExpectViolation(scenarios ...string) Option {
 	return func(c *config) { c.expect = append(c.expect, scenarios...) }
 }
 
+// With runs scenarios of one's own beside the catalog's, whether or not
+// Scenarios restricts those (Scenarios with their names alone runs them
+// alone): a harness.Scenario with a name of its own,
+// the clients' programs (harness.MustPrograms), the property it checks,
+// and the faults the explorer may place. ExpectViolation and Replay take
+// its name as they take the catalog's; Replay needs the same With.
+func With(scenarios ...*harness.Scenario) Option {
+	return func(c *config) { c.extra = append(c.extra, scenarios...) }
+}
+
 // Timeout bounds the whole run, the servers' start included (default 10
 // minutes).
 func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
@@ -113,8 +124,13 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	if sent != nil {
 		before = sent.Load()
 	}
+	for _, sc := range c.extra {
+		if err := harness.CheckScenario(sc); err != nil {
+			t.Fatalf("locklabtest: %v", err)
+		}
+	}
 	for _, name := range append(slices.Clone(c.scenarios), c.expect...) {
-		if _, err := harness.Lookup(name); err != nil {
+		if _, err := c.lookup(name); err != nil {
 			t.Fatalf("locklabtest: %v", err)
 		}
 	}
@@ -123,12 +139,19 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 	if c.preemptions == 0 {
 		c.preemptions = -1 // the matrix's none
 	}
-	o := harness.MatrixOptions{Strategies: []string{d.Name}, Scenarios: c.scenarios,
+	o := harness.MatrixOptions{Strategies: []string{d.Name}, Scenarios: slices.Clone(c.scenarios),
 		MaxPreemptions: c.preemptions, MaxSchedules: c.schedules, Workers: 4, Parallel: 4,
 		// A lock of one's own may tell its clients apart by the order
 		// they were built in (a counter, a table of ids): clients with
 		// the same program are not taken to be interchangeable.
-		NoSymmetry: true}
+		NoSymmetry: true, Extra: c.extra}
+	if len(c.scenarios) > 0 {
+		for _, sc := range c.extra {
+			if !slices.Contains(o.Scenarios, sc.Name) {
+				o.Scenarios = append(o.Scenarios, sc.Name)
+			}
+		}
+	}
 	if o.MaxSchedules == 0 {
 		o.MaxSchedules = harness.MatrixSchedules
 	}
@@ -306,7 +329,7 @@ func closeAndSay(t testing.TB, what string, stop func() error) {
 // Replay runs one schedule of a scenario on the lock, as a failure of Run
 // names it, logs its timeline and returns its history: the counterexample
 // again, step by step, to read or to debug the lock on. Options other
-// than Backend and Timeout do not apply.
+// than Backend, Timeout and With do not apply.
 func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenario, schedule string, opts ...Option) *harness.History {
 	t.Helper()
 	c := config{backend: backends.Process, timeout: 10 * time.Minute}
@@ -316,7 +339,11 @@ func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenar
 	if _, err := register(d, f); err != nil {
 		t.Fatalf("locklabtest: %v", err)
 	}
-	cs, err := harness.Resolve(scenario, d.Name)
+	sc, err := c.lookup(scenario)
+	if err != nil {
+		t.Fatalf("locklabtest: %v", err)
+	}
+	cs, err := sc.Resolve(d.Name)
 	if err != nil {
 		t.Fatalf("locklabtest: %v", err)
 	}
@@ -381,7 +408,21 @@ func Failure(cell harness.Cell) string {
 		b.WriteString("\n" + render.Timeline(cell.Counterexample))
 	}
 	if cell.Schedule != "" {
-		fmt.Fprintf(&b, "\nreplay: locklabtest.Replay(t, d, f, %q, %q)", cell.Scenario, cell.Schedule)
+		with := ""
+		if _, err := harness.Lookup(cell.Scenario); err != nil {
+			with = ", locklabtest.With(sc)" // a scenario of one's own
+		}
+		fmt.Fprintf(&b, "\nreplay: locklabtest.Replay(t, d, f, %q, %q%s)", cell.Scenario, cell.Schedule, with)
 	}
 	return b.String()
+}
+
+// lookup finds a scenario by name among With's, then in the catalog.
+func (c *config) lookup(name string) (*harness.Scenario, error) {
+	for _, sc := range c.extra {
+		if sc != nil && sc.Name == name {
+			return sc, nil
+		}
+	}
+	return harness.Lookup(name)
 }

@@ -99,6 +99,48 @@ func TestBrokenLockFails(t *testing.T) {
 	assert.Empty(t, errs, "a violation expected is no failure")
 }
 
+// TestScenarioOfOnesOwn: With runs a scenario beside the catalog's, and
+// beside those Scenarios names; its failure names the replay with With,
+// which runs the counterexample again; a scenario that cannot run, or
+// that takes a catalog's name, ends the run with the reason.
+func TestScenarioOfOnesOwn(t *testing.T) {
+	d, f := mine(t, "set-nx-px-del", "mine-blind-del-own")
+	retrying := &harness.Scenario{
+		Name:      "mine-release-after-expiry-retrying",
+		Title:     "a late release against a waiter that tries three times",
+		Property:  harness.ReleaseSafety,
+		Programs:  harness.MustPrograms("acquire write release", "acquire*3 write release"),
+		Faults:    []string{"time"},
+		MaxFaults: 1,
+	}
+	m, errs, fatal := run(t, d, f, locklabtest.Scenarios("crash-before-expire"), locklabtest.With(retrying))
+	require.False(t, fatal, "%v", errs)
+	require.Len(t, errs, 1, "%v", errs)
+	assert.Contains(t, errs[0], retrying.Name+": VIOLATED (release)")
+	assert.Contains(t, errs[0], fmt.Sprintf("replay: locklabtest.Replay(t, d, f, %q, ", retrying.Name))
+	assert.Contains(t, errs[0], ", locklabtest.With(sc))")
+	c, ok := m.Cell(d.Name, retrying.Name)
+	require.True(t, ok)
+	other, ok := m.Cell(d.Name, "crash-before-expire")
+	require.True(t, ok, "the catalog's scenario named ran too")
+	assert.Equal(t, harness.Safe, other.Outcome)
+	assert.Len(t, m.Cells, 2)
+
+	h := locklabtest.Replay(t, d, f, retrying.Name, c.Schedule, locklabtest.With(retrying))
+	assert.Equal(t, harness.Violated, h.Verdict.Outcome)
+
+	_, errs, _ = run(t, d, f, locklabtest.With(retrying), locklabtest.Scenarios("release-after-expiry"),
+		locklabtest.ExpectViolation("release-after-expiry", retrying.Name))
+	assert.Empty(t, errs, "a violation expected in one's own scenario is no failure")
+
+	taken := *retrying
+	taken.Name = "stale-recovery"
+	_, errs, fatal = run(t, d, f, locklabtest.With(&taken))
+	assert.True(t, fatal)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0], `scenario "stale-recovery" is the catalog's`)
+}
+
 // TestSoundLockPasses: a lock that releases with a compare-and-delete
 // (set-nx-px) survives release-after-expiry; a violation expected there
 // fails the test, as one that does not apply does.
