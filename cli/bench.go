@@ -277,9 +277,8 @@ func (g *globals) benchCycles(cmd *cobra.Command, o *benchOptions, c *redisnode.
 }
 
 // commandsPerCycle counts the Redis commands of one cycle of strategy
-// name (described by d) on key, on counting connections to b's nodes: a
-// cycle that needed no second try, after a first that loads the scripts.
-// Tries again on unavailable are counted in retried.
+// name (described by d) on key, on counting connections to b's nodes (see
+// countedCycle). Tries again are counted in retried.
 func (b benchNodes) commandsPerCycle(ctx context.Context, name string, d strategies.Description, key string, retried *int) (float64, error) {
 	counted := make([]locklab.ConnSource, len(b.nodes))
 	srcs := make([]*counting.Source, len(b.nodes))
@@ -288,28 +287,40 @@ func (b benchNodes) commandsPerCycle(ctx context.Context, name string, d strateg
 		counted[i] = srcs[i]
 	}
 	cl, _ := strategies.New(name, b.config(d, counted))
-	if err := cycleRetry(ctx, cl, key, retried); err != nil { // loads scripts
+	commands := func() (sum int64) {
+		for _, s := range srcs {
+			sum += s.Commands()
+		}
+		return sum
+	}
+	c, err := countedCycle(ctx, cl, key, retried, commands)
+	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	var before, after int64
+	return c, nil
+}
+
+// countedCycle is the growth of commands over one cycle of l that needed
+// no second try, after a first (cycleRetry's) that loads the scripts. A
+// try that fails unavailable is counted in retried and tried again, up to
+// three times. Every cycle runs on the key cycleRetry's would
+// (cycleKey): a failed attempt may have left its key held on the nodes
+// that answered late, where the same key would be refused.
+func countedCycle(ctx context.Context, l locklab.Locker, key string, retried *int, commands func() int64) (float64, error) {
+	if err := cycleRetry(ctx, l, key, retried); err != nil { // loads scripts
+		return 0, err
+	}
 	for try := 0; ; try++ {
-		before = 0
-		for _, s := range srcs {
-			before += s.Commands()
-		}
-		err := cycle(ctx, cl, key)
+		before := commands()
+		err := cycle(ctx, l, cycleKey(key, *retried))
 		if err == nil {
-			break
+			return float64(commands() - before), nil
 		}
 		if !errors.Is(err, locklab.ErrUnavailable) || try == 3 {
-			return 0, fmt.Errorf("%s: %w", name, err)
+			return 0, err
 		}
 		*retried++
 	}
-	for _, s := range srcs {
-		after += s.Commands()
-	}
-	return float64(after - before), nil
 }
 
 // benchModeFlags refuses the flags of one of bench's three measurements
@@ -383,16 +394,12 @@ const retryCyclesFor = time.Minute
 // its key held, until its TTL, on the nodes whose answers and releases
 // came too late (Redlock's release of a failed round is bounded too),
 // where it would refuse the next acquire: once tried again, the cycles
-// lock key with the count of tries again, a key of their own.
+// lock cycleKey(key, *n), a key of their own.
 func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error {
 	end := time.Now().Add(retryCyclesFor)
 	pause := 10 * time.Millisecond
 	for {
-		k := key
-		if *n > 0 {
-			k = fmt.Sprintf("%s#%d", key, *n)
-		}
-		err := cycle(ctx, l, k)
+		err := cycle(ctx, l, cycleKey(key, *n))
 		again := errors.Is(err, locklab.ErrUnavailable) || errors.Is(err, locklab.ErrNotAcquired)
 		if !again || time.Now().Add(pause).After(end) {
 			return err
@@ -405,6 +412,16 @@ func cycleRetry(ctx context.Context, l locklab.Locker, key string, n *int) error
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// cycleKey is the key of a strategy's cycles once they have been tried
+// again n times: key itself at first, then a key of its own after each try
+// again, which no failed attempt has touched.
+func cycleKey(key string, n int) string {
+	if n == 0 {
+		return key
+	}
+	return fmt.Sprintf("%s#%d", key, n)
 }
 
 // cycle is one uncontended acquire and release.

@@ -53,3 +53,57 @@ func (l errLocker) Acquire(context.Context, string, time.Duration) (locklab.Leas
 }
 
 func (l errLocker) Release(context.Context, locklab.Lease) error { return nil }
+
+// leftLocker holds keys as a Redis server does: an acquire of a key held
+// is refused. The acquires numbered in failAt (from 1) fail unavailable
+// and leave their key held, as a Redlock round does whose late nodes set
+// the key after its release gave up on them. Every call is a command.
+type leftLocker struct {
+	failAt   map[int]bool
+	held     map[string]bool
+	keys     []string
+	commands int64
+}
+
+func (l *leftLocker) Acquire(_ context.Context, key string, ttl time.Duration) (locklab.Lease, error) {
+	l.commands++
+	l.keys = append(l.keys, key)
+	switch {
+	case l.held[key]:
+		return locklab.Lease{}, locklab.ErrNotAcquired
+	case l.failAt[len(l.keys)]:
+		l.held[key] = true
+		return locklab.Lease{}, locklab.ErrUnavailable
+	}
+	l.held[key] = true
+	return locklab.Lease{Key: key, Token: "t", Until: time.Now().Add(ttl)}, nil
+}
+
+func (l *leftLocker) Release(_ context.Context, lease locklab.Lease) error {
+	l.commands++
+	delete(l.held, lease.Key)
+	return nil
+}
+
+// TestCountedCycleKeyOfItsOwn: the counted cycle runs on the key the
+// cycles moved to, never on one a failed attempt left held, whether the
+// attempt was the first cycle's (which loads the scripts) or the counted
+// cycle's own.
+func TestCountedCycleKeyOfItsOwn(t *testing.T) {
+	for _, c := range []struct {
+		failAt int
+		keys   []string
+	}{
+		{1, []string{"k", "k#1", "k#1"}},
+		{2, []string{"k", "k", "k#1"}},
+	} {
+		l := &leftLocker{failAt: map[int]bool{c.failAt: true}, held: map[string]bool{}}
+		n := 0
+		got, err := countedCycle(context.Background(), l, "k", &n, func() int64 { return l.commands })
+		require.NoError(t, err, "failed attempt %d", c.failAt)
+		assert.Equal(t, c.keys, l.keys, "failed attempt %d", c.failAt)
+		assert.Equal(t, 1, n, "the try again counted")
+		assert.Equal(t, 2.0, got, "one acquire and one release")
+		assert.Equal(t, "k#1", cycleKey("k", n), "the cycles after go on on the key they moved to")
+	}
+}
