@@ -25,7 +25,11 @@ type hostileURL struct {
 // end a URL's parts (/ # ? @ :), percent-encoded or not, on s (a live
 // server whose ACL user alice has the password good), on a port where
 // nothing listens (down) and with a bad port.
-func hostileURLs(s, down string) []hostileURL {
+// s is a live server, down a port where nothing listens, and tls a server's
+// TLS port, whose certificate the client does not trust: refused at once,
+// where a plain server leaves a TLS client waiting out the addrs backend's
+// tries.
+func hostileURLs(s, down, tls string) []hostileURL {
 	const good = "Qv7/Zx#K?w@9:Lm"
 	enc := url.QueryEscape("Pz%4Fq/Yt#Uj")
 	return []hostileURL{
@@ -38,7 +42,7 @@ func hostileURLs(s, down string) []hostileURL {
 		{"percent-encoded", "redis://alice:" + enc + "@" + s, "Pz%4Fq/Yt#Uj"},
 		{"bad percent-encoding", "redis://alice:Kd9%zzRw/Tq@" + s, "Kd9%zzRw/Tq"},
 		{"user without password", "redis://carol:@" + s, ""},
-		{"rediss", "rediss://alice:" + good + "@" + s, good},
+		{"rediss", "rediss://alice:" + good + "@" + tls, good},
 		{"nothing listens", "redis://:Hj7/k#dNq@" + down, "Hj7/k#dNq"},
 		{"bad port", "redis://:Hj7/k#dNq@127.0.0.1:port", "Hj7/k#dNq"},
 		{"bad host", "redis://:Hj7/k#dNq@[::1", "Hj7/k#dNq"},
@@ -82,7 +86,7 @@ func assertNoSecret(t *testing.T, h hostileURL, where, text string) {
 // and no redaction shows any part of the password, whatever characters it
 // holds; the passwords are read whole.
 func TestParseURLHidesPassword(t *testing.T) {
-	for _, h := range hostileURLs("127.0.0.1:6379", "127.0.0.1:1") {
+	for _, h := range hostileURLs("127.0.0.1:6379", "127.0.0.1:1", "127.0.0.1:2") {
 		t.Run(h.name, func(t *testing.T) {
 			assertNoSecret(t, h, "RedactURL", redact(h.addr))
 			o, err := locklab.ParseURL(h.addr)
@@ -111,6 +115,7 @@ func TestAddrNeverShowsPassword(t *testing.T) {
 	require.NoError(t, err)
 	down := ln.Addr().String()
 	ln.Close()
+	tls := redistest.StartTLS(t)
 	dir := t.TempDir()
 	commands := [][]string{
 		{"check"},
@@ -124,7 +129,7 @@ func TestAddrNeverShowsPassword(t *testing.T) {
 		{"report", "-s", "setnx-del", "-x", "stale-recovery", "--max-schedules", "5", "-o", filepath.Join(dir, "r.html")},
 		{"play", "clock-skew"},
 	}
-	for _, h := range hostileURLs(s.Addr, down) {
+	for _, h := range hostileURLs(s.Addr, down, tls.TLSAddr) {
 		for _, c := range commands {
 			args := append(append([]string(nil), c...), "--addr", h.addr)
 			t.Run(fmt.Sprintf("%s/%s", h.name, strings.Join(c[:1], " ")), func(t *testing.T) {
