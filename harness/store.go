@@ -112,6 +112,11 @@ type Driver struct {
 	// PlayLevels are the store's challenges in locklab play, after
 	// Redis's and those of the stores of lower Rank.
 	PlayLevels []PlayLevel
+	// PlayServers says what a level of the store plays on, as play's page
+	// shows it: nodes servers of the store (one cluster, for a store
+	// whose node is a cluster), the first with a replica or standby when
+	// replica.
+	PlayServers func(nodes int, replica bool) string
 	// Columns order the store's strategies in a matrix, after the
 	// stores' of lower Rank; those not listed follow every store's,
 	// sorted.

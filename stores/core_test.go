@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,7 @@ func TestCoreKnowsNoStore(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range storeWords(t, core, storeNames()) {
+	for _, f := range storeWords(t, append(core, "../harness/play/assets"), storeNames()) {
 		t.Errorf("%s: ask its Driver instead", f)
 	}
 }
@@ -138,8 +139,13 @@ func storeWords(t *testing.T, dirs, words []string) []string {
 	fset := token.NewFileSet()
 	for _, dir := range dirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, f := range files {
+		scripts, _ := filepath.Glob(filepath.Join(dir, "*.js"))
+		for _, f := range append(files, scripts...) {
 			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			if strings.HasSuffix(f, ".js") {
+				found = append(found, scriptWords(t, f, words)...)
 				continue
 			}
 			af, err := parser.ParseFile(fset, f, nil, 0)
@@ -159,6 +165,28 @@ func storeWords(t *testing.T, dirs, words []string) []string {
 	return found
 }
 
+// jsString is a string literal of a script, quoted either way.
+var jsString = regexp.MustCompile(`"([^"\\\n]*)"|'([^'\\\n]*)'`)
+
+// scriptWords is storeWords for a script of play's page: its string
+// literals that are one of words.
+func scriptWords(t *testing.T, file string, words []string) []string {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for i, line := range strings.Split(string(src), "\n") {
+		for _, m := range jsString.FindAllStringSubmatch(line, -1) {
+			if w := m[1] + m[2]; slices.Contains(words, w) {
+				found = append(found, fmt.Sprintf("%s:%d names %q", file, i+1, w))
+			}
+		}
+	}
+	return found
+}
+
 // TestStoreWordsCatches: the check of TestCoreKnowsNoStore finds a store's
 // name and a store's strategy's name planted in a file, and nothing in a
 // test file or a comment.
@@ -171,8 +199,10 @@ func TestStoreWordsCatches(t *testing.T) {
 	}
 	write("planted.go", "package p\n\n// zookeeper in a comment is fine.\nvar a, b = \"zookeeper\", \"pg-advisory\"\n")
 	write("planted_test.go", "package p\n\nvar c = \"etcd-lease\"\n")
+	write("planted.js", "// postgres in a comment is fine.\nif (l.store === 'etcd') return \"x\";\n")
 	found := storeWords(t, []string{dir}, storeNames())
-	if len(found) != 2 || !strings.Contains(found[0], `"zookeeper"`) || !strings.Contains(found[1], `"pg-advisory"`) {
+	if len(found) != 3 || !strings.Contains(found[0], `"zookeeper"`) || !strings.Contains(found[1], `"pg-advisory"`) ||
+		!strings.Contains(found[2], `planted.js:2 names "etcd"`) {
 		t.Errorf("found %q; want the planted store and strategy names, and nothing else", found)
 	}
 }

@@ -45,6 +45,9 @@ type Level struct {
 	// that is one node of the harness; "postgres", a PostgreSQL server),
 	// else "".
 	Store string `json:"store,omitempty"`
+	// Servers says what the level plays on, in the store's words
+	// (harness.Driver.PlayServers): "a three-member etcd cluster".
+	Servers string `json:"servers"`
 	// Unavailable says why the level cannot be played here (its store's
 	// servers are not installed); the server sets it, and refuses to start
 	// the level.
@@ -85,13 +88,17 @@ func (l Level) of(cs harness.Case) Level {
 	sc := cs.Scenario
 	l.cs = cs
 	l.Property, l.Nodes = sc.Property, sc.NodesNeeded()
-	if d, err := harness.StrategyStore(cs.Strategy.Name); err == nil && !d.Main {
+	d, err := harness.StrategyStore(cs.Strategy.Name)
+	if err == nil && !d.Main {
 		l.Store = d.Name
 	}
 	if l.Story == "" {
 		l.Story = sc.For(l.Store).Story
 	}
 	l.Replica = slices.Contains(sc.Needs, fault.Failover)
+	if err == nil && d.PlayServers != nil {
+		l.Servers = d.PlayServers(l.Nodes, l.Replica)
+	}
 	return l
 }
 

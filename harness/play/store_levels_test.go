@@ -188,3 +188,21 @@ func TestStoreLevelUnavailable(t *testing.T) {
 	assert.Equal(t, "c1c2", s.Level.ID)
 	assert.EqualValues(t, 1, ts.c.open.Load(), "only the Redis level's servers started")
 }
+
+// TestLevelsSayTheirServers: every level says what it plays on in its
+// store's words (Driver.PlayServers), which the page shows as they come.
+func TestLevelsSayTheirServers(t *testing.T) {
+	want := map[string]string{
+		"c1c2":        "1 Redis node",
+		"etcd-pause":  "a three-member etcd cluster",
+		"pg-failover": "a PostgreSQL server and its asynchronous standby",
+		"pg-restart":  "a PostgreSQL server",
+		"zk-golib":    "a three-server ZooKeeper ensemble",
+	}
+	for _, l := range Levels() {
+		assert.NotEmpty(t, l.Servers, "level %s", l.ID)
+		if w, ok := want[l.ID]; ok {
+			assert.Equal(t, w, l.Servers, "level %s", l.ID)
+		}
+	}
+}

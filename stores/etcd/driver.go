@@ -55,10 +55,11 @@ func init() {
 			}
 			return ""
 		},
-		Tellings:   tellings,
-		Known:      known,
-		PlayLevels: playLevels,
-		Columns:    []string{"etcd-lease", etcdlock.MutexName},
+		Tellings:    tellings,
+		Known:       known,
+		PlayLevels:  playLevels,
+		PlayServers: func(int, bool) string { return "a three-member etcd cluster" },
+		Columns:     []string{"etcd-lease", etcdlock.MutexName},
 		// etcd-mutex's column waits in Mutex.Lock as its users do (wait.go).
 		Lockers: map[string]harness.Factory{etcdlock.MutexName: mutexLock},
 		Queues:  []string{etcdlock.MutexName},

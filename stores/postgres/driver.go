@@ -57,7 +57,13 @@ func init() {
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,
-		Columns:    []string{"pg-lock-table", pglock.LockTableSyncName, "pg-for-update", "pg-advisory"},
+		PlayServers: func(_ int, replica bool) string {
+			if replica {
+				return "a PostgreSQL server and its asynchronous standby"
+			}
+			return "a PostgreSQL server"
+		},
+		Columns: []string{"pg-lock-table", pglock.LockTableSyncName, "pg-for-update", "pg-advisory"},
 		Limits: []harness.Limit{{Schedules: FailoverSchedules, Where: "on a PostgreSQL failover",
 			Applies: func(sc *harness.Scenario) bool { return slices.Contains(sc.Needs, fault.Failover) }}},
 		Guards: map[string]string{"pg-lock-table": guardWhat, pglock.LockTableSyncName: guardWhat,

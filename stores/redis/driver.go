@@ -17,6 +17,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/stores/redis/redisnode"
@@ -42,8 +43,18 @@ func init() {
 		},
 		Audit:      startAudit,
 		PlayLevels: playLevels,
-		Guards:     guards,
-		Unguarded:  map[string]string{"redlock": unguardedRedlock},
+		PlayServers: func(nodes int, replica bool) string {
+			s := fmt.Sprintf("%d Redis nodes", nodes)
+			if nodes == 1 {
+				s = "1 Redis node"
+			}
+			if replica {
+				s += ", n1 with an asynchronous replica"
+			}
+			return s
+		},
+		Guards:    guards,
+		Unguarded: map[string]string{"redlock": unguardedRedlock},
 		// The order the docs present the Redis strategies in, the
 		// historical progression of docs/redis-locks-history.md.
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",

@@ -63,15 +63,16 @@ func init() {
 			}
 			return ""
 		},
-		Tellings:   tellings,
-		Known:      known,
-		PlayLevels: playLevels,
-		Lockers:    map[string]harness.Factory{zklock.GolibName: golibLock},
-		Guards:     map[string]string{zklock.EphemeralName: guardEphemeral, zklock.RecipeName: guardRecipe},
-		Unguarded:  map[string]string{zklock.GolibName: unguardedGolib},
-		Limits:     []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
-		Bench:      bench,
-		Audit:      startAudit,
+		Tellings:    tellings,
+		Known:       known,
+		PlayLevels:  playLevels,
+		PlayServers: func(int, bool) string { return "a three-server ZooKeeper ensemble" },
+		Lockers:     map[string]harness.Factory{zklock.GolibName: golibLock},
+		Guards:      map[string]string{zklock.EphemeralName: guardEphemeral, zklock.RecipeName: guardRecipe},
+		Unguarded:   map[string]string{zklock.GolibName: unguardedGolib},
+		Limits:      []harness.Limit{{Schedules: RestartSchedules, Where: "on ZooKeeper"}},
+		Bench:       bench,
+		Audit:       startAudit,
 		Abbreviations: func(string) string {
 			return "P: the lock's path; P/_c_c1-lock-0000000000: the node client c1 made under it (its GUID " +
 				"shown as c1), with the sequence number the server gave it. -e, -s: an ephemeral, a sequential " +

@@ -211,12 +211,9 @@ function cmdText(args, own) {
   return args.map((a, i) => (i === 0 ? a : short(a, own))).join(" ");
 }
 
-// servers says what a level plays on.
+// servers says what a level plays on, in its store's words.
 function servers(l) {
-  if (l.store === "etcd") return "a three-member etcd cluster";
-  if (l.store === "zookeeper") return "a three-server ZooKeeper ensemble";
-  if (l.store === "postgres") return l.replica ? "a PostgreSQL server and its asynchronous standby" : "a PostgreSQL server";
-  return l.nodes + (l.nodes > 1 ? " Redis nodes" : " Redis node") + (l.replica ? ", n1 with an asynchronous replica" : "");
+  return l.servers || l.nodes + (l.nodes > 1 ? " servers" : " server");
 }
 
 function td(cls, text) {
