@@ -5,8 +5,8 @@
 // acknowledges is an fsync of its log, which a disk makes cost
 // milliseconds; a throwaway cluster outlives no host).
 // Faults are first-class: kill a member (SIGKILL), restart it on its data
-// directory (its raft log and database kept), pause and resume it
-// (SIGSTOP, SIGCONT), find the leader and kill it.
+// directory (its raft log and database kept) or on an emptied one, pause
+// and resume it (SIGSTOP, SIGCONT), find the leader and kill it.
 //
 // The binary is Debian's etcd-server package (etcd 3.4 on Debian 12;
 // scripts/ensure-etcd.sh installs it), or $LOCKLAB_ETCD.

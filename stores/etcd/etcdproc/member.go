@@ -5,6 +5,8 @@ package etcdproc
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,10 +29,32 @@ func (m *Member) Client() *clientv3.Client { return m.client }
 // flags on the same data directory, so that it comes back with its raft
 // log and database and rejoins as the same member. It returns once m
 // serves a linearizable read: it has caught up with the leader.
-func (m *Member) Restart(ctx context.Context) error {
+func (m *Member) Restart(ctx context.Context) error { return m.restart(ctx, false) }
+
+// RestartEmpty is Restart on an emptied data directory, as after a lost
+// disk: the process is killed, its data directory removed, and it is
+// started with the same flags, so that etcd bootstraps it again as the
+// member its name, peer URL and cluster token make (the same member and
+// cluster ids) with none of the raft log or database it had. It returns
+// once m serves a linearizable read, or with the tail of m's log where m
+// exits (etcd panics on a leader's commit index beyond its empty log).
+// The process backend only.
+func (m *Member) RestartEmpty(ctx context.Context) error {
+	if m.Box() != nil {
+		return errors.New("etcdproc: RestartEmpty on the docker backend")
+	}
+	return m.restart(ctx, true)
+}
+
+func (m *Member) restart(ctx context.Context, empty bool) error {
 	wctx, cancel := context.WithTimeout(ctx, m.c.opts.StartTimeout)
 	defer cancel()
 	return m.Relaunch(wctx, func() error {
+		if empty {
+			if err := os.RemoveAll(m.DataDir); err != nil {
+				return err
+			}
+		}
 		if err := m.launch(m.c.initialCluster()); err != nil {
 			return err
 		}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,10 +33,30 @@ func (s *Server) Addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.
 // log and epochs kept), so that it rejoins as the same server. It returns
 // once the ensemble is healthy again with s serving: s has synced with the
 // leader (or, from a quorum lost, the servers elected one).
-func (s *Server) Restart(ctx context.Context) error {
+func (s *Server) Restart(ctx context.Context) error { return s.restart(ctx, false) }
+
+// RestartEmpty is Restart on an emptied data directory, as after a lost
+// disk: the process is killed, its snapshots, transaction logs and epochs
+// (the data directory's version-2) removed, its myid kept, and it is
+// started with the same configuration, so that it rejoins as the same
+// server with a zxid of 0. It returns as Restart does. The process
+// backend only.
+func (s *Server) RestartEmpty(ctx context.Context) error {
+	if s.Box() != nil {
+		return errors.New("zkproc: RestartEmpty on the docker backend")
+	}
+	return s.restart(ctx, true)
+}
+
+func (s *Server) restart(ctx context.Context, empty bool) error {
 	wctx, cancel := context.WithTimeout(ctx, s.e.opts.StartTimeout)
 	defer cancel()
 	return s.Relaunch(wctx, func() error {
+		if empty {
+			if err := os.RemoveAll(filepath.Join(s.DataDir, "version-2")); err != nil {
+				return err
+			}
+		}
 		if err := s.launch(); err != nil {
 			return err
 		}

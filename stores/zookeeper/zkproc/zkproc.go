@@ -6,8 +6,8 @@
 // transaction log is fsynced, which a disk makes cost milliseconds, and a
 // throwaway ensemble outlives no host.
 // Faults are first-class: kill a server (SIGKILL), restart it on its data
-// directory, pause and resume it (SIGSTOP, SIGCONT), find the leader and
-// kill it. Partitions are cut through the harness's TCP proxy in front of
+// directory or on an emptied one, pause and resume it (SIGSTOP, SIGCONT),
+// find the leader and kill it. Partitions are cut through the harness's TCP proxy in front of
 // a client address, not here.
 //
 // The servers are Debian's zookeeper package (ZooKeeper 3.8, its jars in

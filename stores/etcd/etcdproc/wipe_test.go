@@ -1,0 +1,171 @@
+package etcdproc_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locklab/locklab/stores/etcd/etcdproc"
+	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
+)
+
+// logLines are the lines of m's log (all its runs) that hold any of words.
+func logLines(t *testing.T, m *etcdproc.Member, words ...string) []string {
+	t.Helper()
+	b, err := os.ReadFile(m.LogPath)
+	require.NoError(t, err)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// waitLog waits until m's log holds more than n lines with word, or fails
+// the test when m's restart (done) ends first.
+func waitLog(t *testing.T, m *etcdproc.Member, word string, n int, done <-chan error) {
+	t.Helper()
+	for len(logLines(t, m, word)) <= n {
+		select {
+		case err := <-done:
+			t.Fatalf("%s's restart ended before its log said %q: %v", m.Name, word, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// has reads key with a linearizable read through m alone.
+func has(t *testing.T, m *etcdproc.Member, key string) bool {
+	t.Helper()
+	return get(t, m, key, false) != ""
+}
+
+// wipeRoles writes "before" on a cluster of three, then picks A (a
+// follower, to lag), B and C; C is the leader when cLeads, B otherwise.
+func wipeRoles(t *testing.T, cLeads bool) (a, b, c *etcdproc.Member) {
+	ctx := ctxFor(t)
+	cl := etcdtest.Start(t, etcdproc.Options{})
+	_, err := etcdtest.Client(t, cl).Put(ctx, "before", "x")
+	require.NoError(t, err)
+	leader, err := cl.Leader(ctx)
+	require.NoError(t, err)
+	var fol []*etcdproc.Member
+	for _, m := range cl.Members() {
+		if m != leader {
+			fol = append(fol, m)
+		}
+	}
+	a, b, c = fol[0], leader, fol[1]
+	if cLeads {
+		b, c = fol[1], leader
+	}
+	t.Logf("A=%s B=%s C=%s, %s leads", a.Name, b.Name, c.Name, leader.Name)
+	return a, b, c
+}
+
+// TestMemberRestartsEmpty: a member restarted on an emptied data directory
+// (RestartEmpty, the flags of every start: --initial-cluster-state new)
+// while a lagging member is down. A (killed) misses the write of "lock"
+// that B and C acknowledged; C loses its data directory.
+//
+// Where a peer answers it, etcd asks the peers for the member list before
+// it bootstraps, finds itself already published there and refuses to
+// start ("member ... has already been bootstrapped"): nothing is lost.
+// With B up, A catches up from B; with B down too, A alone is no quorum
+// until B comes back with the write. C cannot rejoin while a peer answers
+// it: it would have to be removed from the cluster and added again.
+//
+// Where no peer answers (B and A down as C starts), C bootstraps a fresh
+// raft log as the same member of the same cluster, votes for A, whose log
+// is longer, and the acknowledged write is gone: from A and C, and from B
+// once it rejoins. B's log on disk holds the write past its commit index
+// (etcd does not sync a state that only moves the commit index, and B was
+// killed right after the write), so B drops it for the new leader's entry
+// ("found conflict at index ...") without a complaint.
+func TestMemberRestartsEmpty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts clusters")
+	}
+	for _, cLeads := range []bool{false, true} {
+		who := map[bool]string{false: "C-follows", true: "C-leads"}[cLeads]
+		t.Run(who+"/B-up", func(t *testing.T) {
+			ctx := ctxFor(t)
+			a, b, c := wipeRoles(t, cLeads)
+			a.Kill()
+			_, err := b.Client().Put(ctx, "lock", "held")
+			require.NoError(t, err)
+			err = c.RestartEmpty(ctx)
+			require.Error(t, err, "C refuses to start")
+			assert.Contains(t, err.Error(), "has already been bootstrapped")
+			assert.False(t, c.Running())
+			require.NoError(t, a.Restart(ctx), "A and B")
+			assert.True(t, has(t, a, "lock"), "A caught up from B")
+			assert.True(t, has(t, b, "lock"))
+		})
+		t.Run(who+"/B-down", func(t *testing.T) {
+			ctx := ctxFor(t)
+			a, b, c := wipeRoles(t, cLeads)
+			a.Kill()
+			_, err := b.Client().Put(ctx, "lock", "held")
+			require.NoError(t, err)
+			c.Kill()
+			b.Kill()
+			// A first, until it serves its peers: C asks it.
+			serving := len(logLines(t, a, "now serving peer/client/metrics"))
+			done := make(chan error, 1)
+			go func() { done <- a.Restart(ctx) }()
+			waitLog(t, a, "now serving peer/client/metrics", serving, done)
+			err = c.RestartEmpty(ctx)
+			require.Error(t, err, "C refuses to start")
+			assert.Contains(t, err.Error(), "has already been bootstrapped")
+			require.NoError(t, b.Restart(ctx), "B back: A and B")
+			require.NoError(t, <-done)
+			assert.True(t, has(t, a, "lock"))
+			assert.True(t, has(t, b, "lock"))
+		})
+		t.Run(who+"/no-peer-answers", func(t *testing.T) {
+			ctx := ctxFor(t)
+			a, b, c := wipeRoles(t, cLeads)
+			a.Kill()
+			_, err := b.Client().Put(ctx, "lock", "held")
+			require.NoError(t, err)
+			c.Kill()
+			b.Kill()
+			// C first, until its raft starts: it asked no one.
+			started := len(logLines(t, c, "starting local member"))
+			done := make(chan error, 1)
+			go func() { done <- c.RestartEmpty(ctx) }()
+			waitLog(t, c, "starting local member", started, done)
+			require.NoError(t, a.Restart(ctx), "A and C")
+			require.NoError(t, <-done, "C bootstrapped again")
+			for _, l := range logLines(t, c, "newRaft")[started:] {
+				t.Logf("C: %.200s", l)
+			}
+			for _, l := range logLines(t, a, "newRaft", "became leader") {
+				t.Logf("A: %.200s", l)
+			}
+			assert.True(t, has(t, a, "before"))
+			assert.False(t, has(t, a, "lock"), "the acknowledged write is lost")
+			assert.False(t, has(t, c, "lock"))
+			newRafts := len(logLines(t, b, "newRaft"))
+			err = b.Restart(ctx)
+			for _, l := range logLines(t, b, "newRaft", "panic", "conflict")[newRafts:] {
+				t.Logf("B: %.300s", l)
+			}
+			if err != nil {
+				t.Logf("B does not rejoin: %v", err)
+				return
+			}
+			assert.False(t, has(t, b, "lock"), "B's write is overwritten")
+		})
+	}
+}
