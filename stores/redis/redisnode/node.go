@@ -118,6 +118,36 @@ func (n *Node) Dial(ctx context.Context) (redis.Conn, error) {
 	return redis.DialContext(ctx, "tcp", o.Addr, opts...)
 }
 
+// dialWaiting is Dial without the read and write timeouts of
+// PoolOptions (2 s by default, a user's pool's): a command on it waits as
+// long as its ctx lets it (redis.DoContext). For the harness's own
+// commands whose answers a loaded machine may hold back longer than that,
+// with a deadline of their own.
+func (n *Node) dialWaiting(ctx context.Context) (redis.Conn, error) {
+	o := n.opts
+	o.Addr = n.srv.addr()
+	opts, err := o.DialOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, redis.DialReadTimeout(0), redis.DialWriteTimeout(0))
+	return redis.DialContext(ctx, "tcp", o.Addr, opts...)
+}
+
+// doWaiting is Do on a dialWaiting connection: bounded by ctx alone.
+func (n *Node) doWaiting(ctx context.Context, cmd string, args ...any) (any, error) {
+	c, err := n.dialWaiting(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
+	}
+	defer c.Close()
+	v, err := redis.DoContext(c, ctx, cmd, args...)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
+	}
+	return v, nil
+}
+
 // do runs one command on a fresh connection bounded by ctx.
 func (n *Node) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	c, err := n.Dial(ctx)

@@ -124,12 +124,17 @@ func (n *Node) Role(ctx context.Context) (string, error) {
 // touching no key) moves the replication offset, and n must reach it. It
 // polls on one connection to each.
 func (n *Node) waitSynced(ctx context.Context, master *Node, timeout, poll time.Duration) error {
-	mc, err := master.Dial(ctx)
+	// The whole wait is bounded by timeout, not each INFO by a read
+	// timeout: a full resync forks the master and loads a snapshot on the
+	// replica, which a loaded machine slows.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	mc, err := master.dialWaiting(ctx)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
-	rc, err := n.Dial(ctx)
+	rc, err := n.dialWaiting(ctx)
 	if err != nil {
 		return err
 	}

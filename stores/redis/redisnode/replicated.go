@@ -5,7 +5,6 @@ package redisnode
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -125,6 +124,11 @@ func (r *Replicated) Failover(ctx context.Context) error {
 	return nil
 }
 
+// catchUpTimeout bounds CatchUp: a full resync on loopback takes well
+// under a second on an idle machine; the bound is for a server that never
+// syncs, not for a slow one.
+const catchUpTimeout = time.Minute
+
 // CatchUp connects the replica to the current master, if its link is
 // cut, and waits until it has applied everything the master has; the link
 // then stays up until Lag, Prepare or Failover cuts it: a WAIT sent to the
@@ -146,16 +150,18 @@ func (r *Replicated) CatchUp(ctx context.Context) error {
 	// to find it at a restart). Its cron runs every 10ms (hz 100), not
 	// 100ms, and notices the snapshot's child end that much sooner; it
 	// changes nothing else a run sees (keys expire on the harness's clock).
-	if _, err := r.master.Do(ctx, "CONFIG", "SET", "repl-diskless-sync", "no", "repl-diskless-sync-delay", "0",
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
+	if _, err := r.master.doWaiting(ctx, "CONFIG", "SET", "repl-diskless-sync", "no", "repl-diskless-sync-delay", "0",
 		"rdb-del-sync-files", "yes", "hz", "100"); err != nil {
 		return err
 	}
 	host, port, _ := net.SplitHostPort(r.master.srv.peerAddr())
-	if _, err := r.replica.Do(ctx, "REPLICAOF", host, port); err != nil {
-		return fmt.Errorf("node %s: %w", r.replica.name, err)
+	if _, err := r.replica.doWaiting(ctx, "REPLICAOF", host, port); err != nil {
+		return err
 	}
 	// A partial resync on loopback takes a few milliseconds: poll often.
-	if err := r.replica.waitSynced(ctx, r.master, 10*time.Second, time.Millisecond); err != nil {
+	if err := r.replica.waitSynced(ctx, r.master, catchUpTimeout, time.Millisecond); err != nil {
 		return err
 	}
 	r.up = true
