@@ -116,8 +116,8 @@ var bench = &harness.Bench{
 	Open: func(_ context.Context, n harness.StoreNode, _ int) (locklab.Config, string, func(), error) {
 		return locklab.Config{}, n.(*Node).Ensemble.Describe(), func() {}, nil
 	},
-	Contender: func(_ context.Context, n harness.StoreNode, requests *atomic.Int64) (locklab.Config, func(), error) {
-		conn, err := benchConn(n.(*Node).Ensemble.Addrs(), requests)
+	Contender: func(ctx context.Context, n harness.StoreNode, requests *atomic.Int64) (locklab.Config, func(), error) {
+		conn, err := benchConn(ctx, n.(*Node).Ensemble.Addrs(), requests)
 		if err != nil {
 			return locklab.Config{}, nil, err
 		}
@@ -127,11 +127,11 @@ var bench = &harness.Bench{
 	Lock:           true,
 }
 
-// benchConn connects to the servers addrs and waits for the session: a
-// locker's first cycle does not wait for the handshake. When requests is
-// not nil, each request the connection sends adds one to it
-// (countingConn).
-func benchConn(addrs []string, requests *atomic.Int64) (*zk.Conn, error) {
+// benchConn connects to the servers addrs and waits for the session,
+// while ctx lasts: a locker's first cycle does not wait for the handshake.
+// When requests is not nil, each request the connection sends adds one to
+// it (countingConn).
+func benchConn(ctx context.Context, addrs []string, requests *atomic.Int64) (*zk.Conn, error) {
 	dial := zk.Dialer(net.DialTimeout)
 	if requests != nil {
 		dial = func(network, address string, timeout time.Duration) (net.Conn, error) {
@@ -146,7 +146,7 @@ func benchConn(addrs []string, requests *atomic.Int64) (*zk.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := awaitSession(events); err != nil {
+	if err := awaitSession(ctx, events); err != nil {
 		conn.Close()
 		return nil, err
 	}

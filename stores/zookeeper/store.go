@@ -114,7 +114,10 @@ func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl.conn = conn
 	// The run starts once the client has its session: the handshake is
 	// no step, and a request must not wait for it.
-	if err := awaitSession(events); err != nil {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), sessionWait,
+		fmt.Errorf("none after %v", sessionWait))
+	defer cancel()
+	if err := awaitSession(ctx, events); err != nil {
 		conn.Close()
 		return err
 	}
@@ -152,10 +155,15 @@ func (cl *zkClient) dial(network, addr string, timeout time.Duration) (net.Conn,
 	return sock, nil
 }
 
+// sessionWait bounds the wait for a new session where no context does
+// (Store.Connect): a session is a write the ensemble's leader commits, and
+// waits for a leader where the ensemble is electing one. The bound is for
+// an ensemble that never answers, not for a slow one.
+const sessionWait = 2 * time.Minute
+
 // awaitSession waits until a connection's events say it has a session,
-// then drains its later events.
-func awaitSession(events <-chan zk.Event) error {
-	timeout := time.After(30 * time.Second)
+// then drains its later events; it gives up when ctx ends.
+func awaitSession(ctx context.Context, events <-chan zk.Event) error {
 	for {
 		select {
 		case ev := <-events:
@@ -166,8 +174,8 @@ func awaitSession(events <-chan zk.Event) error {
 				}()
 				return nil
 			}
-		case <-timeout:
-			return errors.New("zookeeper: no session after 30s")
+		case <-ctx.Done():
+			return fmt.Errorf("zookeeper: no session yet: %w", context.Cause(ctx))
 		}
 	}
 }
