@@ -389,8 +389,10 @@ func (g *Generator) Rewrite(ctx context.Context, src []byte) ([]byte, error) {
 
 // zxid matches a ZooKeeper transaction id as timelines print it (a czxid
 // shown as "@4294967366", a fence number): ten digits or more, since the
-// epoch is the high 32 bits.
-var zxid = regexp.MustCompile(`\b[0-9]{10,}\b`)
+// epoch is the high 32 bits; or the start of one that a timeline's column
+// cut short ("4294967366<42949673~"), six digits or more before the cut's
+// mark. After an election the epoch, and so every digit, differs.
+var zxid = regexp.MustCompile(`\b[0-9]{10,}\b|\b[0-9]{6,}~`)
 
 // sameUpToZxids reports whether two renderings of a region differ only in
 // ZooKeeper transaction ids. An ensemble counts every transaction, session

@@ -327,17 +327,21 @@ func TestRewriteKeepsZxids(t *testing.T) {
 	page := func(body string) string {
 		return "<!-- generated:file z.txt -->\n\n```txt\n" + body + "\n```\n<sub>z.txt</sub>\n\n<!-- end -->\n"
 	}
+	const acquired, refused = "-> @4294967369 acquired (fence 4294967369)", "write refused (fence 4294967366<42949673~"
 	for _, c := range []struct {
-		now  string
-		kept bool
+		was, now string
+		kept     bool
 	}{
-		{"-> @4294967370 acquired (fence 4294967370)", true},
-		{"-> @4294967369 acquired (fence 4294967369)", true},
-		{"-> @4294967370 acquired (fence 4294967369) released", false},
-		{"-> @2 acquired (fence 2)", false},
+		{acquired, "-> @4294967370 acquired (fence 4294967370)", true},
+		{acquired, "-> @4294967369 acquired (fence 4294967369)", true},
+		{acquired, "-> @4294967370 acquired (fence 4294967369) released", false},
+		{acquired, "-> @2 acquired (fence 2)", false},
+		// After an election: another epoch, in a column cut short too.
+		{refused, "write refused (fence 8589934635<85899346~", true},
+		{refused, "write refused (fence 4294967366<42~", false},
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(root, "z.txt"), []byte(c.now), 0o644))
-		src := page("-> @4294967369 acquired (fence 4294967369)")
+		src := page(c.was)
 		out, err := g.Rewrite(context.Background(), []byte(src))
 		require.NoError(t, err)
 		if c.kept {
