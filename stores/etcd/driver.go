@@ -10,6 +10,7 @@
 //	wait.go      etcd-mutex's Lock, which waits on a watch between its steps, and its keepalive
 //	label.go     how a request and its answer show in a timeline
 //	touch.go     what each request reads and writes, and the leases' keys
+//	compact.go   the compaction of the cluster's history between runs
 //	tellings.go  the scenarios as told for etcd
 package etcd
 

@@ -25,6 +25,9 @@ type Node struct {
 	NodeName string
 	Cluster  *etcdproc.Cluster
 	*fault.AtLeader[*etcdproc.Member]
+	// history is the compaction of the cluster's history, which the
+	// stores that run on the node share (compact.go).
+	history compactor
 }
 
 // NewNode returns the node named name of cluster c.

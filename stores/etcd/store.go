@@ -124,7 +124,7 @@ func (s *etcdStore) Key(key string) string {
 // Empty unbinds the earlier run's clients from it and keeps them for the
 // next run (closes them after a fault struck a member), revokes their
 // leases (all at once) and deletes the keys left under the runs' lock's
-// prefix.
+// prefix; now and then it compacts the cluster's history (compact.go).
 func (s *etcdStore) Empty(ctx context.Context) error {
 	if err := s.node.Recover(ctx); err != nil {
 		return fmt.Errorf("restarting the member a failover killed on %s: %w", s.node.Name(), err)
@@ -176,6 +176,7 @@ func (s *etcdStore) Empty(ctx context.Context) error {
 	// most runs' prefix empty already, and only a prefix with keys left
 	// costs a delete, which every member writes.
 	prefix := etcdPrefix(key) + "/"
+	s.node.history.hold(s)
 	left, err := s.admin.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err == nil && left.Count > 0 {
 		_, err = s.admin.Delete(ctx, prefix, clientv3.WithPrefix())
@@ -183,7 +184,8 @@ func (s *etcdStore) Empty(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("emptying etcd (%s): %w", s.node.Name(), err)
 	}
-	return nil
+	// The next run reads from the read's revision on.
+	return s.node.history.settle(ctx, s, s.admin, left.Header.Revision)
 }
 
 // Advance moves the store's clock by d and revokes the leases whose TTL
@@ -244,8 +246,10 @@ func etcdPrefix(key string) string {
 
 // Reconnect closes the spare clients once a fault struck a member, and
 // has empty close the run's: the next runs dial the members afresh, as
-// they did before the store kept clients.
+// they did before the store kept clients. The cluster is compacted no
+// more (compact.go).
 func (s *etcdStore) Reconnect(int) {
+	s.node.history.stop()
 	s.mu.Lock()
 	s.restarted = true
 	s.mu.Unlock()
@@ -266,6 +270,7 @@ func (s *etcdStore) closeSpare() {
 // Close empties the cluster and closes the store's clients.
 func (s *etcdStore) Close(ctx context.Context) error {
 	err := errors.Join(s.Empty(ctx), s.deleteResources(ctx))
+	s.node.history.drop(s)
 	s.closeSpare()
 	s.admin.Close()
 	return err
