@@ -192,7 +192,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		top = 2
 	}
 	top = max(top, 0)
-	for p := min(1, top); p <= top && budget > 0; p++ {
+	explore := func(p int) (*ExploreResult, error) {
 		mp := p
 		if p == 0 {
 			mp = -1
@@ -202,15 +202,52 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
 			StopAtFirst: true, Workers: o.Workers, NoSymmetry: o.NoSymmetry, pool: o.pool, poolFree: true, moreNodes: moreNodes})
 		if err != nil {
-			return c, err
+			return nil, err
 		}
 		c.Schedules += ex.Schedules
 		budget -= ex.Schedules
+		return ex, nil
+	}
+	// The top level first: a cell it finds safe, to the end of the
+	// bound, is safe at every level below it, whose schedules it runs
+	// (their traces are among its own), and is done. Where it finds a
+	// violation, or stops at the budget, the levels below run in order,
+	// as they would have before it: the counterexample is the first found
+	// with the fewest preemptions, the lowest level's, and the top
+	// level's own where none below has one.
+	var topEx *ExploreResult
+	if top >= 2 {
+		ex, err := explore(top)
+		if err != nil {
+			return c, err
+		}
+		if ex.Counterexample == nil && ex.Complete {
+			c.Outcome, c.Limit, c.Complete = Safe, limit, true
+			return c, nil
+		}
+		topEx = ex
+	}
+	last := top
+	if topEx != nil {
+		last = top - 1
+	}
+	for p := min(1, top); p <= last && budget > 0; p++ {
+		ex, err := explore(p)
+		if err != nil {
+			return c, err
+		}
 		if ex.Counterexample != nil {
 			record(ex.Counterexample)
 			return c, nil
 		}
 		c.Complete = ex.Complete
+	}
+	if topEx != nil {
+		if topEx.Counterexample != nil {
+			record(topEx.Counterexample)
+			return c, nil
+		}
+		c.Complete = false // the budget stopped the top level
 	}
 	c.Outcome = Safe
 	c.Limit = limit

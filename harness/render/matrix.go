@@ -306,7 +306,7 @@ func limitsText(m *harness.MatrixResult, strats, scens []string, schedules int) 
 // storeCounts writes the schedules each cell of another store ran (each
 // level of preemptions counts the lower levels' schedules again).
 func storeCounts(b *strings.Builder, m *harness.MatrixResult, strats, scens []string) {
-	b.WriteString("\n**Schedules run** (each level of preemptions runs the lower levels' schedules again).\n\n| scenario |")
+	b.WriteString("\n**Schedules run** (with at most two preemptions; where that finds a violation, then with at most one too).\n\n| scenario |")
 	for _, s := range strats {
 		fmt.Fprintf(b, " %s |", column(s))
 	}
