@@ -98,7 +98,7 @@ lint: vet ## vet, gofmt and staticcheck, the browser tests included (the adapter
 # every region but the matrix, with the other packages. The whole matrix,
 # the other stores' rows included, is make test-matrix: the stores take
 # turns, and the cells that fault a server each take a server of their
-# own; about an hour on a 2-core machine (make docs: 56 minutes).
+# own; about 10 minutes on a 2-core machine (make docs: 12 minutes).
 DOCGEN := ./tools/docgen
 # One go test covers locklab, the adapter modules and the example modules
 # through test.work, a workspace of them all: a single build shares every
@@ -158,13 +158,13 @@ test: servers fmt ## gofmt, then go test on every package (real servers, no mock
 
 # The docs test's environment and timeout in the full run: the Redis rows
 # of the matrix take seconds to a few minutes; the whole matrix (make
-# test-matrix) about an hour, and its timeout leaves room for a
+# test-matrix) about 10 minutes, and its timeout leaves room for a
 # loaded machine.
 DOCS_ENV     ?=
 DOCS_TIMEOUT ?= 20m
 
 .PHONY: test-matrix
-test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (about an hour on 2 cores)
+test-matrix: servers ## The docs test with the whole verdict matrix replayed, the other stores' rows included (about 10 minutes on 2 cores)
 	@$(MAKE) --no-print-directory test SHORT= PKGS=$(DOCGEN) DOCS_ENV=LOCKLAB_DOCS_MATRIX=all DOCS_TIMEOUT=110m
 
 .PHONY: test-load

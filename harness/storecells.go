@@ -46,7 +46,7 @@ func storeNA(d *Driver, sc *Scenario) string {
 // nets above the cells' own counts, as MatrixSchedules is for Redis: with
 // the reduction (docs/reduction.md) every cell of the documented matrix
 // is explored to the end of its bound (the largest, pg-for-update on
-// partitioned-holder-guarded, in about 19,000 schedules). A statement
+// partitioned-holder-guarded, in about 7,200 schedules). A statement
 // or a request costs a round trip to a database or a quorum of a cluster
 // (about 1 ms, a Redis command some microseconds), and a schedule that
 // restarts the server waits for it.
