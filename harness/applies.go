@@ -58,6 +58,17 @@ func Lookup(name string) (*Scenario, error) {
 	return nil, fmt.Errorf("unknown scenario %q: valid names are %v", name, names)
 }
 
+// LookupWith finds a scenario by name among extra, scenarios of one's own
+// (MatrixOptions.Extra), then in the catalog.
+func LookupWith(name string, extra ...*Scenario) (*Scenario, error) {
+	for _, sc := range extra {
+		if sc != nil && sc.Name == name {
+			return sc, nil
+		}
+	}
+	return Lookup(name)
+}
+
 // CheckScenario reports what keeps sc, a scenario of one's own
 // (MatrixOptions.Extra), from running: a missing name, or one the catalog
 // has; no client program; a fault or schedule the harness cannot read;

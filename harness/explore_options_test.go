@@ -40,6 +40,7 @@ func TestExploreRefusesBadOptions(t *testing.T) {
 // (and without nodes), rather than after the cells before the first that
 // uses the bound.
 func TestMatrixRefusesBadOptions(t *testing.T) {
+	mine := &Scenario{Name: "mine", Property: MutualExclusion, Programs: MustPrograms("acquire")}
 	for _, c := range []struct {
 		o    MatrixOptions
 		want string
@@ -58,6 +59,7 @@ func TestMatrixRefusesBadOptions(t *testing.T) {
 		{MatrixOptions{Extra: []*Scenario{{Name: "mine", Property: MutualExclusion, Programs: MustPrograms("acquire"),
 			Faults: []string{"isolate(c1"}}}}, "scenario mine"},
 		{MatrixOptions{Extra: []*Scenario{nil}}, "nil scenario"},
+		{MatrixOptions{Extra: []*Scenario{mine, mine}}, `two scenarios of one's own are named "mine"`},
 	} {
 		_, err := Matrix(context.Background(), c.o)
 		if !errors.Is(err, locklab.ErrInvalid) || !strings.Contains(err.Error(), c.want) {

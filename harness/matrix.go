@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -293,15 +294,13 @@ func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []ce
 			}
 		}
 	}
-	extra := map[string]*Scenario{}
-	for _, sc := range o.Extra {
+	for i, sc := range o.Extra {
 		if err := CheckScenario(sc); err != nil {
 			return nil, nil, nil, nil, err
 		}
-		if _, dup := extra[sc.Name]; dup {
+		if j := slices.IndexFunc(o.Extra, func(x *Scenario) bool { return x.Name == sc.Name }); j != i {
 			return nil, nil, nil, nil, lockkit.Invalid("two scenarios of one's own are named %q", sc.Name)
 		}
-		extra[sc.Name] = sc
 	}
 	if len(m.Scenarios) == 0 {
 		for _, s := range Scenarios() {
@@ -312,10 +311,7 @@ func layCells(o MatrixOptions) (m *MatrixResult, na []Cell, jobs, storeJobs []ce
 		}
 	}
 	for _, name := range m.Scenarios {
-		sc, err := Lookup(name)
-		if own := extra[name]; own != nil {
-			sc, err = own, nil
-		}
+		sc, err := LookupWith(name, o.Extra...)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}

@@ -68,7 +68,7 @@ func (p Program) MarshalText() ([]byte, error) { return []byte(p.String()), nil 
 
 // UnmarshalText reads p from the text form.
 func (p *Program) UnmarshalText(b []byte) error {
-	q, err := parseProgram(string(b))
+	q, err := ParseProgram(string(b))
 	if err != nil {
 		return err
 	}
@@ -76,9 +76,11 @@ func (p *Program) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// parseProgram reads the text form: ops separated by white space; acquire*k
-// allows k attempts; sleep(d) takes a Go duration.
-func parseProgram(text string) (Program, error) {
+// ParseProgram reads a client's program in the text form the catalog's
+// scenarios are written in: ops separated by white space, each acquire,
+// acquire*k (k attempts), write, release, crash or sleep(d) (a Go
+// duration), e.g. "acquire*3 write sleep(32s) release".
+func ParseProgram(text string) (Program, error) {
 	var p Program
 	for _, tok := range strings.Fields(text) {
 		switch {
@@ -105,20 +107,14 @@ func parseProgram(text string) (Program, error) {
 	return p, nil
 }
 
-// mustParseProgram is parseProgram that panics on error, for literals.
+// mustParseProgram is ParseProgram that panics on error, for literals.
 func mustParseProgram(text string) Program {
-	p, err := parseProgram(text)
+	p, err := ParseProgram(text)
 	if err != nil {
 		panic(err)
 	}
 	return p
 }
-
-// ParseProgram reads a client's program in the text form the catalog's
-// scenarios are written in: ops separated by white space, each acquire,
-// acquire*k (k attempts), write, release, crash or sleep(d) (a Go
-// duration), e.g. "acquire*3 write sleep(32s) release".
-func ParseProgram(text string) (Program, error) { return parseProgram(text) }
 
 // MustPrograms is ParseProgram for each text, in order, for a
 // Scenario's Programs written as literals; it panics on a bad program, as

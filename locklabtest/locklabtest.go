@@ -130,7 +130,7 @@ func Run(t testing.TB, d strategies.Description, f strategies.Factory, opts ...O
 		}
 	}
 	for _, name := range append(slices.Clone(c.scenarios), c.expect...) {
-		if _, err := c.lookup(name); err != nil {
+		if _, err := harness.LookupWith(name, c.extra...); err != nil {
 			t.Fatalf("locklabtest: %v", err)
 		}
 	}
@@ -339,7 +339,7 @@ func Replay(t testing.TB, d strategies.Description, f strategies.Factory, scenar
 	if _, err := register(d, f); err != nil {
 		t.Fatalf("locklabtest: %v", err)
 	}
-	sc, err := c.lookup(scenario)
+	sc, err := harness.LookupWith(scenario, c.extra...)
 	if err != nil {
 		t.Fatalf("locklabtest: %v", err)
 	}
@@ -415,14 +415,4 @@ func Failure(cell harness.Cell) string {
 		fmt.Fprintf(&b, "\nreplay: locklabtest.Replay(t, d, f, %q, %q%s)", cell.Scenario, cell.Schedule, with)
 	}
 	return b.String()
-}
-
-// lookup finds a scenario by name among With's, then in the catalog.
-func (c *config) lookup(name string) (*harness.Scenario, error) {
-	for _, sc := range c.extra {
-		if sc != nil && sc.Name == name {
-			return sc, nil
-		}
-	}
-	return harness.Lookup(name)
 }
