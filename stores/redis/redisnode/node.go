@@ -108,15 +108,7 @@ func (n *Node) Pool() *redis.Pool { return n.pool }
 // Dial opens a new connection to the node, with the user, password,
 // database and TLS of its address if any, and 2s connect, read and write
 // timeouts (or those its URL sets); ctx bounds the dial.
-func (n *Node) Dial(ctx context.Context) (redis.Conn, error) {
-	o := n.opts
-	o.Addr = n.srv.addr()
-	opts, err := o.DialOptions()
-	if err != nil {
-		return nil, err
-	}
-	return redis.DialContext(ctx, "tcp", o.Addr, opts...)
-}
+func (n *Node) Dial(ctx context.Context) (redis.Conn, error) { return n.dial(ctx) }
 
 // dialWaiting is Dial without the read and write timeouts of
 // PoolOptions (2 s by default, a user's pool's): a command on it waits as
@@ -124,33 +116,38 @@ func (n *Node) Dial(ctx context.Context) (redis.Conn, error) {
 // commands whose answers a loaded machine may hold back longer than that,
 // with a deadline of their own.
 func (n *Node) dialWaiting(ctx context.Context) (redis.Conn, error) {
+	return n.dial(ctx, redis.DialReadTimeout(0), redis.DialWriteTimeout(0))
+}
+
+// dial is Dial with more options, which override the address's.
+func (n *Node) dial(ctx context.Context, more ...redis.DialOption) (redis.Conn, error) {
 	o := n.opts
 	o.Addr = n.srv.addr()
 	opts, err := o.DialOptions()
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, redis.DialReadTimeout(0), redis.DialWriteTimeout(0))
-	return redis.DialContext(ctx, "tcp", o.Addr, opts...)
-}
-
-// doWaiting is Do on a dialWaiting connection: bounded by ctx alone.
-func (n *Node) doWaiting(ctx context.Context, cmd string, args ...any) (any, error) {
-	c, err := n.dialWaiting(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
-	}
-	defer c.Close()
-	v, err := redis.DoContext(c, ctx, cmd, args...)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
-	}
-	return v, nil
+	return redis.DialContext(ctx, "tcp", o.Addr, append(opts, more...)...)
 }
 
 // do runs one command on a fresh connection bounded by ctx.
 func (n *Node) do(ctx context.Context, cmd string, args ...any) (any, error) {
-	c, err := n.Dial(ctx)
+	return doOn(ctx, n.Dial, cmd, args...)
+}
+
+// Do runs one command on a fresh connection (not the pool), bounded by ctx.
+func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	return n.named(cmd)(n.do(ctx, cmd, args...))
+}
+
+// doWaiting is Do on a dialWaiting connection: bounded by ctx alone.
+func (n *Node) doWaiting(ctx context.Context, cmd string, args ...any) (any, error) {
+	return n.named(cmd)(doOn(ctx, n.dialWaiting, cmd, args...))
+}
+
+// doOn runs one command on a connection dial opens, closed after it.
+func doOn(ctx context.Context, dial func(context.Context) (redis.Conn, error), cmd string, args ...any) (any, error) {
+	c, err := dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -158,13 +155,15 @@ func (n *Node) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return redis.DoContext(c, ctx, cmd, args...)
 }
 
-// Do runs one command on a fresh connection (not the pool), bounded by ctx.
-func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
-	v, err := n.do(ctx, cmd, args...)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
+// named returns a command's answer with its error, if any, naming the node
+// and the command.
+func (n *Node) named(cmd string) func(any, error) (any, error) {
+	return func(v any, err error) (any, error) {
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %s: %w", n.name, cmd, err)
+		}
+		return v, nil
 	}
-	return v, nil
 }
 
 // Flush deletes every key of every database (FLUSHALL). A Shared node
