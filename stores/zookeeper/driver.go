@@ -5,8 +5,9 @@
 //
 //	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
 //	node.go      the node: an ensemble, whose faults strike its leader
-//	store.go     a slot's store: each client's connection, emptying, probing
-//	session.go   sessions on the run's clock: expired on the servers by the store
+//	store.go     a slot's store: each client's connection, probing
+//	empty.go     emptying between runs: only the paths a run used
+//	session.go   sessions: awaited on connecting, expired on the servers on the run's clock
 //	socket.go    a client's socket: each request a step, each answer its reply
 //	wire.go      ZooKeeper's wire format, as far as the store reads it
 //	wait.go      zk-golib's Lock, which waits on a watch between its steps

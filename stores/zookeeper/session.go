@@ -1,4 +1,5 @@
-// Sessions on the run's clock: a time step that passes a silent client's
+// Sessions: a new connection's, awaited before its first request; and
+// sessions on the run's clock: a time step that passes a silent client's
 // session timeout ends its session on the servers, as the leader would,
 // and waits for the client's connection to open its next one.
 
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/locklab/locklab/harness"
 )
 
@@ -188,4 +190,29 @@ func closeSession(ctx context.Context, addr string, sess session) error {
 	}
 	_, err = readFrame(nc) // the close's answer
 	return err
+}
+
+// sessionWait bounds the wait for a new session where no context does
+// (Store.Connect): a session is a write the ensemble's leader commits, and
+// waits for a leader where the ensemble is electing one. The bound is for
+// an ensemble that never answers, not for a slow one.
+const sessionWait = 2 * time.Minute
+
+// awaitSession waits until a connection's events say it has a session,
+// then drains its later events; it gives up when ctx ends.
+func awaitSession(ctx context.Context, events <-chan zk.Event) error {
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go func() {
+					for range events {
+					}
+				}()
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("zookeeper: no session yet: %w", context.Cause(ctx))
+		}
+	}
 }
