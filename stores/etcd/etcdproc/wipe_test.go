@@ -2,8 +2,6 @@ package etcdproc_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,31 +9,25 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
 )
 
 // logLines are the lines of m's log (all its runs) that hold any of words.
 func logLines(t *testing.T, m *etcdproc.Member, words ...string) []string {
-	t.Helper()
-	b, err := os.ReadFile(m.LogPath)
-	require.NoError(t, err)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, w := range words {
-			if strings.Contains(l, w) {
-				out = append(out, l)
-				break
-			}
-		}
-	}
-	return out
+	return proctest.LogLines(t, m.LogPath, words...)
 }
 
-// waitLog waits until m's log holds more than n lines with word, or fails
-// the test when m's restart (done) ends first.
-func waitLog(t *testing.T, m *etcdproc.Member, word string, n int, done <-chan error) {
+// restartUntil runs restart (m's) in the background until m's log holds
+// one more line with word than it did, or fails the test when the restart
+// ends first. It returns how many such lines the log held before, and the
+// restart's end.
+func restartUntil(t *testing.T, m *etcdproc.Member, word string, restart func(context.Context) error) (int, <-chan error) {
 	t.Helper()
+	n := len(logLines(t, m, word))
+	done := make(chan error, 1)
+	go func() { done <- restart(ctxFor(t)) }()
 	for len(logLines(t, m, word)) <= n {
 		select {
 		case err := <-done:
@@ -43,6 +35,7 @@ func waitLog(t *testing.T, m *etcdproc.Member, word string, n int, done <-chan e
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	return n, done
 }
 
 // has reads key with a linearizable read through m alone.
@@ -51,9 +44,10 @@ func has(t *testing.T, m *etcdproc.Member, key string) bool {
 	return get(t, m, key, false) != ""
 }
 
-// wipeRoles writes "before" on a cluster of three, then picks A (a
-// follower, to lag), B and C; C is the leader when cLeads, B otherwise.
-func wipeRoles(t *testing.T, cLeads bool) (a, b, c *etcdproc.Member) {
+// lagged writes "before" on a cluster of three, picks A (a follower),
+// B and C, C the leader when cLeads, B otherwise; then kills A, which
+// lags, and writes "lock" through B, which B and C acknowledge.
+func lagged(t *testing.T, cLeads bool) (a, b, c *etcdproc.Member) {
 	ctx := ctxFor(t)
 	cl := etcdtest.Start(t, etcdproc.Options{})
 	_, err := etcdtest.Client(t, cl).Put(ctx, "before", "x")
@@ -71,6 +65,9 @@ func wipeRoles(t *testing.T, cLeads bool) (a, b, c *etcdproc.Member) {
 		b, c = fol[1], leader
 	}
 	t.Logf("A=%s B=%s C=%s, %s leads", a.Name, b.Name, c.Name, leader.Name)
+	a.Kill()
+	_, err = b.Client().Put(ctx, "lock", "held")
+	require.NoError(t, err)
 	return a, b, c
 }
 
@@ -101,11 +98,8 @@ func TestMemberRestartsEmpty(t *testing.T) {
 		who := map[bool]string{false: "C-follows", true: "C-leads"}[cLeads]
 		t.Run(who+"/B-up", func(t *testing.T) {
 			ctx := ctxFor(t)
-			a, b, c := wipeRoles(t, cLeads)
-			a.Kill()
-			_, err := b.Client().Put(ctx, "lock", "held")
-			require.NoError(t, err)
-			err = c.RestartEmpty(ctx)
+			a, b, c := lagged(t, cLeads)
+			err := c.RestartEmpty(ctx)
 			require.Error(t, err, "C refuses to start")
 			assert.Contains(t, err.Error(), "has already been bootstrapped")
 			assert.False(t, c.Running())
@@ -115,18 +109,12 @@ func TestMemberRestartsEmpty(t *testing.T) {
 		})
 		t.Run(who+"/B-down", func(t *testing.T) {
 			ctx := ctxFor(t)
-			a, b, c := wipeRoles(t, cLeads)
-			a.Kill()
-			_, err := b.Client().Put(ctx, "lock", "held")
-			require.NoError(t, err)
+			a, b, c := lagged(t, cLeads)
 			c.Kill()
 			b.Kill()
 			// A first, until it serves its peers: C asks it.
-			serving := len(logLines(t, a, "now serving peer/client/metrics"))
-			done := make(chan error, 1)
-			go func() { done <- a.Restart(ctx) }()
-			waitLog(t, a, "now serving peer/client/metrics", serving, done)
-			err = c.RestartEmpty(ctx)
+			_, done := restartUntil(t, a, "now serving peer/client/metrics", a.Restart)
+			err := c.RestartEmpty(ctx)
 			require.Error(t, err, "C refuses to start")
 			assert.Contains(t, err.Error(), "has already been bootstrapped")
 			require.NoError(t, b.Restart(ctx), "B back: A and B")
@@ -136,17 +124,11 @@ func TestMemberRestartsEmpty(t *testing.T) {
 		})
 		t.Run(who+"/no-peer-answers", func(t *testing.T) {
 			ctx := ctxFor(t)
-			a, b, c := wipeRoles(t, cLeads)
-			a.Kill()
-			_, err := b.Client().Put(ctx, "lock", "held")
-			require.NoError(t, err)
+			a, b, c := lagged(t, cLeads)
 			c.Kill()
 			b.Kill()
 			// C first, until its raft starts: it asked no one.
-			started := len(logLines(t, c, "starting local member"))
-			done := make(chan error, 1)
-			go func() { done <- c.RestartEmpty(ctx) }()
-			waitLog(t, c, "starting local member", started, done)
+			started, done := restartUntil(t, c, "starting local member", c.RestartEmpty)
 			require.NoError(t, a.Restart(ctx), "A and C")
 			require.NoError(t, <-done, "C bootstrapped again")
 			for _, l := range logLines(t, c, "newRaft")[started:] {
@@ -159,7 +141,7 @@ func TestMemberRestartsEmpty(t *testing.T) {
 			assert.False(t, has(t, a, "lock"), "the acknowledged write is lost")
 			assert.False(t, has(t, c, "lock"))
 			newRafts := len(logLines(t, b, "newRaft"))
-			err = b.Restart(ctx)
+			err := b.Restart(ctx)
 			for _, l := range logLines(t, b, "newRaft", "panic", "conflict")[newRafts:] {
 				t.Logf("B: %.300s", l)
 			}

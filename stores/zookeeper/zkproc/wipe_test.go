@@ -1,8 +1,6 @@
 package zkproc_test
 
 import (
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
 )
@@ -21,19 +20,7 @@ func (quiet) Printf(string, ...any) {}
 
 // logLines are the lines of s's log (all its runs) that hold any of words.
 func logLines(t *testing.T, s *zkproc.Server, words ...string) []string {
-	t.Helper()
-	b, err := os.ReadFile(s.LogPath)
-	require.NoError(t, err)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, w := range words {
-			if strings.Contains(l, w) {
-				out = append(out, l)
-				break
-			}
-		}
-	}
-	return out
+	return proctest.LogLines(t, s.LogPath, words...)
 }
 
 // onServer runs f on a session of s alone; it fails the test where f
@@ -77,10 +64,11 @@ func exists(t *testing.T, s *zkproc.Server, path string) bool {
 	return found
 }
 
-// wipeRoles creates /before on an ensemble of three, then picks A (a
-// follower, to lag), B and C; C is the leader when cLeads, B otherwise.
-func wipeRoles(t *testing.T, cLeads bool) (e *zkproc.Ensemble, a, b, c *zkproc.Server) {
-	e = zktest.Start(t, zkproc.Options{})
+// lagged creates /before on an ensemble of three, picks A (a follower),
+// B and C, C the leader when cLeads, B otherwise; then kills A, which
+// lags, and creates /lock through B, which B and C acknowledge.
+func lagged(t *testing.T, cLeads bool) (a, b, c *zkproc.Server) {
+	e := zktest.Start(t, zkproc.Options{})
 	leader, err := e.Leader(ctxFor(t))
 	require.NoError(t, err)
 	create(t, leader, "/before")
@@ -95,7 +83,9 @@ func wipeRoles(t *testing.T, cLeads bool) (e *zkproc.Ensemble, a, b, c *zkproc.S
 		b, c = fol[1], leader
 	}
 	t.Logf("A=%s B=%s C=%s, %s leads", a.Name(), b.Name(), c.Name(), leader.Name())
-	return e, a, b, c
+	a.Kill()
+	create(t, b, "/lock")
+	return a, b, c
 }
 
 // electionWords pick the lines of a server's log that show its epochs,
@@ -130,9 +120,7 @@ func TestServerRestartsEmpty(t *testing.T) {
 		for _, killB := range []bool{false, true} {
 			t.Run(who+"/B-up"+map[bool]string{false: "", true: "-then-killed"}[killB], func(t *testing.T) {
 				ctx := ctxFor(t)
-				_, a, b, c := wipeRoles(t, cLeads)
-				a.Kill()
-				create(t, b, "/lock")
+				a, b, c := lagged(t, cLeads)
 				n := len(logLines(t, c, electionWords...))
 				require.NoError(t, c.RestartEmpty(ctx), "C rejoins empty")
 				elections(t, c, n)
@@ -153,9 +141,7 @@ func TestServerRestartsEmpty(t *testing.T) {
 		}
 		t.Run(who+"/B-down", func(t *testing.T) {
 			ctx := ctxFor(t)
-			_, a, b, c := wipeRoles(t, cLeads)
-			a.Kill()
-			create(t, b, "/lock")
+			a, b, c := lagged(t, cLeads)
 			c.Kill()
 			b.Kill()
 			nc, na := len(logLines(t, c, electionWords...)), len(logLines(t, a, electionWords...))

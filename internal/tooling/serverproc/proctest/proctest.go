@@ -112,3 +112,22 @@ func WaitGone(pid int) bool {
 	}
 	return true
 }
+
+// LogLines returns the lines of the server log at path (every run the
+// process had) that hold any of words, for a test that reads what a
+// server said.
+func LogLines(t testing.TB, path string, words ...string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []string
+	for l := range strings.Lines(string(b)) {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, strings.TrimRight(l, "\n"))
+				break
+			}
+		}
+	}
+	return out
+}
