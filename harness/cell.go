@@ -145,25 +145,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 			}
 		}()
 	}
-	// A cell that faults its server runs its other workers, if the pool
-	// has room for them, each on a server of its own from the store's
-	// fault servers.
-	var moreNodes func(context.Context) ([]Node, func() error, bool, error)
-	if more != nil && len(sc.Needs) > 0 {
-		moreNodes = func(ctx context.Context) ([]Node, func() error, bool, error) {
-			n, ok, err := more.take(ctx, false)
-			if !ok {
-				return nil, nil, false, err
-			}
-			return []Node{n}, func() error {
-				defer more.put(n)
-				if failover {
-					return dropStandbys([]Node{n})
-				}
-				return nil
-			}, true, nil
-		}
-	}
+	moreNodes := faultLanes(more, sc, failover)
 	record := func(h *History) {
 		c.Outcome, c.Message = h.Verdict.Outcome, h.Verdict.Message
 		c.Schedule = cut(h)
@@ -264,4 +246,27 @@ func cut(h *History) string {
 		return h.Schedule
 	}
 	return s[:h.Verdict.Step].String()
+}
+
+// faultLanes lends a cell that faults its server the servers its other
+// workers run on, if the pool has room for them, each a server of its own
+// from the store's fault servers; nil for a cell that faults none, or
+// without a pool. A failover cell's server goes back without standbys.
+func faultLanes(more *faultPool, sc *Scenario, failover bool) func(context.Context) ([]Node, func() error, bool, error) {
+	if more == nil || len(sc.Needs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) ([]Node, func() error, bool, error) {
+		n, ok, err := more.take(ctx, false)
+		if !ok {
+			return nil, nil, false, err
+		}
+		return []Node{n}, func() error {
+			defer more.put(n)
+			if failover {
+				return dropStandbys([]Node{n})
+			}
+			return nil
+		}, true, nil
+	}
 }
