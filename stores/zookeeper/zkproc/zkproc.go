@@ -102,10 +102,14 @@ type Ensemble struct {
 	Java, Jar string
 
 	classpath string
-	opts      Options
-	ports     []int // reserved by freePorts
-	servers   []*Server
-	closed    atomic.Bool
+	inst      installation
+	// archive is the class data archive local servers map (cds.go); nil
+	// on the docker backend.
+	archive *archive
+	opts    Options
+	ports   []int // reserved by freePorts
+	servers []*Server
+	closed  atomic.Bool
 	// closeOnce runs close once; closeErr is its result.
 	closeOnce sync.Once
 	closeErr  error
@@ -188,7 +192,10 @@ func start(ctx context.Context, inst installation, opts Options) (*Ensemble, err
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	e := &Ensemble{Dir: dir, Java: inst.java, Jar: inst.jar, classpath: inst.classpath, opts: opts, ports: ports}
+	e := &Ensemble{Dir: dir, Java: inst.java, Jar: inst.jar, classpath: inst.classpath, opts: opts, ports: ports, inst: inst}
+	if opts.Backend != BackendDocker {
+		e.archive = archiveOf(inst)
+	}
 	for i := range opts.Servers {
 		s := &Server{Index: i, ID: i + 1, e: e, host: "127.0.0.1",
 			clientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2]}
@@ -270,19 +277,18 @@ func (s *Server) config() []string {
 // is a constant of ZooKeeper 3.8's FastLeaderElection (finalizeWait) that
 // no property changes.
 func (s *Server) javaArgs() []string {
-	return []string{
-		"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+	return append(slices.Clone(jvmFlags), "-Xshare:auto",
 		"-XX:-UsePerfData", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
 		"-Dzookeeper.snapshot.trust.empty=true",
-		"-Dzookeeper.fastleader.maxNotificationInterval=" + strconv.FormatInt(max(1000, 5*s.e.opts.TickTime.Milliseconds()), 10),
+		"-Dzookeeper.fastleader.maxNotificationInterval="+strconv.FormatInt(max(1000, 5*s.e.opts.TickTime.Milliseconds()), 10),
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.jmx.log4j.disable=true",
-		"-Dzookeeper.log.dir=" + filepath.Dir(s.ConfigPath),
+		"-Dzookeeper.log.dir="+filepath.Dir(s.ConfigPath),
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
 		"-cp", s.e.classpath,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.ConfigPath,
-	}
+	)
 }
 
 // launch starts s's process (and returns at once: a server alone cannot
@@ -296,7 +302,7 @@ func (s *Server) launch() error {
 			}
 			return nil
 		},
-		Local: append([]string{s.e.Java}, args...), InBox: append([]string{s.e.Java}, args...),
+		Local: append(append([]string{s.e.Java}, s.e.archive.flags(s.e.inst)...), args...), InBox: append([]string{s.e.Java}, args...),
 		Dir: filepath.Dir(s.ConfigPath), LogPath: s.LogPath,
 		// The JVM reads these as options: none of this process's.
 		DropEnv: func(kv string) bool {
