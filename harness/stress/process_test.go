@@ -15,6 +15,7 @@ import (
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
@@ -24,8 +25,7 @@ func TestMain(m *testing.M) { stresstest.Main(m) }
 // processOptions runs on one fresh redis-server in process mode.
 func processOptions(t *testing.T, o stress.Options) stress.Options {
 	srv := redistest.StartOne(t)
-	o.Nodes = []locklab.ConnSource{srv.Pool}
-	o.Addrs = []string{srv.Addr}
+	o.Store = &redis.StressServers{Nodes: []locklab.ConnSource{srv.Pool}, Addrs: []string{srv.Addr}}
 	o.Processes = true
 	o.WorkerCommand = stresstest.WorkerCommand(t)
 	return o
@@ -107,7 +107,7 @@ func TestNodeFaultRestart(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	n := c.Nodes()[0]
 	base := stress.Options{
-		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
+		Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []redis.StressFaultNode{n}},
 		Clients: 4, TTL: 10 * time.Second, HoldMax: 400 * time.Millisecond, PauseProb: -1, CrashProb: -1,
 		NoFence: true, FaultEvery: 300 * time.Millisecond, FaultFor: 5 * time.Millisecond, Seed: 7,
 	}
@@ -159,8 +159,8 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	n := c.Nodes()[0]
 	rep := stresstest.Until(t, stress.Options{
-		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()},
-		Processes: true, WorkerCommand: stresstest.WorkerCommand(t), FaultNodes: []stress.FaultNode{n},
+		Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{n.Pool()}, Addrs: []string{n.Addr()}, FaultNodes: []redis.StressFaultNode{n}},
+		Processes: true, WorkerCommand: stresstest.WorkerCommand(t),
 		Faults: []fault.Fault{fault.Pause, fault.Partition}, Clients: 3, Duration: 2 * time.Minute,
 		PauseProb: -1, CrashProb: -1, FaultEvery: 300 * time.Millisecond, FaultFor: 100 * time.Millisecond, Seed: 8,
 	}, stresstest.AfterFaults(2, 10))
@@ -178,7 +178,7 @@ func TestNodeFaultPausePartition(t *testing.T) {
 	require.NoError(t, err, "the node answers after the run")
 	stresstest.NoWorkersLeft(t)
 
-	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, Faults: []fault.Fault{fault.Failover}, FaultNodes: []stress.FaultNode{n}})
+	_, err = stress.Run(ctx, stress.Options{Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []redis.StressFaultNode{n}}, Faults: []fault.Fault{fault.Failover}})
 	require.ErrorIs(t, err, locklab.ErrInvalid, "a run does not fail nodes over")
 }
 
@@ -195,7 +195,7 @@ func TestNodeFaultLongerThanStuckWindow(t *testing.T) {
 	// The run goes on until the first fault is over and the lock was
 	// taken after it; a liveness violation ends it first.
 	rep := stresstest.Until(t, stress.Options{
-		Strategy: "set-nx-px", Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []stress.FaultNode{n},
+		Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{n.Pool()}, FaultNodes: []redis.StressFaultNode{n}},
 		Faults: []fault.Fault{fault.Pause}, FaultEvery: time.Second, FaultFor: 3 * time.Second,
 		Stuck: 2 * time.Second, PauseProb: -1, CrashProb: -1, Duration: 2 * time.Minute, Seed: 9,
 	}, stresstest.AfterFaults(1, 10))
