@@ -23,6 +23,7 @@ import (
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
@@ -30,12 +31,13 @@ import (
 // stressArgs are stress's flags: the run's options and how its report
 // is given.
 type stressArgs struct {
-	o      stress.Options
-	asJSON bool
-	fail   bool
-	nodes  int
-	faults []string
-	html   string
+	o       stress.Options
+	refresh time.Duration // the Sentinel group's (redis.StressServers.SentinelRefresh)
+	asJSON  bool
+	fail    bool
+	nodes   int
+	faults  []string
+	html    string
 }
 
 func newStressCmd(g *globals) *cobra.Command {
@@ -154,10 +156,10 @@ func stressFlags(f *pflag.FlagSet, a *stressArgs) {
 	f.StringVar(&a.html, "porcupine-html", "", "write porcupine's HTML visualization of the history to this file")
 	f.BoolVar(&a.fail, "fail-on-violation", false, "exit with status 1 when a violation is found (a history that is not linearizable included)")
 	f.BoolVar(&o.Processes, "processes", false, "run each client as its own process: pauses are SIGSTOP, crashes SIGKILL")
-	f.StringSliceVar(&a.faults, "node-faults", nil, "node faults to inject: "+fault.Join(stress.FaultKinds)+
+	f.StringSliceVar(&a.faults, "node-faults", nil, "node faults to inject: "+fault.Join(redis.StressNodeFaults)+
 		", or failover (on a Sentinel group), or cluster-failover (on a Redis Cluster); with an etcd or ZooKeeper strategy leader-kill, pause or partition; with a PostgreSQL strategy pause, restart-keep, partition, kill (every client session killed) or failover (to a standby) (default: none)")
 	durFlag(f, &o.FaultEvery, "fault-every", 2*time.Second, durRange{positive: true}, "time between two node faults")
-	durFlag(f, &o.SentinelRefresh, "sentinel-refresh", locklab.DefaultSentinelRefresh, durRange{positive: true}, "with --node-faults failover: how often each client asks the Sentinels which server is the master")
+	durFlag(f, &a.refresh, "sentinel-refresh", locklab.DefaultSentinelRefresh, durRange{positive: true}, "with --node-faults failover: how often each client asks the Sentinels which server is the master")
 	durFlag(f, &o.FaultFor, "fault-for", 0, durRange{positive: true}, "how long each node fault lasts (default 5 x --ttl)")
 }
 
@@ -245,7 +247,7 @@ func (g *globals) checkStress(cmd *cobra.Command, a *stressArgs) (stressPlan, er
 		}
 		a.nodes = 1
 	} else if cmd.Flags().Changed("sentinel-refresh") {
-		return p, g.args.badFlag(cmd, "sentinel-refresh", o.SentinelRefresh.String(),
+		return p, g.args.badFlag(cmd, "sentinel-refresh", a.refresh.String(),
 			"the clients ask Sentinels only on a Sentinel group, which --node-faults failover starts on a Redis strategy")
 	}
 	p.cfailover = slices.Contains(o.Faults, fault.ClusterFailover) && !injects(p.sd, fault.ClusterFailover)
@@ -272,13 +274,14 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 		return errNoFaults
 	}
 	o.Shared = c.Backend() == backends.Addrs
+	servers := &redis.StressServers{}
 	if p.failover {
 		g, err := startSentinels(ctx, errw, c)
 		if err != nil {
 			return err
 		}
 		defer closeAndTell(cmd.ErrOrStderr(), g)
-		o.Sentinels = stress.Sentinels[*redisnode.Node](g)
+		servers.Sentinels, servers.SentinelRefresh = g, a.refresh
 	}
 	if p.cfailover {
 		g, err := startRedisCluster(ctx, errw, c)
@@ -286,15 +289,15 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 			return err
 		}
 		defer closeAndTell(cmd.ErrOrStderr(), g)
-		o.RedisCluster = stress.Cluster[*redisnode.Node](g)
+		servers.Cluster = g
 	}
 	for _, n := range c.Nodes() {
 		if p.failover || p.cfailover {
 			break
 		}
-		o.Nodes = append(o.Nodes, locklab.ConnSource(n.Pool()))
-		o.Addrs = append(o.Addrs, n.URL())
-		o.FaultNodes = append(o.FaultNodes, n)
+		servers.Nodes = append(servers.Nodes, locklab.ConnSource(n.Pool()))
+		servers.Addrs = append(servers.Addrs, n.URL())
+		servers.FaultNodes = append(servers.FaultNodes, n)
 		if slices.Contains(o.Faults, fault.RestartKeep) {
 			// A restart with its data brings the keys back only
 			// from an append-only file.
@@ -303,6 +306,7 @@ func (g *globals) stressRedis(cmd *cobra.Command, a *stressArgs, p stressPlan) e
 			}
 		}
 	}
+	o.Store = servers
 	return runStress(cmd, *o, a.asJSON, a.fail, a.html)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/stores"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -77,7 +78,7 @@ func storeFault(faults []fault.Fault) error {
 // stores' own (stress.StoreDriver.Own) said with the stores that inject
 // them.
 func unknownFault() string {
-	kinds := []string{fault.Join(stress.FaultKinds), fault.Failover.String(), fault.ClusterFailover.String()}
+	kinds := []string{fault.Join(redis.StressNodeFaults), fault.Failover.String(), fault.ClusterFailover.String()}
 	var owned []fault.Fault
 	on := map[fault.Fault][]string{}
 	for _, sd := range stress.Stores() {

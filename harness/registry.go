@@ -50,6 +50,10 @@ func RegisterStore(d *Driver) {
 		if d.Stress.Title == "" {
 			d.Stress.Title = d.Title
 		}
+		if d.Stress.Families == nil {
+			d.Stress.Families = d.Families
+		}
+		d.Stress.Main = d.Main
 		if d.Stress.Name != d.Name {
 			panic("harness: store " + d.Name + "'s stress part is named " + d.Stress.Name)
 		}

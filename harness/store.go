@@ -162,7 +162,8 @@ type Driver struct {
 	Bench *Bench
 	// Stress is the store's part of stress mode (`locklab stress`), nil
 	// where it has none. RegisterStore registers it with harness/stress,
-	// under the Driver's Name and Title where it gives none of its own: a
+	// under the Driver's Name and Title where it gives none of its own,
+	// with the Driver's Families where it gives none and its Main: a
 	// store's folder registers the one Driver.
 	Stress *stress.StoreDriver
 	// Abbreviations explains the short names of the store's timelines;

@@ -28,8 +28,9 @@ import (
 // (stress.StoreDriver in stress mode). A package the core depends on that
 // imports one of stores/ is named: Redis's store and its servers
 // (stores/redis/redisnode) too, which the core reaches through the
-// registry (harness.MainStore) and stress mode through its Options
-// (Sentinels, RedisCluster), given by the caller.
+// registry (harness.MainStore) and stress mode through its StoreDriver,
+// on the servers the caller gives (Options.Store). Stress mode is held to
+// more (TestStressKnowsNoStore).
 func TestCoreKnowsNoStore(t *testing.T) {
 	core := []string{"../harness", "../harness/render", "../harness/stress", "../harness/play", "../harness/fault"}
 	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, core...)...).Output()
@@ -64,16 +65,15 @@ func TestCoreKnowsNoStore(t *testing.T) {
 // under reports whether package p is pkg or a package under it.
 func under(p, pkg string) bool { return p == pkg || strings.HasPrefix(p, pkg+"/") }
 
-// TestCoreImportsNoRedigo: no file of the harness, its renderer, play or
-// the fault vocabulary imports redigo, Redis's client: Redis's store is
-// stores/redis, and the run, its history and its checkers see a server's
-// replies as values of their own (an error reply as harness.ErrorReply).
-// They still depend on it through stress mode, which runs on Redis's
-// servers itself (its worker processes' pools, a Sentinel group's
-// failover), and is not held to it.
+// TestCoreImportsNoRedigo: no file of the harness, its renderer, play,
+// stress mode or the fault vocabulary imports redigo, Redis's client:
+// Redis's store is stores/redis, whose StoreDriver runs stress mode on
+// Redis's servers, and the run, its history and its checkers see a
+// server's replies as values of their own (an error reply as
+// harness.ErrorReply).
 func TestCoreImportsNoRedigo(t *testing.T) {
 	fset := token.NewFileSet()
-	for _, dir := range []string{"../harness", "../harness/render", "../harness/play", "../harness/fault"} {
+	for _, dir := range []string{"../harness", "../harness/render", "../harness/play", "../harness/fault", "../harness/stress", "../harness/stress/stresstest"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		if len(files) == 0 {
 			t.Fatalf("no Go files in %s", dir)
@@ -113,6 +113,94 @@ func TestHarnessImportsNoServers(t *testing.T) {
 		if under(p, "github.com/locklab/locklab/stores/redis") {
 			t.Errorf("harness imports %s", p)
 		}
+	}
+}
+
+// TestStressKnowsNoStore: stress mode has no store's code path. Every
+// store, Redis included, runs there through the StoreDriver it registers,
+// so no identifier and no string of harness/stress (tests aside) holds a
+// registered store's name or title, or a word of Redis's servers
+// (redisWords), whatever its case: a RedisCluster option, a "PTTL"
+// command or a Sentinel group's check would be Redis's code in the core.
+// Its comments may name a store, as an example.
+func TestStressKnowsNoStore(t *testing.T) {
+	for _, f := range codeWords(t, []string{"../harness/stress", "../harness/stress/stresstest"}, stressWords()) {
+		t.Errorf("%s: the store's StoreDriver does that", f)
+	}
+}
+
+// redisWords are words of Redis's servers and commands that no code of
+// stress mode has a use for, store names aside.
+var redisWords = []string{"sentinel", "redlock", "flushall", "pttl", "redigo", "acl"}
+
+// stressWords are the words TestStressKnowsNoStore looks for, lower case,
+// each once: the registered stores' names and titles, and redisWords.
+func stressWords() []string {
+	words := slices.Clone(redisWords)
+	for _, d := range harness.Stores() {
+		words = append(words, strings.ToLower(d.Name), strings.ToLower(d.Title))
+	}
+	slices.Sort(words)
+	return slices.Compact(words)
+}
+
+// codeWords returns where the Go files of dirs (tests aside) hold one of
+// words, lower case, in an identifier or a string literal, whatever its
+// case.
+func codeWords(t *testing.T, dirs, words []string) []string {
+	t.Helper()
+	var found []string
+	fset := token.NewFileSet()
+	for _, dir := range dirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		if len(files) == 0 {
+			t.Fatalf("no Go files in %s", dir)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(af, func(n ast.Node) bool {
+				var s string
+				switch n := n.(type) {
+				case *ast.Ident:
+					s = n.Name
+				case *ast.BasicLit:
+					if n.Kind == token.STRING {
+						s, _ = strconv.Unquote(n.Value)
+					}
+				}
+				for _, w := range words {
+					if strings.Contains(strings.ToLower(s), w) {
+						found = append(found, fmt.Sprintf("%s holds %q in %q", fset.Position(n.Pos()), w, s))
+					}
+				}
+				return true
+			})
+		}
+	}
+	return found
+}
+
+// TestCodeWordsCatches: the check of TestStressKnowsNoStore finds a
+// store's name in an identifier and Redis's words in a string, and
+// nothing in a test file or a comment.
+func TestCodeWordsCatches(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("planted.go", "package p\n\n// Redis in a comment is fine.\nvar RedisNodes = 1\n\nvar cmd = \"PTTL\"\n")
+	write("planted_test.go", "package p\n\nvar s = \"a Sentinel group\"\n")
+	found := codeWords(t, []string{dir}, stressWords())
+	if len(found) != 2 || !strings.Contains(found[0], `"redis" in "RedisNodes"`) || !strings.Contains(found[1], `"pttl" in "PTTL"`) {
+		t.Errorf("found %q; want the planted identifier and string, and nothing else", found)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Goroutine clients: each client slot runs a fresh locker per incarnation,
-// over connections whose hook may crash it between two commands.
+// over the store's connections, whose hook may crash it between two
+// requests.
 
 package stress
 
@@ -13,54 +14,19 @@ import (
 	"time"
 
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/wrapconn"
-	"github.com/locklab/locklab/strategies"
 )
 
 // client runs one client slot: a fresh locker per incarnation, replaced
 // after each crash.
-func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int, desc strategies.Description) {
+func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int) {
 	rng := rand.New(rand.NewPCG(r.o.Seed, uint64(id)))
-	nodes := r.o.Nodes
-	if r.o.Sentinels != nil {
-		// Each client asks the Sentinels on its own, as separate programs
-		// would: they move to a new master one by one, not all at once.
-		sp, err := r.o.sentinelPool()
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		defer sp.Close()
-		nodes = []locklab.ConnSource{sp}
-		sleepCtx(ctx, r.o.stagger(id))
-	}
-	if r.o.RedisCluster != nil {
-		// Each client has a cluster pool of its own, as separate
-		// programs would, which finds the new master on its own.
-		cp, err := r.o.clusterPool()
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		defer cp.Close()
-		nodes = []locklab.ConnSource{cp}
-	}
 	for ctx.Err() == nil {
 		cr := &crasher{prob: r.o.CrashProb, rng: rng}
 		cfg := lockConfig(r.o.TTL)
-		var closeStore func()
-		if r.store != nil {
-			var err error
-			if closeStore, err = r.store.Connect(ctx, cr, &cfg); err != nil {
-				r.fail(err)
-				return
-			}
-		} else if desc.Properties.MultiNode {
-			for _, n := range nodes {
-				cfg.Nodes = append(cfg.Nodes, cr.wrap(n))
-			}
-		} else {
-			cfg.Pool = cr.wrap(nodes[0])
+		closeStore, err := r.store.Connect(ctx, id, cr, &cfg)
+		if err != nil {
+			r.fail(err)
+			return
 		}
 		if r.o.Skew > 0 {
 			off := time.Duration(rng.Int64N(int64(2*r.o.Skew))) - r.o.Skew
@@ -69,9 +35,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 		l, err := r.o.factory(cfg)
 		if err != nil {
 			r.addErr(err)
-			if closeStore != nil {
-				closeStore()
-			}
+			closeStore()
 			return
 		}
 		r.incarnation(ctx, cancel, id, l, cfg.Retry, cr, rng)
@@ -80,9 +44,7 @@ func (r *recorder) client(ctx context.Context, cancel context.CancelFunc, id int
 			// the death of its process would end them.
 			c.Close()
 		}
-		if closeStore != nil {
-			closeStore()
-		}
+		closeStore()
 	}
 }
 
@@ -155,26 +117,4 @@ func (c *crasher) Roll() {
 	if hit {
 		c.crashed.Store(true)
 	}
-}
-
-// wrap gives the client's connections to src the crasher's hook: once
-// the client has crashed, no connection opens and no command is sent; after
-// each command the client may crash.
-func (c *crasher) wrap(src locklab.ConnSource) locklab.ConnSource {
-	hooks := wrapconn.Hooks{Do: c.do}
-	return &wrapconn.Source{Src: src, Open: func(context.Context) (wrapconn.Hooks, error) {
-		if c.crashed.Load() {
-			return hooks, errCrashed
-		}
-		return hooks, nil
-	}}
-}
-
-func (c *crasher) do(ctx context.Context, _ wrapconn.Call, send wrapconn.Send) (any, error) {
-	if c.crashed.Load() {
-		return nil, errCrashed
-	}
-	v, err := send(ctx)
-	c.Roll()
-	return v, err
 }

@@ -1,7 +1,7 @@
 // Package stress runs a lock under real concurrency and real time: many
-// clients loop acquire, critical section, release against real Redis
-// servers with millisecond TTLs, while clients pause past their TTL, crash
-// between two commands, or run on skewed clocks. The critical section is a
+// clients loop acquire, critical section, release against the real servers
+// of its store with millisecond TTLs, while clients pause past their TTL,
+// crash between two requests, or run on skewed clocks. The critical section is a
 // Jepsen-style read-modify-write of a shared register, so the damage a broken
 // lock does is measured, not guessed:
 //
@@ -52,55 +52,23 @@
 // # Node faults
 //
 // Options.Faults injects node faults during a run, in goroutine or process
-// mode, one at a time, drawn from the seed: a node paused, killed and
-// restarted with or without its data, or partitioned, for FaultFor, then
-// resumed, started again or healed. Each fault is in Report.NodeFaults and
-// in the timelines (as client NodeFaultClient).
+// mode, one at a time, drawn from the seed (and the node each strikes,
+// Strike.Pick): a node paused, killed and restarted with or without its
+// data, partitioned, or failed over, for FaultFor, then resumed, started
+// again or healed, as the store strikes its servers. Each fault is in
+// Report.NodeFaults and in the timelines (as client NodeFaultClient).
 //
-// # Other stores
+// # Stores
 //
-// With Options.Store the lock lives on the servers of a store other than
-// Redis, whose folder under stores/ registers stress mode's side of it
+// The lock lives on the servers of its store, which Options.Store holds,
+// and whose folder under stores/ registers stress mode's side of it
 // (store.go's StoreDriver, found by the strategy's family): the store
 // connects each client, goroutine incarnation or worker process, on its
-// own, empties the servers before the run, strikes them with node faults
-// of its own (StoreDriver.Faults) and tells a deadlock from starvation. A
+// own, empties the servers before the run (or, on servers of others,
+// sweeps what the run wrote after it), strikes them with node faults of
+// its own (StoreDriver.Faults) and tells a deadlock from starvation. A
 // worker process is told the store with --store, and how to reach its
-// servers with the --store-arg values the store gives.
-//
-// # Sentinel failover
-//
-// With Options.Sentinels the lock lives on the master of a Redis Sentinel
-// group (a master, its asynchronous replicas and the Sentinels watching
-// them), found through a locklab.SentinelPool, and the node fault
-// fault.Failover cuts that master off from its replicas and the Sentinels
-// by turning its default user off, while the clients, which authenticate
-// as a user of their own, keep holding and taking the lock on it. The
-// Sentinels, which deem it down after 1s (down-after-milliseconds),
-// promote a replica; once they have and FaultFor has passed, the old
-// master is reconnected, and the Sentinels demote it to a replica about
-// 10s later (Sentinel's own timing, not a setting: see stores/redis/redisnode).
-// Until then it still answers as a master whoever reaches it: the clients
-// that have not yet asked the Sentinels again. For that while two masters
-// grant the lock, each to its own clients, and the register counts what
-// that does.
-//
-// # Redis Cluster failover
-//
-// With Options.RedisCluster the lock lives on a Redis Cluster (three
-// masters, a replica each, cluster-node-timeout 1s), reached through a
-// locklab.ClusterPool per client, and the node fault fault.ClusterFailover
-// fails over the master of the lock key's slot: it turns that master's
-// default user off, which cuts its replication link (the replica logs in
-// as the default user; the clients do not), for FaultFor while the clients
-// keep taking the lock on it; it kills the master (SIGKILL); the other
-// masters flag it failing after the node timeout and elect its replica,
-// which serves the slot with what it had at the cut; the old master is
-// started again with its nodes.conf and rejoins as a replica. A Redis
-// Cluster replicates asynchronously and a failover always loses what the
-// replica had not received; on loopback that is microseconds of writes, so
-// the cut makes the loss certain instead of rare. What the new master has
-// lost shows in the register: its fence counter is behind the fences
-// already handed out, and a holder still inside from before the kill
-// overlaps the next client the new master grants the lock to.
+// servers with the --store-arg values the store gives. The failovers of a
+// store's servers (a master's replica promoted, a standby promoted) are
+// the store's faults, described in its package.
 package stress

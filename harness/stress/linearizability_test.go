@@ -22,7 +22,7 @@ import (
 func TestLinearizabilityCatchesBrokenLock(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px-del", Nodes: nodes(t), Cycles: 300, Duration: 2 * time.Minute,
+		Strategy: "set-nx-px-del", Store: nodes(t), Cycles: 300, Duration: 2 * time.Minute,
 		NoFence: true, PauseProb: 0.05, Seed: 5, CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestLinearizabilityCatchesBrokenLock(t *testing.T) {
 func TestLinearizabilityCorrectLock(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 1000, Duration: 2 * time.Minute,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 1000, Duration: 2 * time.Minute,
 		PauseProb: -1, TTL: 750 * time.Millisecond, Seed: 6, CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestLinearizabilityCorrectLock(t *testing.T) {
 func TestLinearizabilityFencedPauses(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 200, Duration: 2 * time.Minute, PauseProb: 0.1, CrashProb: -1, Seed: 3,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 200, Duration: 2 * time.Minute, PauseProb: 0.1, CrashProb: -1, Seed: 3,
 		CheckTimeout: time.Minute,
 	})
 	require.NoError(t, err)
@@ -81,13 +81,13 @@ func TestLinearizabilityFencedPauses(t *testing.T) {
 func TestLinearizabilityTimeout(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 200, Duration: 10 * time.Second,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 200, Duration: 10 * time.Second,
 		PauseProb: -1, CheckTimeout: time.Nanosecond, Seed: 7,
 	})
 	require.NoError(t, err)
 	assert.Contains(t, []string{stress.Unknown, stress.Linearizable}, rep.Linearizability.Result)
 	off, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 10, PauseProb: -1, CheckTimeout: -1,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 10, PauseProb: -1, CheckTimeout: -1,
 	})
 	require.NoError(t, err)
 	assert.Nil(t, off.Linearizability)

@@ -23,9 +23,6 @@ import (
 // by a default; a negative probability turns its fault off.
 type Options struct {
 	Strategy string
-	// Nodes are the Redis servers: the first is used by single-node
-	// strategies, all of them by multi-node ones.
-	Nodes []locklab.ConnSource
 	// Clients is the number of concurrent clients [8].
 	Clients int
 	// Duration bounds the run [10s]; Cycles, when positive, ends it after
@@ -43,7 +40,7 @@ type Options struct {
 	// Negative disables pauses; 0 picks the default [0.02].
 	PauseProb float64
 	PauseFor  time.Duration
-	// CrashProb is the chance, after each Redis command a client sends,
+	// CrashProb is the chance, after each request a client sends,
 	// that the client crashes there: it sends nothing more and never
 	// releases; a fresh client takes its place. Negative disables; 0 picks
 	// the default [0.005].
@@ -66,9 +63,10 @@ type Options struct {
 	Key string
 	// Shared says the servers hold data of others (the addrs backend): the
 	// run then locks Key inside a fresh namespace of its own
-	// (internal/tooling/namespace: "{locklab:<random id>}:" + Key), writes no
-	// other key, and at the end deletes the keys of that namespace and
-	// nothing else, where an owned server is emptied with FLUSHALL first.
+	// (internal/tooling/namespace: "{locklab:<random id>}:" + Key,
+	// Namespace), writes no other key, and at the end has the store delete
+	// the keys of that namespace and nothing else (Sweeper), where owned
+	// servers are emptied first (StoreRun.Empty).
 	Shared bool
 	// CheckTimeout bounds porcupine's linearizability check of the run's
 	// history [10s]; past it the result is Unknown. Negative skips the
@@ -87,62 +85,24 @@ type Options struct {
 	// worker, for example {"/usr/local/bin/locklab", "worker"}; the run
 	// appends the worker's flags. Required with Processes.
 	WorkerCommand []string
-	// Addrs are the addresses of Nodes, in the same order, as "host:port",
-	// "password@host:port" or a redis:// URL (redisaddr.Parse; Node.URL
-	// gives one), for the workers to dial. Required with Processes.
-	Addrs []string
 
-	// FaultNodes are the nodes that node faults may hit; a *redisnode.Node is
-	// one. Faults picks the kinds among FaultKinds (fault.Pause,
-	// fault.Restart, fault.RestartKeep, fault.Partition); every FaultEvery [2s] one kind and
-	// one node are drawn from Seed and the fault lasts FaultFor [5 x TTL]
-	// before the node is resumed, started again or healed. Faults need
-	// FaultNodes.
-	FaultNodes []FaultNode
+	// Faults are the node faults a run injects, among those of its store
+	// (StoreDriver.Faults): every FaultEvery [2s] one kind is drawn from
+	// Seed and struck at the store's servers (StoreRun.Fault), lasting
+	// FaultFor [5 x TTL] before they are healed.
 	Faults     []fault.Fault
 	FaultEvery time.Duration
 	FaultFor   time.Duration
 
-	// Sentinels, when set, is the Sentinel group the lock lives on: the
-	// clients (each worker process, or the goroutines together) find its
-	// master through a locklab.SentinelPool, and Nodes, Addrs and
-	// FaultNodes stay empty. Its node fault is fault.Failover, which
-	// cuts the master off until the Sentinels promote a replica (see
-	// "Sentinel failover" in the package documentation). A Sentinel group
-	// has one master: multi-node strategies are refused. A group of
-	// stores/redis/redisnode's is one through Sentinels.
-	Sentinels SentinelGroup
-	// SentinelRefresh is how often each client of a run on a Sentinel
-	// group asks the Sentinels again which server is the master (its
-	// SentinelPool's Refresh); the clients' questions are spread over one
-	// period. After a promotion, the clients that have not yet asked take
-	// the lock on the old master, the others on the new one: a longer
-	// period is a longer while with two masters. Default
-	// locklab.DefaultSentinelRefresh (1s).
-	SentinelRefresh time.Duration
-
-	// RedisCluster, when set, is the Redis Cluster the lock lives on: the
-	// clients (each worker process, or each goroutine) reach it through a
-	// locklab.ClusterPool of their own, and Nodes, Addrs and FaultNodes
-	// stay empty. Its node fault is fault.ClusterFailover, which kills the
-	// master of Key's slot once its replica has fallen behind for
-	// FaultFor, lets the cluster elect the replica and starts the old
-	// master again as a replica (see "Redis Cluster failover" in the
-	// package documentation). Strategies that cannot run on a cluster
-	// (strategies.Description.NoCluster) are refused. A cluster of
-	// stores/redis/redisnode's is one through Cluster.
-	RedisCluster RedisCluster
-
-	// Store, when set, holds the servers of the store other than Redis
-	// that the strategy locks on (see store.go): a harness.StoreNode of
-	// the store, which the caller starts and closes. The store's
-	// StoreDriver, registered by its folder under stores/, connects each
-	// client (each goroutine incarnation, or each worker process) on its
-	// own, empties the servers of what would disturb the run
-	// (StoreRun.Empty), and strikes them with its node faults
-	// (StoreDriver.Faults); Nodes, Addrs and FaultNodes stay empty.
-	// The TTL defaults to the store's lease granularity where it has one
-	// (StoreDriver.Lease).
+	// Store holds the servers of the store that the strategy locks on (see
+	// store.go), which the caller starts and closes: a harness.StoreNode
+	// of the store, or what its package gives. The store's StoreDriver,
+	// registered by its folder under stores/, connects each client (each
+	// goroutine incarnation, or each worker process) on its own, empties
+	// the servers of what would disturb the run (StoreRun.Empty), and
+	// strikes them with its node faults (StoreDriver.Faults). The TTL
+	// defaults to the store's lease granularity where it has one
+	// (StoreDriver.Lease). Required.
 	Store StoreServers
 
 	// desc and factory are Strategy resolved, once, by defaults: every
@@ -194,9 +154,6 @@ func (o *Options) defaults() error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if len(o.Nodes) == 0 && o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil {
-		return lockkit.Invalid("no Redis nodes")
-	}
 	if o.Store != nil {
 		if o.sd = LookupStore(o.Store.Store()); o.sd == nil {
 			return lockkit.Invalid("stress: no store %q is registered (import its package under stores/)", o.Store.Store())
@@ -204,12 +161,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Clients <= 0 {
 		o.Clients = 8
-	}
-	if o.SentinelRefresh < 0 {
-		return lockkit.Invalid("SentinelRefresh must not be negative, got %v", o.SentinelRefresh)
-	}
-	if o.SentinelRefresh == 0 {
-		o.SentinelRefresh = locklab.DefaultSentinelRefresh
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
@@ -245,22 +196,11 @@ func (o *Options) defaults() error {
 		o.ns = namespace.New()
 		o.Key = o.ns.Key(o.Key)
 	}
-	if o.Processes {
-		if len(o.WorkerCommand) == 0 {
-			return lockkit.Invalid("process mode needs a worker command")
-		}
-		if o.Sentinels == nil && o.RedisCluster == nil && o.Store == nil && len(o.Addrs) != len(o.Nodes) {
-			return lockkit.Invalid("process mode needs the address of each of the %d nodes, got %d", len(o.Nodes), len(o.Addrs))
-		}
+	if o.Processes && len(o.WorkerCommand) == 0 {
+		return lockkit.Invalid("process mode needs a worker command")
 	}
 	var err error
 	if o.desc, o.factory, err = strategies.Lookup(o.Strategy); err != nil {
-		return err
-	}
-	if err := o.checkSentinels(); err != nil {
-		return err
-	}
-	if err := o.checkRedisCluster(); err != nil {
 		return err
 	}
 	if err := o.checkStore(); err != nil {
@@ -269,42 +209,47 @@ func (o *Options) defaults() error {
 	return o.faultDefaults()
 }
 
-// checkStore refuses a strategy of a registered store without its
-// servers, servers with a strategy of another store, a TTL the store's
-// leases cannot be, and the node faults a run on it does not inject; on
-// Redis, the faults that strike a store's servers alone.
+// checkStore refuses a run without its store's servers, servers with a
+// strategy of another store, a TTL the store's leases cannot be, and the
+// node faults a run on it does not inject (saying which store's servers
+// the store's own faults strike, StoreDriver.Own).
 func (o *Options) checkStore() error {
-	own := LookupStore(o.desc.Family)
-	if own != o.sd {
-		if o.sd == nil {
-			return lockkit.Invalid("stress: strategy %s locks on %s: Options.Store is required", o.Strategy, own.Title)
-		}
-		return lockkit.Invalid("stress: strategy %s does not lock on %s", o.Strategy, o.sd.Title)
+	own := storeOf(o.desc.Family)
+	if own == nil {
+		return lockkit.Invalid("stress: strategy %s locks on a store no package registered (family %s): import its package under stores/", o.Strategy, o.desc.Family)
 	}
-	if d := o.sd; d != nil {
-		if d.Lease > 0 && (o.TTL < d.Lease || o.TTL%d.Lease != 0) {
-			return lockkit.Invalid("stress: TTL %v: %s's leases are %s, at least %v", o.TTL, d.Title, d.LeaseWords(), d.Lease)
-		}
-		for _, f := range o.Faults {
-			if !slices.Contains(d.Faults, f) {
-				return lockkit.Invalid("stress: node fault %v is not one a run on %s injects (want %s)", f, d.Title, fault.Join(d.Faults))
-			}
-		}
-		return nil
+	d := o.sd
+	if d == nil {
+		return lockkit.Invalid("stress: strategy %s locks on %s: Options.Store is required", o.Strategy, own.Title)
+	}
+	if own != d {
+		return lockkit.Invalid("stress: strategy %s does not lock on %s", o.Strategy, d.Title)
+	}
+	if d.Lease > 0 && (o.TTL < d.Lease || o.TTL%d.Lease != 0) {
+		return lockkit.Invalid("stress: TTL %v: %s's leases are %s, at least %v", o.TTL, d.Title, d.LeaseWords(), d.Lease)
 	}
 	for _, f := range o.Faults {
+		if slices.Contains(d.Faults, f) {
+			continue
+		}
 		var says []string
-		for _, d := range Stores() {
-			if d.Own[f] != "" && slices.Contains(d.Faults, f) {
-				says = append(says, d.Own[f])
+		for _, other := range Stores() {
+			if other.Own[f] != "" && slices.Contains(other.Faults, f) {
+				says = append(says, other.Own[f])
 			}
 		}
 		if len(says) > 0 {
 			return lockkit.Invalid("stress: node fault %v %s", f, strings.Join(says, ", or "))
 		}
+		return lockkit.Invalid("stress: node fault %v is not one a run on %s injects (want %s)", f, d.Title, fault.Join(d.Faults))
 	}
 	return nil
 }
+
+// Namespace is the namespace of a Shared run, which its Key is in, once
+// the run resolved its options (the Options a StoreDriver's Start gets);
+// the zero Namespace otherwise.
+func (o Options) Namespace() namespace.Namespace { return o.ns }
 
 // lockConfig is the Config a stress client's locker starts from, before
 // its servers are added: retries a millisecond apart at first, up to a

@@ -1,13 +1,12 @@
-// The store contract of stress mode: what a run asks of a store other
-// than Redis that a lock lives on.
+// The store contract of stress mode: what a run asks of the store that a
+// lock lives on.
 //
-// Redis is stress mode's own store (Options.Nodes, Sentinels,
-// RedisCluster). Every other store is a folder under stores/ whose
-// harness.Driver, which it registers from its init as database/sql's
-// drivers do, holds its StoreDriver (Driver.Stress); harness.RegisterStore
-// registers that here (RegisterStore). This package imports none of the
-// stores and names none. A run locks on such a store when Options.Store
-// holds its servers; a strategy locks on the store whose Name is its
+// Every store is a folder under stores/ whose harness.Driver, which it
+// registers from its init as database/sql's drivers do, holds its
+// StoreDriver (Driver.Stress); harness.RegisterStore registers that here
+// (RegisterStore). This package imports none of the stores and names
+// none. A run locks on the store whose servers Options.Store holds; a
+// strategy locks on the store whose Name, or one of whose Families, is its
 // family (strategies.Description.Family).
 //
 // The store's part of a run (StoreRun) connects each client on its own,
@@ -22,6 +21,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -31,8 +31,8 @@ import (
 	"github.com/locklab/locklab/harness/fault"
 )
 
-// StoreServers are the servers of a store other than Redis that a run
-// locks on (Options.Store), which the caller starts and closes. A
+// StoreServers are the servers of the store that a run locks on
+// (Options.Store), which the caller starts and closes. A
 // harness.StoreNode, which the store's harness.Driver starts (one server,
 // or one cluster), is one: a store's StoreDriver takes the nodes its
 // harness.Driver starts.
@@ -41,29 +41,35 @@ type StoreServers interface {
 	Store() string
 }
 
-// StoreDriver is a store other than Redis as stress mode runs a lock on
-// it: its harness.Driver's Stress.
+// StoreDriver is a store as stress mode runs a lock on it: its
+// harness.Driver's Stress.
 type StoreDriver struct {
 	// Name names the store and is the family of the strategies that lock
 	// on it, as StoreServers.Store and harness.Driver.Name say it; the
 	// Driver's Name where it is left empty.
 	Name string
+	// Families are the other families of the strategies that lock on it;
+	// the Driver's Families where it is left empty.
+	Families []string
+	// Main says it is the harness's main store (harness.Driver.Main),
+	// whose node faults messages list first.
+	Main bool
 	// Title is how messages name it; the Driver's Title where it is left
 	// empty.
 	Title string
 	// Servers says what a run's servers are where the CLI refuses
 	// --nodes for a strategy of the store ("runs on a three-member
-	// cluster"); "" has it say what it says of a strategy of one Redis
-	// node.
+	// cluster"); "" has it say what it says of a single-node strategy of
+	// the main store.
 	Servers string
 
 	// Faults are the node faults a run on the store injects, each striking
 	// its servers (StoreRun.Fault); a run refuses any other.
 	Faults []fault.Fault
-	// Own says, of each of Faults that a run on Redis does not inject,
-	// what it does and what it takes, for the refusal of a run that is not
-	// on the store: "strikes a cluster's leader: it takes a strategy of
-	// the store".
+	// Own says, of each of Faults that a run on the main store does not
+	// inject, what it does and what it takes, for the refusal of a run
+	// that is not on the store: "strikes a cluster's leader: it takes a
+	// strategy of the store".
 	Own map[fault.Fault]string
 	// Lease is the granularity of the store's leases, 0 where any TTL of
 	// 1ms or more will do: a run's TTL is then a whole multiple of it, at
@@ -97,18 +103,20 @@ func (d *StoreDriver) LeaseWords() string {
 type StoreRun interface {
 	// Empty removes what earlier runs left on the servers that would
 	// disturb this one, before the clients start; a Shared run, on
-	// servers that are not its own, does not call it.
+	// servers that are not its own, does not call it (see Sweeper).
 	Empty(ctx context.Context) error
-	// Connect gives cfg the store's connections for one incarnation of a
-	// goroutine client (from its start, or its last crash, to its next
+	// Connect gives cfg the store's connections for one incarnation of
+	// goroutine client id (from its start, or its last crash, to its next
 	// crash): each request sent through them calls c.Roll once answered,
 	// and once c.Crashed they send nothing and open nothing, answering
 	// ErrCrashed. close releases them: the incarnation's sessions on the
-	// servers end, as the death of its process would end them.
-	Connect(ctx context.Context, c Crasher, cfg *locklab.Config) (close func(), err error)
-	// WorkerArgs are the values a worker process gets, one --store-arg
-	// each, for the StoreDriver's Worker to connect with.
-	WorkerArgs() []string
+	// servers end, as the death of its process would end them. What a
+	// client keeps across its incarnations, the store keeps by id until
+	// Close.
+	Connect(ctx context.Context, id int, c Crasher, cfg *locklab.Config) (close func(), err error)
+	// WorkerArgs are the values the worker process of client id gets,
+	// one --store-arg each, for the StoreDriver's Worker to connect with.
+	WorkerArgs(id int) []string
 	// Fault strikes the servers with s.Kind, one of the StoreDriver's
 	// Faults, for s.For, then heals them, telling s what happens: the
 	// node struck and each stage (s.Run is the common shape). It returns
@@ -123,6 +131,13 @@ type StoreRun interface {
 	Stuck(ctx context.Context, key string) (kind string, ok bool)
 	// Close releases what Start opened and started.
 	Close() error
+}
+
+// Sweeper is a StoreRun that removes, when a Shared run ends, what the run
+// wrote on servers that hold data of others: the keys of its namespace
+// (Options.Namespace). An error fails the run.
+type Sweeper interface {
+	Sweep() error
 }
 
 // Crasher decides when one incarnation of a goroutine client crashes
@@ -143,9 +158,14 @@ var ErrCrashed = errCrashed
 // (StoreRun.Fault). What it is told goes to the run's timeline, and, once
 // Fault returns, to Report.NodeFaults; liveness is not judged meanwhile.
 type Strike struct {
-	r  *recorder
-	nf NodeFault
+	r   *recorder
+	nf  NodeFault
+	rng *rand.Rand
 }
+
+// Pick draws one of n nodes, 0 to n-1, for the fault to strike, from the
+// run's Seed: the same seed strikes the same nodes.
+func (s *Strike) Pick(n int) int { return s.rng.IntN(n) }
 
 // Kind is the fault struck.
 func (s *Strike) Kind() fault.Fault { return s.nf.Kind }
@@ -234,16 +254,36 @@ func RegisterStore(d *StoreDriver) {
 }
 
 // LookupStore returns the registered store named name, the family of the
-// strategies that lock on it; nil for Redis's families and for a store no
-// package registered.
+// strategies that lock on it; nil for the other families of a store
+// (StoreDriver.Families) and for a store no package registered.
 func LookupStore(name string) *StoreDriver {
 	storesMu.RLock()
 	defer storesMu.RUnlock()
 	return stores[name]
 }
 
-// Stores returns the registered stores, by Name: the order in which
-// messages list them.
+// storeOf returns the registered store that strategies of family lock
+// on: the one named family, or the one of whose Families it is, else the
+// Main one, as a strategy of one's own whose family names no store locks
+// on the harness's main store; nil when none of those is registered.
+func storeOf(family string) *StoreDriver {
+	if d := LookupStore(family); d != nil {
+		return d
+	}
+	var main *StoreDriver
+	for _, d := range Stores() {
+		if slices.Contains(d.Families, family) {
+			return d
+		}
+		if d.Main {
+			main = d
+		}
+	}
+	return main
+}
+
+// Stores returns the registered stores, the Main one first, then by
+// Name: the order in which messages list them.
 func Stores() []*StoreDriver {
 	storesMu.RLock()
 	defer storesMu.RUnlock()
@@ -251,6 +291,14 @@ func Stores() []*StoreDriver {
 	for _, d := range stores {
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b *StoreDriver) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *StoreDriver) int {
+		if a.Main != b.Main {
+			if a.Main {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	return out
 }

@@ -13,11 +13,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/gomodule/redigo/redis"
-
-	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/namespace"
-	"github.com/locklab/locklab/strategies"
 )
 
 // Run stresses the strategy until the duration or cycle count is reached, a
@@ -27,54 +22,18 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if o.Sentinels != nil {
-		if err := addClientUser(ctx, o.Sentinels.Nodes()); err != nil {
-			return nil, err
-		}
-		sp, err := o.sentinelPool()
-		if err != nil {
-			return nil, err
-		}
-		defer sp.Close()
-		o.Nodes = []locklab.ConnSource{sp}
+	store, err := o.sd.Start(ctx, o.Store, o)
+	if err != nil {
+		return nil, err
 	}
-	if g := o.RedisCluster; g != nil {
-		if err := addClientUser(ctx, g.Nodes()); err != nil {
-			return nil, err
-		}
-		if err := flushCluster(ctx, g); err != nil {
-			return nil, err
-		}
-		cp, err := o.clusterPool()
-		if err != nil {
-			return nil, err
-		}
-		defer cp.Close()
-		o.Nodes = []locklab.ConnSource{cp}
-	}
-	var store StoreRun
-	if o.Store != nil {
-		var err error
-		if store, err = o.sd.Start(ctx, o.Store, o); err != nil {
-			return nil, err
-		}
-		defer store.Close()
-	}
-	desc := o.desc
+	defer store.Close()
 	if o.ns.IsZero() {
-		switch {
-		case store != nil:
-			if err := store.Empty(ctx); err != nil {
-				return nil, err
-			}
-		case o.RedisCluster == nil: // a Redis Cluster was emptied above, master by master
-			if err := flush(ctx, o.Nodes); err != nil {
-				return nil, err
-			}
+		if err := store.Empty(ctx); err != nil {
+			return nil, err
 		}
-	} else {
+	} else if sw, ok := store.(Sweeper); ok {
 		defer func() {
-			if err := namespace.SweepAll(o.ns, o.Nodes); err != nil && rerr == nil {
+			if err := sw.Sweep(); err != nil && rerr == nil {
 				rep, rerr = nil, err
 			}
 		}()
@@ -101,7 +60,7 @@ func Run(ctx context.Context, o Options) (rep *Report, rerr error) {
 			if o.Processes {
 				r.worker(ctx, cancel, id)
 			} else {
-				r.client(ctx, cancel, id, desc)
+				r.client(ctx, cancel, id)
 			}
 		}(i)
 	}
@@ -118,7 +77,7 @@ loop:
 			if o.Progress != nil {
 				o.Progress(r.progress())
 			}
-			if kind, ok := r.stuck(ctx, desc); ok {
+			if kind, ok := r.stuck(ctx); ok {
 				r.violate(kind, fmt.Sprintf("nobody acquired %q for %v while clients kept trying", o.Key, o.Stuck))
 				r.liveness = kind
 				cancel()
@@ -133,29 +92,13 @@ loop:
 	return rep, nil
 }
 
-// flush empties every node so a run starts from a clean key space.
-func flush(ctx context.Context, nodes []locklab.ConnSource) error {
-	for i, n := range nodes {
-		c, err := n.GetContext(ctx)
-		if err != nil {
-			return fmt.Errorf("node %d: %w", i+1, err)
-		}
-		_, err = c.Do("FLUSHALL")
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("node %d: FLUSHALL: %w", i+1, err)
-		}
-	}
-	return nil
-}
-
 // recorder holds the shared state of a run: the register, the intervals of
 // the critical sections, the counters and the recent events.
 type recorder struct {
 	o     Options
 	start time.Time
 	stop  context.CancelFunc
-	store StoreRun // with Options.Store
+	store StoreRun // the store's part of the run
 
 	cycles, errs, pauses, crashes atomic.Int64
 	lastAcquire                   atomic.Int64 // ns since start
@@ -272,7 +215,7 @@ func (r *recorder) violate(kind string, detail string) {
 // nor the time before the latest worker process was up (starting one takes
 // a while on a loaded machine; a crashed worker's successor is not kept
 // from the lock before it tries).
-func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (string, bool) {
+func (r *recorder) stuck(ctx context.Context) (string, bool) {
 	if r.liveness != "" || ctx.Err() != nil || r.faulting.Load() || (r.o.Processes && r.workersUp.Load() == 0) {
 		return "", false
 	}
@@ -280,24 +223,5 @@ func (r *recorder) stuck(ctx context.Context, desc strategies.Description) (stri
 	if r.now()-last < r.o.Stuck {
 		return "", false
 	}
-	if r.store != nil {
-		return r.store.Stuck(ctx, r.o.Key)
-	}
-	// A key without TTL never frees itself: deadlock. One with a TTL that
-	// keeps being pushed forward: starvation.
-	c, err := r.o.Nodes[0].GetContext(ctx)
-	if err != nil {
-		return "", false
-	}
-	defer c.Close()
-	pttl, err := redis.Int64(c.Do("PTTL", r.o.Key))
-	if err != nil {
-		return "", false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pttl == -1 {
-		return KindDeadlock, true
-	}
-	return KindStarvation, true
+	return r.store.Stuck(ctx, r.o.Key)
 }

@@ -13,11 +13,13 @@ import (
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/redistest"
+	"github.com/locklab/locklab/stores/redis"
 )
 
-func nodes(t *testing.T) []locklab.ConnSource {
+// nodes are the servers of a run on one fresh redis-server.
+func nodes(t *testing.T) *redis.StressServers {
 	srv := redistest.StartOne(t)
-	return []locklab.ConnSource{srv.Pool}
+	return &redis.StressServers{Nodes: []locklab.ConnSource{srv.Pool}}
 }
 
 // Every strategy unsafe on one node shows a violation under the default
@@ -38,7 +40,7 @@ func TestUnsafeStrategiesViolate(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := stress.Run(context.Background(), stress.Options{
-				Strategy: name, Nodes: n, Duration: 2 * time.Minute, StopOnViolation: true, Seed: 1,
+				Strategy: name, Store: n, Duration: 2 * time.Minute, StopOnViolation: true, Seed: 1,
 			})
 			require.NoError(t, err)
 			require.True(t, rep.Violated(), "%s ran %d cycles in %v without a violation", name, rep.Cycles, rep.Elapsed)
@@ -58,7 +60,7 @@ func TestSetNXPXWithFencing(t *testing.T) {
 	t.Parallel()
 	n := nodes(t)
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: n, Cycles: 2000, Duration: 3 * time.Minute,
+		Strategy: "set-nx-px", Store: n, Cycles: 2000, Duration: 3 * time.Minute,
 		PauseProb: -1, TTL: 750 * time.Millisecond, Seed: 2,
 	})
 	require.NoError(t, err)
@@ -89,7 +91,7 @@ func TestSetNXPXWithFencing(t *testing.T) {
 func TestSetNXPXWithFencingPaused(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 200, Duration: 2 * time.Minute, PauseProb: 0.1, CrashProb: -1, Seed: 3,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 200, Duration: 2 * time.Minute, PauseProb: 0.1, CrashProb: -1, Seed: 3,
 	})
 	require.NoError(t, err)
 	stresstest.Cycles(t, rep, 200)
@@ -106,7 +108,7 @@ func TestSetNXPXWithFencingPaused(t *testing.T) {
 func TestWithoutFenceUpdatesAreLost(t *testing.T) {
 	t.Parallel()
 	rep, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Cycles: 100, Duration: 2 * time.Minute, PauseProb: 0.2,
+		Strategy: "set-nx-px", Store: nodes(t), Cycles: 100, Duration: 2 * time.Minute, PauseProb: 0.2,
 		CrashProb: -1, NoFence: true, Seed: 4, HoldMax: 5 * time.Millisecond,
 	})
 	require.NoError(t, err)
@@ -117,7 +119,7 @@ func TestWithoutFenceUpdatesAreLost(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
-	_, err := stress.Run(context.Background(), stress.Options{Strategy: "nope", Nodes: nodes(t)})
+	_, err := stress.Run(context.Background(), stress.Options{Strategy: "nope", Store: nodes(t)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set-nx-px", "the error lists valid names")
 	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px"})
@@ -128,7 +130,7 @@ func TestBadOptions(t *testing.T) {
 func TestParseFaults(t *testing.T) {
 	fs, err := stress.ParseFaults([]string{"pause", "restart", "restart-keep", "partition"})
 	require.NoError(t, err)
-	assert.Equal(t, stress.FaultKinds, fs)
+	assert.Equal(t, redis.StressNodeFaults, fs)
 	fs, err = stress.ParseFaults([]string{"failover"})
 	require.NoError(t, err)
 	assert.Equal(t, []fault.Fault{fault.Failover}, fs)

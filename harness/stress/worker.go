@@ -13,10 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/locklab/locklab"
-	"github.com/locklab/locklab/internal/tooling/redisaddr"
 	"github.com/locklab/locklab/strategies"
 )
 
@@ -57,38 +54,16 @@ func workerArgs(o *Options, store StoreRun, id int, seed uint64, skew time.Durat
 		"--hold-max", o.HoldMax.String(), "--seed", fmt.Sprint(seed), "--id", fmt.Sprint(id),
 		"--skew", skew.String(),
 	}
-	for _, a := range o.Addrs {
-		args = append(args, "--addr", a)
-	}
-	if g := o.Sentinels; g != nil {
-		args = append(args, "--master-name", g.MasterName(), "--stagger", o.stagger(id).String(),
-			"--sentinel-refresh", o.SentinelRefresh.String())
-		for _, a := range g.Addrs() {
-			args = append(args, "--sentinel", a)
-		}
-	}
-	if g := o.RedisCluster; g != nil {
-		for _, a := range g.Addrs() {
-			args = append(args, "--cluster", a)
-		}
-	}
-	if store != nil {
-		args = append(args, "--store", o.Store.Store())
-		for _, a := range store.WorkerArgs() {
-			args = append(args, "--store-arg", a)
-		}
+	args = append(args, "--store", o.Store.Store())
+	for _, a := range store.WorkerArgs(id) {
+		args = append(args, "--store-arg", a)
 	}
 	return args
 }
 
 // Worker is one client of a process-mode run, as run by the hidden
 // "locklab worker" command: it loops acquire, critical section, release on
-// the servers given with --addr (host:port, password@host:port or a
-// redis:// URL, as redisaddr.Parse reads them), or on the master that the
-// Sentinels given with --sentinel (host:port) name --master-name, through a
-// locklab.SentinelPool of its own, or on the Redis Cluster whose nodes
-// --cluster (host:port) gives, through a locklab.ClusterPool of its own, or
-// on the servers of the store --store names (a registered StoreDriver),
+// the servers of the store --store names (a registered StoreDriver),
 // through connections of its own that the store's Worker makes from the
 // values of --store-arg (its sessions end when the process dies); it reports
 // each step on out as a JSON WorkerEvent line, and takes its register
@@ -111,15 +86,10 @@ func Worker(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 // workerFlags are a worker's flags, as workerArgs builds them.
 type workerFlags struct {
 	strategy, key string
-	addrs         []string
-	sentinels     []string
-	cluster       []string
 	store         string
 	storeArgs     []string
-	masterName    string
 	ttl, holdMax  time.Duration
-	skew, stagger time.Duration
-	refresh       time.Duration
+	skew          time.Duration
 	seed          uint64
 	id            int
 }
@@ -132,112 +102,50 @@ func parseWorkerFlags(args []string) (*workerFlags, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&w.strategy, "strategy", "", "")
 	fs.StringVar(&w.key, "key", "locklab:stress", "")
-	fs.Func("addr", "", func(s string) error { w.addrs = append(w.addrs, s); return nil })
-	fs.Func("sentinel", "", func(s string) error { w.sentinels = append(w.sentinels, s); return nil })
-	fs.Func("cluster", "", func(s string) error { w.cluster = append(w.cluster, s); return nil })
 	fs.StringVar(&w.store, "store", "", "")
 	fs.Func("store-arg", "", func(s string) error { w.storeArgs = append(w.storeArgs, s); return nil })
-	fs.StringVar(&w.masterName, "master-name", "", "")
 	fs.DurationVar(&w.ttl, "ttl", 100*time.Millisecond, "")
 	fs.DurationVar(&w.holdMax, "hold-max", 2*time.Millisecond, "")
 	fs.DurationVar(&w.skew, "skew", 0, "")
-	fs.DurationVar(&w.stagger, "stagger", 0, "")
-	fs.DurationVar(&w.refresh, "sentinel-refresh", 0, "")
 	fs.Uint64Var(&w.seed, "seed", 1, "")
 	fs.IntVar(&w.id, "id", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	if len(w.addrs) == 0 && len(w.sentinels) == 0 && len(w.cluster) == 0 && w.store == "" {
-		return nil, errors.New("worker: no --addr, --sentinel, --cluster or --store")
+	if w.store == "" {
+		return nil, errors.New("worker: no --store")
 	}
 	return w, nil
 }
 
 // locker makes the worker's locker on the servers its flags give, with
-// the retry policy its acquires wait with; closeAll closes the pools and
-// the store's connections it opened, the last opened first.
+// the retry policy its acquires wait with; closeAll closes the store's
+// connections it opened.
 func (w *workerFlags) locker(ctx context.Context) (l locklab.Locker, retry locklab.RetryPolicy, closeAll func(), err error) {
-	var closers []func()
-	closeOpened := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	defer func() {
-		if err != nil {
-			closeOpened()
-		}
-	}()
-	desc, factory, err := strategies.Lookup(w.strategy)
+	_, factory, err := strategies.Lookup(w.strategy)
 	if err != nil {
 		return nil, retry, nil, err
 	}
+	d := LookupStore(w.store)
+	if d == nil {
+		return nil, retry, nil, fmt.Errorf("worker: --store %s: no such store is registered", w.store)
+	}
 	cfg := lockConfig(w.ttl)
-	if len(w.sentinels) > 0 {
-		if len(w.addrs) > 0 || desc.Properties.MultiNode {
-			return nil, retry, nil, errors.New("worker: --sentinel takes a single-node strategy and no --addr")
-		}
-		sp, err := sentinelPool(w.masterName, w.sentinels, w.refresh)
-		if err != nil {
-			return nil, retry, nil, err
-		}
-		closers = append(closers, func() { sp.Close() })
-		cfg.Pool = sp
-	}
-	if len(w.cluster) > 0 {
-		if len(w.addrs) > 0 || len(w.sentinels) > 0 {
-			return nil, retry, nil, errors.New("worker: --cluster takes no --addr and no --sentinel")
-		}
-		cp, err := newClusterPool(w.cluster)
-		if err != nil {
-			return nil, retry, nil, err
-		}
-		closers = append(closers, func() { cp.Close() })
-		cfg.Pool = cp
-	}
-	if w.store != "" {
-		if len(w.addrs) > 0 || len(w.sentinels) > 0 || len(w.cluster) > 0 {
-			return nil, retry, nil, errors.New("worker: --store takes no --addr, --sentinel or --cluster")
-		}
-		d := LookupStore(w.store)
-		if d == nil {
-			return nil, retry, nil, fmt.Errorf("worker: --store %s: no such store is registered", w.store)
-		}
-		closeStore, err := d.Worker(ctx, w.storeArgs, &cfg)
-		if err != nil {
-			return nil, retry, nil, err
-		}
-		closers = append(closers, func() { closeStore() })
-	}
-	var pools []*redis.Pool
-	for _, a := range w.addrs {
-		o, err := redisaddr.Parse(a)
-		if err != nil {
-			return nil, retry, nil, err
-		}
-		p, err := locklab.NewPoolOptions(o)
-		if err != nil {
-			return nil, retry, nil, err
-		}
-		closers = append(closers, func() { p.Close() })
-		pools = append(pools, p)
-		cfg.Nodes = append(cfg.Nodes, p)
-	}
-	if !desc.Properties.MultiNode && len(pools) > 0 {
-		cfg.Pool, cfg.Nodes = pools[0], nil
+	closeStore, err := d.Worker(ctx, w.storeArgs, &cfg)
+	if err != nil {
+		return nil, retry, nil, err
 	}
 	if w.skew != 0 {
 		cfg.Clock = locklab.ClockFunc(func() time.Time { return time.Now().Add(w.skew) })
 	}
-	l, err = factory(cfg)
-	if err != nil {
+	if l, err = factory(cfg); err != nil {
+		closeStore()
 		return nil, retry, nil, err
 	}
-	return l, cfg.Retry, closeOpened, nil
+	return l, cfg.Retry, closeStore, nil
 }
 
-// run is the worker's loop on l, after --stagger: it says it is ready,
+// run is the worker's loop on l: it says it is ready,
 // then acquires (waiting with retry), asks the parent for the register's
 // value, holds the lock up to --hold-max, writes value+1 and releases,
 // reporting each step on out, until ctx ends or the parent closes the
@@ -253,7 +161,6 @@ func (w *workerFlags) run(ctx context.Context, l locklab.Locker, retry locklab.R
 		}
 		return rep, dec.Decode(&rep)
 	}
-	sleepCtx(ctx, w.stagger)
 	if enc.Encode(WorkerEvent{Ev: EvReady}) != nil {
 		return
 	}

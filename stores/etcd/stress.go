@@ -113,7 +113,7 @@ func stressClientConfig(endpoints []string) clientv3.Config {
 
 // Connect gives cfg an etcd client of its own through the proxies, whose
 // every request may crash the client (c).
-func (e *stressRun) Connect(_ context.Context, c stress.Crasher, cfg *locklab.Config) (func(), error) {
+func (e *stressRun) Connect(_ context.Context, _ int, c stress.Crasher, cfg *locklab.Config) (func(), error) {
 	cc := stressClientConfig(e.endpoints)
 	cc.DialOptions = append(slices.Clone(cc.DialOptions), grpc.WithChainUnaryInterceptor(crashing(c)))
 	cli, err := clientv3.New(cc)
@@ -138,7 +138,7 @@ func crashing(c stress.Crasher) grpc.UnaryClientInterceptor {
 }
 
 // WorkerArgs are the proxies' endpoints, which a worker dials.
-func (e *stressRun) WorkerArgs() []string { return e.endpoints }
+func (e *stressRun) WorkerArgs(int) []string { return e.endpoints }
 
 // stressWorker gives a worker process's cfg an etcd client of its own on
 // the endpoints args.

@@ -17,6 +17,7 @@ import (
 	"github.com/locklab/locklab/stores/etcd"
 	"github.com/locklab/locklab/stores/etcd/etcdproc"
 	"github.com/locklab/locklab/stores/etcd/etcdproc/etcdtest"
+	"github.com/locklab/locklab/stores/redis"
 	_ "github.com/locklab/locklab/strategies/etcdlock" // etcd-lease
 )
 
@@ -31,19 +32,19 @@ func TestEtcdOptions(t *testing.T) {
 	t.Parallel()
 	c := etcd.NewNode("n1", &etcdproc.Cluster{}) // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
-		"no cluster":   {Strategy: "etcd-lease", Nodes: []locklab.ConnSource{nil}},
+		"no cluster":   {Strategy: "etcd-lease"},
 		"ttl":          {Strategy: "etcd-lease", Store: c, TTL: 500 * time.Millisecond},
 		"ttl 1.5s":     {Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond},
 		"restart":      {Strategy: "etcd-lease", Store: c, Faults: []fault.Fault{fault.Restart}},
 		"redis on etc": {Strategy: "set-nx-px", Store: c},
-		"leader-kill":  {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.LeaderKill}},
+		"leader-kill":  {Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{nil}}, Faults: []fault.Fault{fault.LeaderKill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)
 	}
 	_, err := stress.Run(context.Background(), stress.Options{Strategy: "etcd-lease", Store: c, TTL: 1500 * time.Millisecond})
 	assert.ErrorContains(t, err, "stress: TTL 1.5s: etcd's leases are whole seconds, at least 1s")
-	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.LeaderKill}})
+	_, err = stress.Run(context.Background(), stress.Options{Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{nil}}, Faults: []fault.Fault{fault.LeaderKill}})
 	assert.ErrorContains(t, err, "stress: node fault leader-kill strikes an etcd cluster's leader: it takes an etcd strategy")
 }
 

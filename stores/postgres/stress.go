@@ -157,7 +157,7 @@ func (p *stressRun) current() *pgproc.Server {
 
 // WorkerArgs is the DSN a worker connects with: the server's, or the
 // proxy's when there is one.
-func (p *stressRun) WorkerArgs() []string {
+func (p *stressRun) WorkerArgs(int) []string {
 	if p.proxy == nil {
 		return []string{p.s.DSN()}
 	}
@@ -203,7 +203,7 @@ func (p *stressRun) Close() error {
 // incarnation, through the proxy if there is one, whose every statement
 // may crash it (c): once it has crashed, it opens no connection and
 // lends none it has.
-func (p *stressRun) Connect(ctx context.Context, c stress.Crasher, cfg *locklab.Config) (func(), error) {
+func (p *stressRun) Connect(ctx context.Context, _ int, c stress.Crasher, cfg *locklab.Config) (func(), error) {
 	pc, err := pgxpool.ParseConfig(p.s.DSN())
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/locklab/locklab/stores/postgres"
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
+	"github.com/locklab/locklab/stores/redis"
 	_ "github.com/locklab/locklab/strategies/pglock" // pg-lock-table, pg-for-update, pg-advisory
 )
 
@@ -30,10 +31,10 @@ func TestPGOptions(t *testing.T) {
 	t.Parallel()
 	s := &postgres.Node{NodeName: "n1", Server: &pgproc.Server{}} // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
-		"no server":   {Strategy: "pg-advisory", Nodes: []locklab.ConnSource{nil}},
+		"no server":   {Strategy: "pg-advisory"},
 		"node fault":  {Strategy: "pg-advisory", Store: s, Faults: []fault.Fault{fault.Restart}},
 		"redis on pg": {Strategy: "set-nx-px", Store: s},
-		"kill":        {Strategy: "set-nx-px", Nodes: []locklab.ConnSource{nil}, Faults: []fault.Fault{fault.Kill}},
+		"kill":        {Strategy: "set-nx-px", Store: &redis.StressServers{Nodes: []locklab.ConnSource{nil}}, Faults: []fault.Fault{fault.Kill}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		assert.True(t, errors.Is(err, locklab.ErrInvalid), "%s: %v, want ErrInvalid", name, err)

@@ -13,6 +13,8 @@
 //	touch.go   what each command reads and writes, a transaction's at EXEC
 //	audit.go   the servers' own count of the connections they accepted
 //	levels.go  its challenges in locklab play, the game's first
+//	stress.go  its part of stress mode (harness/stress): plain nodes, node faults
+//	stressfailover.go, stresscluster.go  a Sentinel group's and a Redis Cluster's failover in stress mode
 package redis
 
 import (
@@ -34,6 +36,7 @@ func init() {
 		Families: []string{strategies.FamilySetNXGetSet, strategies.FamilyIncrExpire, strategies.FamilySetNXEx,
 			strategies.FamilyRedlock, strategies.FamilyReentrant},
 		Main:    true,
+		Stress:  stressDriver,
 		Workers: true,
 		StartNodes: func(ctx context.Context, o harness.NodesOptions) (*harness.StartedNodes, error) {
 			return startNodes(ctx, redisnode.Options{Backend: o.Backend, Image: o.Image, N: o.N, Label: o.Label}, o.Replica)

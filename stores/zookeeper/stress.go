@@ -128,7 +128,7 @@ func (z *stressRun) Close() error {
 // Connect gives cfg a connection of its own through the proxies, a
 // session whose timeout is the run's TTL, whose every request may crash
 // the client (c).
-func (z *stressRun) Connect(_ context.Context, c stress.Crasher, cfg *locklab.Config) (func(), error) {
+func (z *stressRun) Connect(_ context.Context, _ int, c stress.Crasher, cfg *locklab.Config) (func(), error) {
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		if c.Crashed() {
 			return nil, stress.ErrCrashed
@@ -204,7 +204,7 @@ func (s *crashConn) answers(b []byte) int {
 
 // WorkerArgs are the clients' session timeout, then the proxies'
 // addresses, which a worker dials.
-func (z *stressRun) WorkerArgs() []string { return append([]string{z.ttl.String()}, z.addrs...) }
+func (z *stressRun) WorkerArgs(int) []string { return append([]string{z.ttl.String()}, z.addrs...) }
 
 // stressWorker gives a worker process's cfg a connection of its own, with
 // the session timeout args[0], to the servers args[1:].

@@ -37,7 +37,7 @@ func TestZooKeeperStressOptions(t *testing.T) {
 	t.Parallel()
 	n := NewNode("n1", &zkproc.Ensemble{}) // never started: every case is refused first
 	for name, o := range map[string]stress.Options{
-		"no ensemble": {Strategy: "zk-recipe", Nodes: []locklab.ConnSource{nil}},
+		"no ensemble": {Strategy: "zk-recipe"},
 		"ttl 100ms":   {Strategy: "zk-recipe", Store: n, TTL: 100 * time.Millisecond},
 		"ttl 1s":      {Strategy: "zk-recipe", Store: n, TTL: time.Second},
 		"restart":     {Strategy: "zk-ephemeral", Store: n, Faults: []fault.Fault{fault.Restart}},

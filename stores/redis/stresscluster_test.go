@@ -1,4 +1,4 @@
-package stress_test
+package redis_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
@@ -56,7 +57,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 					continue // the worker's cluster pool is the same on both
 				}
 				rep, f := runFailover(t, stress.Options{
-					Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover},
+					Strategy: "set-nx-px", Store: &redis.StressServers{Cluster: g}, Faults: []fault.Fault{fault.ClusterFailover},
 					FaultEvery: 500 * time.Millisecond, FaultFor: time.Second, Duration: 3 * time.Minute,
 					PauseProb: -1, CrashProb: -1, Seed: 5,
 				}, processes, 2)
@@ -88,7 +89,7 @@ func TestClusterFailoverBreaksSetNXPX(t *testing.T) {
 func TestClusterFailoverBadOptions(t *testing.T) {
 	t.Parallel()
 	_, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []fault.Fault{fault.ClusterFailover},
+		Strategy: "set-nx-px", Store: nodes(t), Faults: []fault.Fault{fault.ClusterFailover},
 	})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.Contains(t, err.Error(), "needs a Redis Cluster")
@@ -97,9 +98,9 @@ func TestClusterFailoverBadOptions(t *testing.T) {
 	}
 	g := redisCluster(t, backends.Process)
 	for o, want := range map[*stress.Options]string{
-		{Strategy: "redlock", RedisCluster: stress.Cluster[*redisnode.Node](g)}:                                                              "cannot run on a Redis Cluster",
-		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
-		{Strategy: "set-nx-px", RedisCluster: stress.Cluster[*redisnode.Node](g), Nodes: nodes(t)}:                                           "takes no Nodes",
+		{Strategy: "redlock", Store: &redis.StressServers{Cluster: g}}:                                                              "cannot run on a Redis Cluster",
+		{Strategy: "set-nx-px", Store: &redis.StressServers{Cluster: g}, Faults: []fault.Fault{fault.ClusterFailover, fault.Pause}}: "cannot be combined",
+		{Strategy: "set-nx-px", Store: &redis.StressServers{Cluster: g, Nodes: nodes(t).Nodes}}:                                     "takes no Nodes",
 	} {
 		_, err := stress.Run(context.Background(), *o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)

@@ -1,21 +1,38 @@
-// The Sentinel failover fault: the master of a Sentinel group is cut off
-// from its replicas and the Sentinels while clients keep taking the lock on
-// it, the Sentinels promote a replica, and the old master, reconnected,
-// stays a master until the Sentinels demote it.
+// The Sentinel failover fault of stress mode: the master of a Sentinel
+// group is cut off from its replicas and the Sentinels while clients keep
+// taking the lock on it, the Sentinels promote a replica, and the old
+// master, reconnected, stays a master until the Sentinels demote it.
+//
+// With StressServers.Sentinels the lock lives on the master of a Redis
+// Sentinel group (a master, its asynchronous replicas and the Sentinels
+// watching them), found through a locklab.SentinelPool, and the node
+// fault fault.Failover cuts that master off from its replicas and the
+// Sentinels by turning its default user off, while the clients, which
+// authenticate as a user of their own, keep holding and taking the lock
+// on it. The Sentinels, which deem it down after 1s
+// (down-after-milliseconds), promote a replica; once they have and
+// FaultFor has passed, the old master is reconnected, and the Sentinels
+// demote it to a replica about 10s later (Sentinel's own timing, not a
+// setting: see redisnode). Until then it still answers as a master
+// whoever reaches it: the clients that have not yet asked the Sentinels
+// again. For that while two masters grant the lock, each to its own
+// clients, and the register counts what that does.
 
-package stress
+package redis
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/redis/redisnode"
+	"github.com/locklab/locklab/strategies"
 )
 
 // Bounds of the stages of a failover fault that depend on the Sentinels:
@@ -30,17 +47,10 @@ const (
 	demoteWithin  = 40 * time.Second
 )
 
-// checkSentinels checks the options of a run on a Sentinel group, and that
-// a failover fault has one.
-func (o *Options) checkSentinels() error {
-	if o.Sentinels == nil {
-		if slices.Contains(o.Faults, fault.Failover) && (o.sd == nil || !slices.Contains(o.sd.Faults, fault.Failover)) {
-			return lockkit.Invalid("node fault %s needs a Sentinel group (Options.Sentinels) or a store whose servers fail over (Options.Store)", fault.Failover)
-		}
-		return nil
-	}
-	if len(o.Nodes) > 0 || len(o.Addrs) > 0 || len(o.FaultNodes) > 0 {
-		return lockkit.Invalid("a run on a Sentinel group takes no Nodes, Addrs or FaultNodes: " +
+// checkSentinels checks the options of a run on a Sentinel group.
+func (s *StressServers) checkSentinels(o stress.Options, desc strategies.Description) error {
+	if len(s.Nodes) > 0 || len(s.Addrs) > 0 || len(s.FaultNodes) > 0 || s.Cluster != nil {
+		return lockkit.Invalid("a run on a Sentinel group takes no Nodes, Addrs, FaultNodes or Cluster: " +
 			"its clients find the master through the Sentinels")
 	}
 	for _, f := range o.Faults {
@@ -48,17 +58,36 @@ func (o *Options) checkSentinels() error {
 			return lockkit.Invalid("node fault %v cannot be combined with a Sentinel group: its only fault is %s", f, fault.Failover)
 		}
 	}
-	if o.desc.Properties.MultiNode {
+	if desc.Properties.MultiNode {
 		return lockkit.Invalid("strategy %s needs several independent masters; a Sentinel group has one: "+
 			"use a single-node strategy such as set-nx-px", o.Strategy)
+	}
+	if s.SentinelRefresh < 0 {
+		return lockkit.Invalid("SentinelRefresh must not be negative, got %v", s.SentinelRefresh)
 	}
 	return nil
 }
 
-// sentinelPool is the lock source of a run on a Sentinel group: a
-// locklab.SentinelPool on its master. The caller closes it.
-func (o *Options) sentinelPool() (*locklab.SentinelPool, error) {
-	return sentinelPool(o.Sentinels.MasterName(), o.Sentinels.Addrs(), o.SentinelRefresh)
+// startSentinels starts a run on a Sentinel group: the clients' user on
+// every data node, and the run's own pool on the master, which empties it
+// and reads the lock's TTL.
+func (r *stressRun) startSentinels(ctx context.Context) error {
+	if err := addClientUser(ctx, r.s.Sentinels.Nodes()); err != nil {
+		return err
+	}
+	sp, err := r.sentinelPool()
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, func() { sp.Close() })
+	r.sources = []locklab.ConnSource{sp}
+	return nil
+}
+
+// sentinelPool is a pool of the run's on the Sentinel group's master: a
+// locklab.SentinelPool. The caller closes it.
+func (r *stressRun) sentinelPool() (*locklab.SentinelPool, error) {
+	return sentinelPool(r.s.Sentinels.MasterName(), r.s.Sentinels.Addrs(), r.refresh)
 }
 
 // sentinelPool is a client's locklab.SentinelPool on master name of the
@@ -83,7 +112,7 @@ const (
 
 // addClientUser creates the clients' ACL user on every data node of a
 // Sentinel group or a Redis Cluster: any of them may become a master.
-func addClientUser(ctx context.Context, nodes []RedisNode) error {
+func addClientUser(ctx context.Context, nodes []*redisnode.Node) error {
 	for _, n := range nodes {
 		if _, err := n.Do(ctx, "ACL", "SETUSER", clientUser, "reset", "on", ">"+clientPassword, "~*", "&*", "+@all"); err != nil {
 			return fmt.Errorf("node %s: creating the clients' ACL user: %w", n.Name(), err)
@@ -94,7 +123,7 @@ func addClientUser(ctx context.Context, nodes []RedisNode) error {
 
 // asClient runs one command on n as the clients' user: the default user
 // may be off there.
-func asClient(ctx context.Context, n RedisNode, cmd string, args ...any) error {
+func asClient(ctx context.Context, n *redisnode.Node, cmd string, args ...any) error {
 	c, err := redis.DialContext(ctx, "tcp", n.Addr(), redis.DialUsername(clientUser), redis.DialPassword(clientPassword),
 		redis.DialConnectTimeout(2*time.Second), redis.DialReadTimeout(2*time.Second), redis.DialWriteTimeout(2*time.Second))
 	if err != nil {
@@ -111,7 +140,7 @@ func asClient(ctx context.Context, n RedisNode, cmd string, args ...any) error {
 // use the default user, and from nobody else: it turns the default user
 // off and closes its connections. The clients, authenticated as
 // clientUser, keep theirs and may open new ones.
-func isolate(ctx context.Context, n RedisNode) error {
+func isolate(ctx context.Context, n *redisnode.Node) error {
 	if err := asClient(ctx, n, "ACL", "SETUSER", "default", "off"); err != nil {
 		return err
 	}
@@ -119,7 +148,7 @@ func isolate(ctx context.Context, n RedisNode) error {
 }
 
 // reconnect ends isolate: the replicas and the Sentinels reach n again.
-func reconnect(ctx context.Context, n RedisNode) error {
+func reconnect(ctx context.Context, n *redisnode.Node) error {
 	return asClient(ctx, n, "ACL", "SETUSER", "default", "on")
 }
 
@@ -133,13 +162,13 @@ func reconnect(ctx context.Context, n RedisNode) error {
 // Throughout, the old master keeps answering the clients as a master, so
 // that from the promotion on two masters grant the lock: the old one to
 // the clients that have not yet asked the Sentinels again (each
-// SentinelPool does every Options.SentinelRefresh), the new one to
+// SentinelPool does every StressServers.SentinelRefresh), the new one to
 // the others.
 //
-// s is the strike the run records it as (recorder.strike): its stages,
-// its node, its error.
-func (r *recorder) failover(ctx context.Context, s *Strike) {
-	g := r.o.Sentinels
+// s is the strike the run records it as: its stages, its node, its
+// error.
+func (r *stressRun) failover(ctx context.Context, s *stress.Strike) {
+	g := r.s.Sentinels
 	bg := context.WithoutCancel(ctx)
 	step := func(format string, args ...any) { s.Step(fmt.Sprintf(format, args...)) }
 	fail := func(err error) { s.Fail("failover", err) }
@@ -184,7 +213,7 @@ func (r *recorder) failover(ctx context.Context, s *Strike) {
 		promoted.Name(), time.Since(cut).Round(time.Millisecond), old.Name())
 	select {
 	case <-ctx.Done():
-	case <-time.After(r.o.FaultFor - time.Since(cut)):
+	case <-time.After(s.For() - time.Since(cut)):
 	}
 	connected = true
 	if err := reconnect(bg, old); err != nil {
@@ -218,7 +247,7 @@ func (r *recorder) failover(ctx context.Context, s *Strike) {
 // settledMaster waits until a majority of the Sentinels name the same
 // master (after a failover they may take a while to agree, on a loaded
 // machine) and returns it; the wait ends with ctx or after promoteWithin.
-func settledMaster(ctx context.Context, g SentinelGroup) (RedisNode, error) {
+func settledMaster(ctx context.Context, g *redisnode.SentinelGroup) (*redisnode.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, promoteWithin)
 	defer cancel()
 	for {
@@ -238,14 +267,14 @@ func settledMaster(ctx context.Context, g SentinelGroup) (RedisNode, error) {
 
 // stagger is how long client id waits before it starts, in a run on a
 // Sentinel group: the clients' first questions to the Sentinels, and so
-// their later ones (every Options.SentinelRefresh), spread over one
-// refresh period, as those of separate programs would be, instead of all
-// the clients moving to a new master in the same millisecond.
-func (o *Options) stagger(id int) time.Duration {
-	if o.Sentinels == nil {
+// their later ones (every StressServers.SentinelRefresh), spread over
+// one refresh period, as those of separate programs would be, instead of
+// all the clients moving to a new master in the same millisecond.
+func (r *stressRun) stagger(id int) time.Duration {
+	if r.s.Sentinels == nil {
 		return 0
 	}
-	return time.Duration(id) * o.SentinelRefresh / time.Duration(o.Clients)
+	return time.Duration(id) * r.refresh / time.Duration(r.o.Clients)
 }
 
 // sleepCtx sleeps d, or until ctx ends.

@@ -1,19 +1,39 @@
-// The Redis Cluster failover fault: the master that serves the lock key's
-// slot falls behind on its replica, is killed (SIGKILL), the cluster
-// elects the replica in its place, and the old master, started again,
-// rejoins as a replica.
+// The Redis Cluster failover fault of stress mode: the master that serves
+// the lock key's slot falls behind on its replica, is killed (SIGKILL),
+// the cluster elects the replica in its place, and the old master, started
+// again, rejoins as a replica.
+//
+// With StressServers.Cluster the lock lives on a Redis Cluster (three
+// masters, a replica each, cluster-node-timeout 1s), reached through a
+// locklab.ClusterPool per client, and the node fault
+// fault.ClusterFailover fails over the master of the lock key's slot: it
+// turns that master's default user off, which cuts its replication link
+// (the replica logs in as the default user; the clients do not), for
+// FaultFor while the clients keep taking the lock on it; it kills the
+// master (SIGKILL); the other masters flag it failing after the node
+// timeout and elect its replica, which serves the slot with what it had
+// at the cut; the old master is started again with its nodes.conf and
+// rejoins as a replica. A Redis Cluster replicates asynchronously and a
+// failover always loses what the replica had not received; on loopback
+// that is microseconds of writes, so the cut makes the loss certain
+// instead of rare. What the new master has lost shows in the register:
+// its fence counter is behind the fences already handed out, and a
+// holder still inside from before the kill overlaps the next client the
+// new master grants the lock to.
 
-package stress
+package redis
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/lockkit"
+	"github.com/locklab/locklab/stores/redis/redisnode"
+	"github.com/locklab/locklab/strategies"
 )
 
 // Bounds of the stages of a cluster failover that depend on the cluster:
@@ -27,16 +47,9 @@ const (
 	rejoinWithin = 60 * time.Second
 )
 
-// checkRedisCluster checks the options of a run on a Redis Cluster, and
-// that a cluster failover fault has one.
-func (o *Options) checkRedisCluster() error {
-	if o.RedisCluster == nil {
-		if slices.Contains(o.Faults, fault.ClusterFailover) {
-			return lockkit.Invalid("node fault %s needs a Redis Cluster (Options.RedisCluster)", fault.ClusterFailover)
-		}
-		return nil
-	}
-	if len(o.Nodes) > 0 || len(o.Addrs) > 0 || len(o.FaultNodes) > 0 || o.Sentinels != nil {
+// checkCluster checks the options of a run on a Redis Cluster.
+func (s *StressServers) checkCluster(o stress.Options, desc strategies.Description) error {
+	if len(s.Nodes) > 0 || len(s.Addrs) > 0 || len(s.FaultNodes) > 0 {
 		return lockkit.Invalid("a run on a Redis Cluster takes no Nodes, Addrs, FaultNodes or Sentinels: " +
 			"its clients find the key's master through a cluster client")
 	}
@@ -45,19 +58,35 @@ func (o *Options) checkRedisCluster() error {
 			return lockkit.Invalid("node fault %v cannot be combined with a Redis Cluster: its only fault is %s", f, fault.ClusterFailover)
 		}
 	}
-	if o.desc.NoCluster != "" {
-		return lockkit.Invalid("strategy %s cannot run on a Redis Cluster: %s", o.Strategy, o.desc.NoCluster)
+	if desc.NoCluster != "" {
+		return lockkit.Invalid("strategy %s cannot run on a Redis Cluster: %s", o.Strategy, desc.NoCluster)
 	}
 	return nil
 }
 
-// clusterPool is the lock source of a run on a Redis Cluster: a
-// locklab.ClusterPool that logs in as the clients' user. The caller
-// closes it.
-func (o *Options) clusterPool() (*locklab.ClusterPool, error) {
-	return newClusterPool(o.RedisCluster.Addrs())
+// startCluster starts a run on a Redis Cluster: the clients' user on
+// every node, every master emptied, and the run's own cluster pool, which
+// reads the lock's TTL.
+func (r *stressRun) startCluster(ctx context.Context) error {
+	g := r.s.Cluster
+	if err := addClientUser(ctx, g.Nodes()); err != nil {
+		return err
+	}
+	if err := flushCluster(ctx, g); err != nil {
+		return err
+	}
+	cp, err := newClusterPool(g.Addrs())
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, func() { cp.Close() })
+	r.sources = []locklab.ConnSource{cp}
+	return nil
 }
 
+// newClusterPool is a client's locklab.ClusterPool on the cluster whose
+// nodes are at addrs, which logs in as the clients' user: a goroutine
+// client's and a worker process's alike. The caller closes it.
 func newClusterPool(addrs []string) (*locklab.ClusterPool, error) {
 	return locklab.NewClusterPool(locklab.ClusterOptions{
 		Addrs: addrs,
@@ -67,7 +96,7 @@ func newClusterPool(addrs []string) (*locklab.ClusterPool, error) {
 
 // flushCluster empties every master of the cluster, so a run starts from a
 // clean key space.
-func flushCluster(ctx context.Context, g RedisCluster) error {
+func flushCluster(ctx context.Context, g *redisnode.RedisCluster) error {
 	masters, _, err := g.Masters(ctx)
 	if err != nil {
 		return err
@@ -98,10 +127,10 @@ func flushCluster(ctx context.Context, g RedisCluster) error {
 // The clients' cluster pools read the slot map again when the master stops
 // answering, and so move to the new master once it is elected.
 //
-// s is the strike the run records it as (recorder.strike): its stages,
-// its node, its error.
-func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
-	g := r.o.RedisCluster
+// s is the strike the run records it as: its stages, its node, its
+// error.
+func (r *stressRun) clusterFailover(ctx context.Context, s *stress.Strike) {
+	g := r.s.Cluster
 	bg := context.WithoutCancel(ctx)
 	step := func(format string, args ...any) { s.Step(fmt.Sprintf(format, args...)) }
 	fail := func(err error) { s.Fail("cluster failover", err) }
@@ -134,7 +163,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 	}
 	step("node %s (the master of slot %d) cut off from its replica %s, not from the clients",
 		old.Name(), slot, names(replicas[old]))
-	sleepCtx(ctx, r.o.FaultFor)
+	sleepCtx(ctx, s.For())
 	// Killed, whatever happens: a run that ends here leaves the old
 	// master a replica, not cut off.
 	if err := g.Kill(bg, old); err != nil {
@@ -152,7 +181,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 		back := time.Now()
 		// Its ACL users lived in memory only: the clients' user again,
 		// before the node may serve them as a master.
-		if err := addClientUser(bg, []RedisNode{old}); err != nil {
+		if err := addClientUser(bg, []*redisnode.Node{old}); err != nil {
 			fail(err)
 			return
 		}
@@ -187,7 +216,7 @@ func (r *recorder) clusterFailover(ctx context.Context, s *Strike) {
 }
 
 // names lists the nodes' names.
-func names(ns []RedisNode) string {
+func names(ns []*redisnode.Node) string {
 	s := ""
 	for i, n := range ns {
 		if i > 0 {

@@ -1,4 +1,4 @@
-package stress_test
+package redis_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/locklab/locklab/harness/stress"
 	"github.com/locklab/locklab/harness/stress/stresstest"
 	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
@@ -38,7 +39,7 @@ func sentinelGroup(t *testing.T, be string) *redisnode.SentinelGroup {
 // new one to the others. Client pauses and crashes are off and the TTL far
 // above any scheduling delay, so the overlaps are the failover's.
 //
-// The clients ask the Sentinels every 4s (Options.SentinelRefresh), their
+// The clients ask the Sentinels every 4s (StressServers.SentinelRefresh), their
 // questions spread over that period, so they move to the new master over
 // about 4s after the promotion. The first to move may be the one holding
 // the lock: its release then goes to the new master, and the key it
@@ -87,9 +88,9 @@ func TestFailoverBreaksSetNXPX(t *testing.T) {
 func failoverRun(t *testing.T, g *redisnode.SentinelGroup, processes bool) (*stress.Report, stress.NodeFault) {
 	t.Helper()
 	o := stress.Options{
-		Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover},
+		Strategy: "set-nx-px", Store: &redis.StressServers{Sentinels: g, SentinelRefresh: 4 * time.Second}, Faults: []fault.Fault{fault.Failover},
 		FaultEvery: 500 * time.Millisecond, Duration: 3 * time.Minute, TTL: time.Second,
-		PauseProb: -1, CrashProb: -1, Seed: 5, SentinelRefresh: 4 * time.Second,
+		PauseProb: -1, CrashProb: -1, Seed: 5,
 	}
 	rep, f := runFailover(t, o, processes, 1)
 	assert.Empty(t, f.Err)
@@ -132,7 +133,7 @@ func runFailover(t *testing.T, o stress.Options, processes bool, failovers int) 
 func TestFailoverBadOptions(t *testing.T) {
 	t.Parallel()
 	_, err := stress.Run(context.Background(), stress.Options{
-		Strategy: "set-nx-px", Nodes: nodes(t), Faults: []fault.Fault{fault.Failover},
+		Strategy: "set-nx-px", Store: nodes(t), Faults: []fault.Fault{fault.Failover},
 	})
 	require.ErrorIs(t, err, locklab.ErrInvalid)
 	assert.Contains(t, err.Error(), "needs a Sentinel group")
@@ -141,10 +142,10 @@ func TestFailoverBadOptions(t *testing.T) {
 	}
 	g := sentinelGroup(t, backends.Process)
 	for _, o := range []stress.Options{
-		{Strategy: "redlock", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover}},
-		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Faults: []fault.Fault{fault.Failover, fault.Pause}},
-		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), Nodes: nodes(t)},
-		{Strategy: "set-nx-px", Sentinels: stress.Sentinels[*redisnode.Node](g), SentinelRefresh: -time.Second},
+		{Strategy: "redlock", Store: &redis.StressServers{Sentinels: g}, Faults: []fault.Fault{fault.Failover}},
+		{Strategy: "set-nx-px", Store: &redis.StressServers{Sentinels: g}, Faults: []fault.Fault{fault.Failover, fault.Pause}},
+		{Strategy: "set-nx-px", Store: &redis.StressServers{Sentinels: g, Nodes: nodes(t).Nodes}},
+		{Strategy: "set-nx-px", Store: &redis.StressServers{Sentinels: g, SentinelRefresh: -time.Second}},
 	} {
 		_, err := stress.Run(context.Background(), o)
 		require.ErrorIs(t, err, locklab.ErrInvalid, "%+v", o)
