@@ -443,10 +443,10 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 			return c, false
 		}
 	}
-	if st.Main && st.NA != nil {
+	if st.Main {
 		// The Main store says so of the scenarios that need what its
 		// servers are not (a cluster of members).
-		if why := st.NA(sc); why != "" {
+		if why := StoreNA(st.Name, sc); why != "" {
 			c.Outcome, c.Message = NA, why
 			return c, false
 		}
