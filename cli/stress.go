@@ -228,6 +228,10 @@ func (g *globals) checkStress(cmd *cobra.Command, a *stressArgs) (stressPlan, er
 	// is negative.
 	o.PauseProb, o.CrashProb = off(o.PauseProb), off(o.CrashProb)
 	for _, f := range a.faults {
+		if k, perr := fault.Parse(f); perr == nil && k == fault.MemberLoss {
+			return p, g.args.badFlag(cmd, "node-faults", f, "a member's loss is a step of the scenarios' schedules "+
+				"(lag(nN), then wipe(nN): locklab explore -x member-loses-data), which stress mode does not inject; %s", unknownFault())
+		}
 		if _, err := stress.ParseFaults([]string{f}); err != nil {
 			return p, g.args.badFlag(cmd, "node-faults", f, "%s", unknownFault())
 		}

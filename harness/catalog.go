@@ -493,6 +493,33 @@ var catalog = []*Scenario{
 		Needs:     []fault.Fault{fault.Restart},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 restart(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
 	},
+	{
+		Name:  "member-loses-data",
+		Title: "a member of a consensus cluster comes back with an empty data directory while another lags",
+		Story: "The lock lives on a cluster of three members that acknowledges a write once a majority has it on " +
+			"disk. A, a follower, is down (it lags) when C1 takes the lock: B and C acknowledge it. Then C " +
+			"loses its disk, and B is down as C comes back empty: C and A are a majority that never saw the " +
+			"lock. Where the servers let the emptied member vote, or bootstrap again, as if it were new, they " +
+			"elect A and the acknowledged lock is gone; B, back, is told by the new leader what the log holds " +
+			"and drops it too. C2, which tries after C1 has taken the lock and written, and before C1 " +
+			"releases, acquires: both hold it. The explorer tries the lag and the emptying at every point of " +
+			"the clients' natural order, the lag first.",
+		Source: "Flavio Junqueira, \"Dude, where's my metadata?\" (2015); Ramnatthan Alagappan, Aishwarya Ganesan, " +
+			"Eric Lee, Aws Albarghouthi, Vijay Chidambaram, Andrea C. Arpaci-Dusseau and Remzi H. Arpaci-Dusseau, " +
+			"\"Protocol-Aware Recovery for Consensus-Based Storage\" (FAST '18)",
+		Property: MutualExclusion,
+		// C1 holds to the end of its program: C2's acquire comes while
+		// it holds, in the natural order, whatever C1's acquire takes.
+		Programs: progs("acquire write", "acquire write release"),
+		// As many of C1's steps as any lock's acquire and write take:
+		// those past the end of its program are skipped.
+		Schedule:     "lag(n1) c1 c1 c1 c1 c1 c1 c1 c1 wipe(n1)",
+		Faults:       []string{"lag(n1)", "wipe(n1)"},
+		FaultAfter:   map[string]string{"wipe(n1)": "lag(n1)"},
+		MaxFaults:    2,
+		NoPreemption: true,
+		Needs:        []fault.Fault{fault.MemberLoss},
+	},
 }
 
 func progs(texts ...string) []Program {

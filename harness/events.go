@@ -94,8 +94,15 @@ func (r *run) event(st Step) error {
 		r.mu.Unlock()
 	case StepTerminate:
 		err = r.terminate(c, idx)
-	case StepKill, StepRestart, StepNodePause, StepNodeResume, StepPartition, StepHeal, StepFailover:
+	case StepKill, StepRestart, StepNodePause, StepNodeResume, StepPartition, StepHeal, StepFailover, StepLag, StepWipe:
 		err = r.nodeFault(st)
+		if nt, ok := r.slot.nodes[st.Node-1].(fault.Noter); ok {
+			if note := nt.Note(); note != "" {
+				r.mu.Lock()
+				r.hist.Events[idx].Notes = append(r.hist.Events[idx].Notes, note)
+				r.mu.Unlock()
+			}
+		}
 	}
 	return err
 }
@@ -185,10 +192,12 @@ func (r *run) nodeFault(st Step) error {
 	if errors.Is(err, fault.ErrNotImplemented) {
 		return fmt.Errorf("step %s: node %s does not support this fault", st, n.Name())
 	}
-	if f == fault.Kill || f == fault.Restart || f == fault.RestartKeep || f == fault.Failover {
+	if f == fault.Kill || f == fault.Restart || f == fault.RestartKeep || f == fault.Failover || f == fault.MemberLoss {
 		r.slot.store.Reconnect(st.Node - 1)
 	}
-	if f != fault.Failover {
+	// A failover, and a member's loss, leave the node (a cluster) serving:
+	// the node's Recover makes it whole for the next run.
+	if f != fault.Failover && f != fault.MemberLoss {
 		r.mu.Lock()
 		r.down[st.Node-1] = !end
 		r.faulted[st.Node-1] = 0
@@ -256,6 +265,8 @@ func (s Step) fault() (f fault.Fault, end bool) {
 		return fault.Partition, s.Kind == StepHeal
 	case StepFailover:
 		return fault.Failover, false
+	case StepLag, StepWipe:
+		return fault.MemberLoss, s.Kind == StepWipe
 	}
 	return 0, false
 }

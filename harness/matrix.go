@@ -443,6 +443,14 @@ func applicable(o MatrixOptions, cs Case) (Cell, bool) {
 			return c, false
 		}
 	}
+	if st.Main {
+		// The Main store says so of the scenarios that need what its
+		// servers are not (a cluster of members).
+		if why := StoreNA(st.Name, sc); why != "" {
+			c.Outcome, c.Message = NA, why
+			return c, false
+		}
+	}
 	switch {
 	case sc.Guarded && guardNA(cs.Strategy) != "" && (sc.Applies == nil || sc.Applies(cs.Strategy)):
 		// A scenario that would apply but for the guard says why.

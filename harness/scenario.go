@@ -258,6 +258,9 @@ func (s *Scenario) unsupported(nodes []Node) (string, error) {
 		}
 		n := nodes[st.Node-1]
 		f, _ := st.fault()
+		if why := fault.Refusal(n, f); why != "" {
+			return fmt.Sprintf("n%d: %s", st.Node, why), nil
+		}
 		if !fault.Supports(n, f) {
 			return fmt.Sprintf("n%d cannot %s", st.Node, f), nil
 		}

@@ -36,6 +36,9 @@ import (
 //	partition(n1) heal(n1) failover(n1)   node faults
 //	restart(n1,delayed)  node 1 goes down, stays down while time passes
 //	            beyond the TTL (as "time"), and rejoins empty
+//	lag(n1) wipe(n1)  a member of node 1, a replicated cluster, lags
+//	            (killed), and later another comes back emptied while
+//	            the leader is down (fault.MemberLoss)
 type Step struct {
 	Kind   StepKind
 	Client int
@@ -76,6 +79,9 @@ const (
 	StepPartition  StepKind = "partition"
 	StepHeal       StepKind = "heal"
 	StepFailover   StepKind = "failover"
+	// StepLag and StepWipe begin and end a cluster's fault.MemberLoss.
+	StepLag  StepKind = "lag"
+	StepWipe StepKind = "wipe"
 )
 
 // Schedule is an ordered list of steps.
@@ -84,7 +90,7 @@ type Schedule []Step
 var clientEvents = map[StepKind]bool{StepCrash: true, StepPause: true, StepResume: true, StepSkew: true,
 	StepIsolate: true, StepRejoin: true, StepTerminate: true, StepLose: true}
 var nodeEvents = map[StepKind]bool{StepExpire: true, StepKill: true, StepRestart: true, StepNodePause: true,
-	StepNodeResume: true, StepPartition: true, StepHeal: true, StepFailover: true}
+	StepNodeResume: true, StepPartition: true, StepHeal: true, StepFailover: true, StepLag: true, StepWipe: true}
 
 // IsClient reports whether s is a client step (not an event).
 func (s Step) IsClient() bool { return s.Kind == StepClient }

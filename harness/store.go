@@ -102,6 +102,9 @@ type Driver struct {
 	// NA says why scenario sc has no meaning on the store, "" where it
 	// has one. It is asked for the scenarios the harness does not rule
 	// out itself: MultiNode's are n/a on every store but the Main one.
+	// The Main store is asked too, for its own cells: a scenario of a
+	// cluster of members (Scenario.Needs fault.MemberLoss) has no
+	// meaning on its servers.
 	NA func(sc *Scenario) string
 	// MultiNode is why a scenario of Redlock's independent masters has no
 	// meaning on the store.

@@ -13,11 +13,17 @@ const getsetNA = "the story of GETSET's recovery: on this store its clients and 
 
 // StoreNA says why scenario sc has no meaning on the registered store
 // named store, before any strategy's own reason (Scenario.AppliesTo): ""
-// where it has one, on the Main store, and on a store no package
-// registered.
+// where it has one, and on a store no package registered. The Main store
+// says so only through its NA (a scenario of a cluster's members).
 func StoreNA(store string, sc *Scenario) string {
 	d := driver(store)
-	if d == nil || d.Main {
+	switch {
+	case d == nil:
+		return ""
+	case d.Main:
+		if d.NA != nil {
+			return d.NA(sc)
+		}
 		return ""
 	}
 	return storeNA(d, sc)

@@ -402,7 +402,8 @@ func Failure(cell harness.Cell) string {
 		fmt.Fprintf(&b, ": %s", cell.Message)
 	}
 	if sc, err := harness.Lookup(cell.Scenario); err == nil {
-		fmt.Fprintf(&b, "\n%s: %s", sc.Title, sc.Story)
+		told := sc.For(harness.StoreOfStrategy(cell.Strategy)) // the story as the cell's store runs it
+		fmt.Fprintf(&b, "\n%s: %s", told.Title, told.Story)
 	}
 	if cell.Counterexample != nil {
 		b.WriteString("\n" + render.Timeline(cell.Counterexample))

@@ -53,6 +53,27 @@ func TestStoreCellsSayWhyNA(t *testing.T) {
 	}
 }
 
+// TestMemberLossNA: member-loses-data is n/a on Redis and PostgreSQL with
+// each store's reason (no quorum of members), before anything runs (the
+// nodes here reach no server).
+func TestMemberLossNA(t *testing.T) {
+	m, err := harness.Matrix(context.Background(), harness.MatrixOptions{
+		Strategies: []string{"set-nx-px", "set-nx-px-wait", "redlock", "pg-advisory", "pg-lock-table-sync"},
+		Scenarios:  []string{"member-loses-data"},
+		Nodes:      []harness.Node{harness.AddrNode{NodeName: "n1", NodeAddr: "127.0.0.1:1", NodeStore: redis.Name}},
+		Stores:     map[string][]harness.Node{postgres.Name: {&postgres.Node{NodeName: "n1"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"set-nx-px", "set-nx-px-wait", "redlock", "pg-advisory", "pg-lock-table-sync"} {
+		c, ok := m.Cell(st, "member-loses-data")
+		if !ok || c.Outcome != harness.NA || !strings.Contains(c.Message, "no quorum to lose a member of") {
+			t.Errorf("%s: %s %q, want n/a for want of a quorum", st, c.Outcome, c.Message)
+		}
+	}
+}
+
 // TestFaultStores: a cell that restarts the server runs on one of the
 // store's other servers (MatrixOptions.FaultStores), whose postmaster it
 // restarts (its process is a new one), while the other cells run on the

@@ -1,10 +1,12 @@
 // Package fault is the fault contract of the harness's nodes, whatever
 // their store: the small interfaces a node implements for each kind of
-// fault (Pauser, Killer, Restarter, Partitioner, FailingOver), the one
+// fault (Pauser, Killer, Restarter, Partitioner, FailingOver, MemberLoser), the one
 // vocabulary of fault kinds that the scenarios, the schedules, the stress
 // runs and the CLI share (Fault), Begin and End, which strike a node
-// through those interfaces, and AtLeader, the faults of a replicated
-// cluster (an etcd cluster, a ZooKeeper ensemble) struck at its leader.
+// through those interfaces, AtLeader, the faults of a replicated
+// cluster (an etcd cluster, a ZooKeeper ensemble) struck at its leader,
+// and MemberWipe, such a cluster's member that comes back empty while
+// another lags.
 // Redis's nodes (stores/redis/redisnode) and each store's node implement it.
 package fault
 
@@ -47,6 +49,15 @@ type (
 	FailingOver interface {
 		Failover(ctx context.Context) error
 	}
+	// MemberLoser is a replicated cluster (a quorum of members) whose
+	// member can lose its data directory while another lags: Lag kills
+	// a follower, which misses the writes that follow; Wipe then has
+	// another member come back with an emptied data directory while the
+	// one that acknowledged those writes with it is down (MemberLoss).
+	MemberLoser interface {
+		Lag(ctx context.Context) error
+		Wipe(ctx context.Context) error
+	}
 )
 
 // Fault is a kind of node fault. Its text form ("pause", "restart-keep") is
@@ -81,17 +92,24 @@ const (
 	// and starts it again on its data directory. Begin and End do not
 	// apply it to any node: harness/stress runs it on an etcd cluster.
 	LeaderKill
+	// MemberLoss strikes the members of a replicated cluster, not the
+	// node as a whole (MemberLoser): its beginning (a schedule's lag(nN))
+	// kills a follower, which lags; its end (wipe(nN)) kills another
+	// member and then the leader, starts the first again on an emptied
+	// data directory, then the lagging member and the leader. A step of
+	// the scenarios' schedules: stress mode does not inject it.
+	MemberLoss
 )
 
 var faultNames = [...]string{
 	Pause: "pause", Kill: "kill", Restart: "restart", RestartKeep: "restart-keep",
 	Partition: "partition", Failover: "failover", ClusterFailover: "cluster-failover",
-	LeaderKill: "leader-kill",
+	LeaderKill: "leader-kill", MemberLoss: "member-loss",
 }
 
 // All returns every fault kind, in the order of the constants.
 func All() []Fault {
-	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover, ClusterFailover, LeaderKill}
+	return []Fault{Pause, Kill, Restart, RestartKeep, Partition, Failover, ClusterFailover, LeaderKill, MemberLoss}
 }
 
 // String returns the fault's text form.
@@ -147,12 +165,35 @@ func (f *Fault) UnmarshalText(b []byte) error {
 //
 // A node that also has a CanFault(Fault) bool method is asked as well: a
 // Node of the addrs backend has every fault's methods, but the servers are
-// not the harness's to pause, kill or cut off.
+// not the harness's to pause, kill or cut off. So is one with a
+// Refuses(Fault) string method (Refusal).
 func Supports(n any, f Fault) bool {
 	if c, ok := n.(interface{ CanFault(Fault) bool }); ok && !c.CanFault(f) {
 		return false
 	}
+	if Refusal(n, f) != "" {
+		return false
+	}
 	return step(n, f, false) != nil && step(n, f, true) != nil
+}
+
+// Refusal is why n cannot carry out fault f although it has its methods,
+// where n says so with a Refuses(Fault) string method ("" where it can,
+// or has no such method): a cluster on the docker backend cannot empty a
+// member's data directory, which lives in the member's container.
+func Refusal(n any, f Fault) string {
+	if r, ok := n.(interface{ Refuses(Fault) string }); ok {
+		return r.Refuses(f)
+	}
+	return ""
+}
+
+// Noter is a node that says what the fault step it last carried out did
+// to its members (which member it struck, whether a member rejoined), for
+// the step's notes in a timeline: "" when there is nothing to say. Note
+// returns it once.
+type Noter interface {
+	Note() string
 }
 
 // ErrUnsupported is wrapped by the error of a fault that a node cannot
@@ -165,22 +206,27 @@ var ErrUnsupported = errors.New("node: operation not supported on this backend")
 // lacks the fault's interface (it wraps ErrUnsupported too).
 var ErrNotImplemented = fmt.Errorf("%w: the node does not implement the fault", ErrUnsupported)
 
-// Begin starts fault f on n: it pauses, kills, partitions or fails it over.
-// A node that does not implement it is an error wrapping
+// Begin starts fault f on n: it pauses, kills, partitions or fails it
+// over, or makes one of its members lag. A node that refuses it (Refusal)
+// is an error wrapping ErrUnsupported that says why; a node that does not implement it is an error wrapping
 // ErrNotImplemented.
 func Begin(ctx context.Context, n any, f Fault) error {
 	return apply(ctx, n, f, false)
 }
 
 // End ends fault f on n: it resumes, starts again (with its files for
-// RestartKeep, wiped for Kill and Restart) or heals it; a failover has no
-// end. A node that does not implement it is an error wrapping
+// RestartKeep, wiped for Kill and Restart) or heals it, or empties a
+// member of it (MemberLoss); a failover has no end. A node that refuses
+// it is an error wrapping ErrUnsupported; a node that does not implement it is an error wrapping
 // ErrNotImplemented.
 func End(ctx context.Context, n any, f Fault) error {
 	return apply(ctx, n, f, true)
 }
 
 func apply(ctx context.Context, n any, f Fault, end bool) error {
+	if why := Refusal(n, f); why != "" {
+		return fmt.Errorf("%w: %s", ErrUnsupported, why)
+	}
 	op := step(n, f, end)
 	if op == nil {
 		verb := "begin"
@@ -222,6 +268,10 @@ func step(n any, f Fault, end bool) func(context.Context) error {
 	case Failover:
 		if p, ok := n.(FailingOver); ok {
 			return pick(p.Failover, func(context.Context) error { return nil })
+		}
+	case MemberLoss:
+		if p, ok := n.(MemberLoser); ok {
+			return pick(p.Lag, p.Wipe)
 		}
 	}
 	return nil

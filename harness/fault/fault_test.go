@@ -17,7 +17,7 @@ func TestFaultNames(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", f.String(), got, err, f)
 		}
 	}
-	want := "pause,kill,restart,restart-keep,partition,failover,cluster-failover,leader-kill"
+	want := "pause,kill,restart,restart-keep,partition,failover,cluster-failover,leader-kill,member-loss"
 	if got := Join(All()); got != want {
 		t.Errorf("Join = %q, want %q", got, want)
 	}

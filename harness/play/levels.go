@@ -127,9 +127,16 @@ func CustomLevel(scenario, strategy string) (Level, error) {
 	if !sc.AppliesTo(d) {
 		return Level{}, fmt.Errorf("scenario %s does not apply to %s (multi-node scenarios are for redlock, the others for single-node strategies)", scenario, strategy)
 	}
+	store := harness.StoreOfStrategy(strategy)
+	if why := harness.StoreNA(store, sc); why != "" {
+		return Level{}, fmt.Errorf("scenario %s does not apply to %s: %s", scenario, strategy, why)
+	}
+	// The scenario as told for the strategy's store: an etcd cluster's
+	// leader restarts on its data directory, not without persistence.
+	told := sc.For(store)
 	l := Level{ID: scenario + "/" + strategy, Scenario: scenario, Strategy: strategy, Docs: d.Family + ".md",
 		Title: fmt.Sprintf("%s on %s", scenario, strategy),
-		Goal:  fmt.Sprintf("%s. Break %s (%s) by choosing the steps.", capitalize(sc.Title), strategy, sc.Property)}
+		Goal:  fmt.Sprintf("%s. Break %s (%s) by choosing the steps.", capitalize(told.Title), strategy, sc.Property)}
 	return l.of(cs), nil
 }
 

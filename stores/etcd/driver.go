@@ -4,7 +4,7 @@
 // with the harness (harness.RegisterStore).
 //
 //	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
-//	node.go      the node: a cluster, whose faults strike its leader
+//	node.go      the node: a cluster, whose faults strike its leader, or its members one by one (a member's loss)
 //	store.go     a slot's store: each client's etcd client, leases on the run's clock
 //	renew.go     the keepalive etcd-lease's users run, on the run's clock
 //	wait.go      etcd-mutex's Lock, which waits on a watch between its steps, and its keepalive

@@ -122,6 +122,22 @@ var tellings = map[string]harness.Telling{
 			"up from its raft log: C1's key is there, and C2 is refused.",
 		Source: srcEtcdFailures,
 	},
+	"member-loses-data": {
+		Title: "a member comes back with an empty data directory while another lags: etcd bootstraps it afresh",
+		Story: "A, a follower, is killed before C1 takes the lock: B, the leader, and C acknowledge C1's key. " +
+			"C and then B are killed, and C is started again on an emptied data directory, with its flags of " +
+			"every start (its name, peer URL and cluster token, --initial-cluster-state new). etcd 3.4 first " +
+			"asks its peers whether the member was bootstrapped before: where one answers, C refuses to start " +
+			"(\"member ... has already been bootstrapped\") and nothing is lost. Here none answers, since A is " +
+			"started only once C's log says it started its raft node: C bootstraps a fresh log as the same " +
+			"member of the same cluster, votes for A, whose log is longer, and A leads without C1's key. B, " +
+			"started again, takes the new leader's entries in place of the one it had (it had not recorded " +
+			"that entry committed; a member that had stops instead, and stays down). C2 acquires while C1 " +
+			"holds. The fence is a create revision, and the revision went back with the lost write.",
+		Source: "etcd 3.4, etcdserver (isMemberBootstrapped); etcdproc's TestMemberRestartsEmpty; " +
+			"Flavio Junqueira, \"Dude, where's my metadata?\" (2015); Alagappan et al., \"Protocol-Aware Recovery " +
+			"for Consensus-Based Storage\" (FAST '18)",
+	},
 }
 
 // known are the schedules told or found for the etcd strategies, by

@@ -52,8 +52,16 @@ func init() {
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newStore(nodes[0].(*Node), slices.Contains(syncColumns, o.Strategy))
 		},
-		Audit:      startAudit,
-		MultiNode:  "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
+		Audit:     startAudit,
+		MultiNode: "a story of Redlock's independent masters: a PostgreSQL lock lives on one server",
+		NA: func(sc *harness.Scenario) string {
+			if slices.Contains(sc.Needs, fault.MemberLoss) {
+				return "a story of a consensus cluster's members: a PostgreSQL lock lives on one server, whose standby " +
+					"(asynchronous, or synchronous with pg-lock-table-sync) is promoted by hand, with no quorum to lose a member of: " +
+					"restart-loses-lock and failover-loses-lock tell how it loses a lock"
+			}
+			return ""
+		},
 		Tellings:   tellings,
 		Known:      known,
 		PlayLevels: playLevels,

@@ -20,8 +20,10 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 	"github.com/locklab/locklab/strategies"
 )
@@ -45,6 +47,7 @@ func init() {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
 		Audit:      startAudit,
+		NA:         na,
 		PlayLevels: playLevels,
 		PlayServers: func(nodes int, replica bool) string {
 			s := fmt.Sprintf("%d Redis nodes", nodes)
@@ -63,4 +66,15 @@ func init() {
 		Columns: []string{"setnx-del", "setnx-getset", "setnx-getset-lua", "setnx-forever", "incr-expire", "incr-expire-lua", "incr-expire-multi",
 			"setnx-expire", "setnx-expire-always", "set-nx-px-del", "set-nx-px-getdel", "set-nx-px", "redlock"},
 	})
+}
+
+// na says why a scenario has no meaning on Redis: one of a cluster whose
+// members agree on every write (member-loses-data).
+func na(sc *harness.Scenario) string {
+	if slices.Contains(sc.Needs, fault.MemberLoss) {
+		return "a story of a consensus cluster's members: a Redis lock lives on one server, or on independent masters " +
+			"(Redlock), whose replicas acknowledge nothing unless asked (WAIT), with no quorum to lose a member of: " +
+			"restart-loses-lock and failover-loses-lock tell how it loses a lock"
+	}
+	return ""
 }

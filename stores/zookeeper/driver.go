@@ -4,7 +4,7 @@
 // it registers it with the harness (harness.RegisterStore).
 //
 //	driver.go    the store's Driver: its servers, bounds, n/a cells, tellings
-//	node.go      the node: an ensemble, whose faults strike its leader
+//	node.go      the node: an ensemble, whose faults strike its leader, or its servers one by one (a server's loss)
 //	store.go     a slot's store: each client's connection, probing
 //	empty.go     emptying between runs: only the paths a run used
 //	session.go   sessions: awaited on connecting, expired on the servers on the run's clock

@@ -23,6 +23,17 @@ func (s *zkStore) Empty(ctx context.Context) error {
 	if err := s.node.Recover(ctx); err != nil {
 		return fmt.Errorf("restarting the server a failover killed on %s: %w", s.node.Name(), err)
 	}
+	if r := s.node.resets.Load(); r != s.resets {
+		// The ensemble started afresh (a server lost its data): its
+		// servers refuse a connection that saw zxids beyond their own,
+		// as the store's did, and know none of the old sessions.
+		admin, err := dialAdmin(s.node)
+		if err != nil {
+			return fmt.Errorf("connecting again to %s, started afresh: %w", s.node.Name(), err)
+		}
+		go s.admin.Close() // its session is gone: no answer to wait for
+		s.admin, s.resets = admin, r
+	}
 	s.mu.Lock()
 	clients, key := s.clients, s.lockKey
 	s.clients, s.now = nil, 0

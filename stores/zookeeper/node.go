@@ -4,6 +4,10 @@
 package zookeeper
 
 import (
+	"context"
+	"sync/atomic"
+	"time"
+
 	"github.com/locklab/locklab/harness/fault"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 )
@@ -19,11 +23,20 @@ const Name = "zookeeper"
 // Failover kills it for the rest of the run and waits for the new leader
 // (Zab elects only a server with every committed transaction; the next
 // run's Recover starts it again on its data directory), Pause stops it
-// (SIGSTOP) until Resume. NewNode makes one.
+// (SIGSTOP) until Resume. Its fault.MemberLoss strikes servers one by one
+// (fault.MemberWipe): Lag kills a follower, Wipe starts another server on
+// an emptied data directory (no snapshot, log or epochs; its myid kept)
+// beside the lagging one while the leader is down, then the leader;
+// Recover then starts the whole ensemble afresh. NewNode makes one.
 type Node struct {
 	NodeName string
 	Ensemble *zkproc.Ensemble
 	*fault.AtLeader[*zkproc.Server]
+	*fault.MemberWipe[*zkproc.Server]
+	// resets counts the times Recover started the ensemble afresh: a
+	// store's connection that saw the old one's transactions is refused
+	// by the new one (its zxids are lower) and is dialled again.
+	resets atomic.Int64
 
 	// sessions are the ids of the sessions the store's connections to
 	// the ensemble were given: the harness's own, which the audit does
@@ -33,7 +46,39 @@ type Node struct {
 
 // NewNode returns the node named name of ensemble e.
 func NewNode(name string, e *zkproc.Ensemble) *Node {
-	return &Node{NodeName: name, Ensemble: e, AtLeader: fault.NewAtLeader(e)}
+	return &Node{NodeName: name, Ensemble: e, AtLeader: fault.NewAtLeader(e),
+		MemberWipe: &fault.MemberWipe[*zkproc.Server]{Quorum: e, Members: e.Servers,
+			StartEmpty: func(ctx context.Context, s *zkproc.Server) (<-chan error, error) { return s.StartEmpty(ctx) },
+			Reset:      e.Reset, RejoinWait: rejoinWait}}
+}
+
+// rejoinWait bounds the wait for the leader that a member's loss killed
+// to serve again (fault.MemberWipe.RejoinWait).
+const rejoinWait = 30 * time.Second
+
+// Recover makes the ensemble whole for the next run: afresh after a
+// server lost its data (fault.MemberWipe), with the server a failover
+// killed started again (fault.AtLeader).
+func (n *Node) Recover(ctx context.Context) error {
+	reset, err := n.MemberWipe.Recover(ctx)
+	if err != nil {
+		return err
+	}
+	if reset {
+		n.resets.Add(1)
+	}
+	return n.AtLeader.Recover(ctx)
+}
+
+// Refuses says why the node cannot carry out fault f ("" where it can):
+// on the docker backend a server's data directory lives in its container,
+// which zkproc does not empty (Server.RestartEmpty is the process
+// backend's).
+func (n *Node) Refuses(f fault.Fault) string {
+	if f == fault.MemberLoss && n.Ensemble.Backend() == zkproc.BackendDocker {
+		return "a server's loss of its data directory runs on the process backend only: on docker the directory lives in the server's container, which is not emptied"
+	}
+	return ""
 }
 
 // Name returns the node's name.

@@ -46,6 +46,9 @@ var strategyNames = []string{zklock.RecipeName, zklock.EphemeralName, zklock.Gol
 type zkStore struct {
 	node  *Node
 	admin *zk.Conn
+	// resets is the node's count of fresh starts (Node.resets) that
+	// admin was dialled after.
+	resets int64
 
 	mu sync.Mutex
 	// clients are the current run's; now is the store's virtual clock;
@@ -58,13 +61,20 @@ type zkStore struct {
 }
 
 func newStore(n *Node) (*zkStore, error) {
-	hosts := newHosts(n)
-	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
-		zk.WithHostProvider(hosts), zk.WithDialer(hosts.dial))
+	resets := n.resets.Load()
+	admin, err := dialAdmin(n)
 	if err != nil {
 		return nil, err
 	}
-	return &zkStore{node: n, admin: admin, guids: map[string]string{}}, nil
+	return &zkStore{node: n, admin: admin, resets: resets, guids: map[string]string{}}, nil
+}
+
+// dialAdmin opens the store's own connection to n's ensemble.
+func dialAdmin(n *Node) (*zk.Conn, error) {
+	hosts := newHosts(n)
+	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
+		zk.WithHostProvider(hosts), zk.WithDialer(hosts.dial))
+	return admin, err
 }
 
 var _ harness.Store = (*zkStore)(nil)

@@ -125,6 +125,18 @@ var tellings = map[string]harness.Telling{
 			"up from it: C1's node is there, and C2 is refused.",
 		Source: srcZKZab,
 	},
+	"member-loses-data": {
+		Title: "a server comes back with an empty data directory while another lags: it votes with a zxid of 0",
+		Story: "A, a follower, is killed before C1 takes the lock: B, the leader, and C acknowledge C1's node. " +
+			"C and then B are killed, and C is started again with its snapshots, transaction log and epochs " +
+			"removed, its myid kept. ZooKeeper 3.8 lets it vote as it is, with a zxid and epochs of 0: had B " +
+			"been up, B would lead and sync C, and nothing would be lost. B is down: C votes for A, A leads " +
+			"and sends C a snapshot without C1's node. B, started again, follows A and drops the node too. " +
+			"C2 acquires while C1 holds.",
+		Source: "ZooKeeper 3.8, FastLeaderElection; zkproc's TestServerRestartsEmpty; " +
+			"Flavio Junqueira, \"Dude, where's my metadata?\" (2015); Alagappan et al., \"Protocol-Aware Recovery " +
+			"for Consensus-Based Storage\" (FAST '18)",
+	},
 }
 
 // known are the schedules told or found for the ZooKeeper strategies, by

@@ -6,7 +6,10 @@ package etcdproc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -67,3 +70,54 @@ func (m *Member) LogTail(n int) string { return m.Proc.LogTail(m.LogPath, n) }
 
 // String returns the member's name.
 func (m *Member) String() string { return m.Name }
+
+// StartEmptyAlone is RestartEmpty for a member whose peers are all down:
+// it starts m in the background and returns once m's log says that m
+// started its raft node ("starting local member"): with no peer to ask
+// whether m was bootstrapped before, etcd bootstraps it afresh, as the
+// same member of the same cluster, with an empty log. Its peers may then
+// start. done gives RestartEmpty's end, once m serves a linearizable read
+// (a quorum has come up) or has failed. The process backend only.
+func (m *Member) StartEmptyAlone(ctx context.Context) (done <-chan error, err error) {
+	if m.Box() != nil {
+		return nil, errors.New("etcdproc: RestartEmpty on the docker backend")
+	}
+	const started = "starting local member"
+	from := logSize(m.LogPath)
+	end := make(chan error, 1)
+	go func() { end <- m.RestartEmpty(ctx) }()
+	for !logHas(m.LogPath, from, started) {
+		select {
+		case err := <-end:
+			if err == nil {
+				err = errors.New("it served before its log said so")
+			}
+			return nil, fmt.Errorf("etcd member %s: its start ended before its log said %q: %w", m.Name, started, err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("etcd member %s: waiting for its log to say %q: %w", m.Name, started, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return end, nil
+}
+
+// logSize is the size of the log at path, 0 where there is none.
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logHas reports whether the log at path holds word past its first from
+// bytes.
+func logHas(path string, from int64, word string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<40))
+	return err == nil && strings.Contains(string(b), word)
+}

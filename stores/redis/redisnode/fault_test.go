@@ -9,13 +9,14 @@ import (
 )
 
 // Redis's nodes implement the faults of harness/fault: *Node all but
-// Failover, *Replicated all; neither the two that harness/stress runs.
+// Failover, *Replicated all; neither the two that harness/stress runs,
+// nor a replicated cluster's member loss.
 func TestSupports(t *testing.T) {
 	t.Parallel()
 	for _, f := range fault.All() {
-		if f == fault.ClusterFailover || f == fault.LeaderKill {
+		if f == fault.ClusterFailover || f == fault.LeaderKill || f == fault.MemberLoss {
 			// Run by harness/stress on a RedisCluster or an etcd
-			// cluster, not by Begin.
+			// cluster, not by Begin; or on a cluster of members.
 			if fault.Supports(&Node{}, f) || fault.Supports((*Replicated)(nil), f) {
 				t.Errorf("a node supports %v", f)
 			}

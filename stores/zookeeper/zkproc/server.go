@@ -64,6 +64,70 @@ func (s *Server) restart(ctx context.Context, empty bool) error {
 	}, serverproc.PortTaken)
 }
 
+// StartEmpty is RestartEmpty in the background, for a member-loss fault
+// whose other servers are started meanwhile: it returns at once, and done
+// gives RestartEmpty's end. An emptied server asks no peer whether it
+// served before, so its peers may start in any order. The process
+// backend only.
+func (s *Server) StartEmpty(ctx context.Context) (done <-chan error, err error) {
+	if s.Box() != nil {
+		return nil, errors.New("zkproc: RestartEmpty on the docker backend")
+	}
+	end := make(chan error, 1)
+	go func() { end <- s.RestartEmpty(ctx) }()
+	return end, nil
+}
+
+// Reset kills every server, empties their data directories (their myid
+// kept) and starts them all again, as on the ensemble's first start: the
+// same servers, with none of the history they had (a run that lost a
+// server's data leaves their logs at odds). It returns once every server
+// serves and one leads. The process backend only.
+func (e *Ensemble) Reset(ctx context.Context) error {
+	if e.net != nil {
+		return errors.New("zkproc: Reset on the docker backend")
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.opts.StartTimeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		err := e.reset(wctx)
+		if err == nil {
+			return nil
+		}
+		for _, s := range e.servers {
+			s.Kill()
+		}
+		// A port a killed server held may linger a moment.
+		if !serverproc.PortTaken(err) || wctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-wctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+func (e *Ensemble) reset(ctx context.Context) error {
+	for _, s := range e.servers {
+		s.Kill()
+	}
+	for _, s := range e.servers {
+		if err := os.RemoveAll(filepath.Join(s.DataDir, "version-2")); err != nil {
+			return err
+		}
+	}
+	for _, s := range e.servers {
+		if err := s.launch(); err != nil {
+			return err
+		}
+	}
+	return e.waitHealthy(ctx, e.servers)
+}
+
 // LogTail returns the last n lines of the server's log.
 func (s *Server) LogTail(n int) string { return s.Proc.LogTail(s.LogPath, n) }
 
