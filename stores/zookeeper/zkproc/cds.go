@@ -50,6 +50,11 @@ func archiveOf(inst installation) *archive {
 	if err != nil {
 		return nil
 	}
+	return archiveIn(filepath.Join(dir, "locklab", "zookeeper"), inst)
+}
+
+// archiveIn is inst's archive in the directory dir.
+func archiveIn(dir string, inst installation) *archive {
 	h := sha256.New()
 	for _, f := range append([]string{inst.java}, inst.jars...) {
 		fmt.Fprintln(h, f)
@@ -61,7 +66,7 @@ func archiveOf(inst installation) *archive {
 	}
 	fmt.Fprintln(h, inst.classpath, strings.Join(jvmFlags, " "))
 	h.Write(classList)
-	path := filepath.Join(dir, "locklab", "zookeeper", hex.EncodeToString(h.Sum(nil))[:16]+".jsa")
+	path := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:16]+".jsa")
 	a, _ := archives.LoadOrStore(path, &archive{path: path})
 	return a.(*archive)
 }

@@ -21,9 +21,8 @@ func TestClassDataArchive(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	a := archiveOf(inst)
-	require.NotNil(t, a)
+	dir := t.TempDir()
+	a := archiveIn(dir, inst)
 	assert.Nil(t, a.flagsNow(), "an archive not yet dumped is not mapped")
 	require.NoError(t, a.dump(inst))
 	require.Equal(t, []string{"-XX:SharedArchiveFile=" + a.path}, a.flagsNow())
@@ -43,6 +42,6 @@ func TestClassDataArchive(t *testing.T) {
 	assert.Error(t, err, "java on another class path refuses the archive (%s): the check above can fail", strings.TrimSpace(string(out)))
 
 	// Another installation (another class path) dumps an archive of its own.
-	b := archiveOf(installation{java: inst.java, jars: inst.jars, classpath: inst.classpath + string(os.PathListSeparator) + t.TempDir()})
+	b := archiveIn(dir, installation{java: inst.java, jars: inst.jars, classpath: inst.classpath + string(os.PathListSeparator) + t.TempDir()})
 	assert.NotEqual(t, a.path, b.path)
 }
