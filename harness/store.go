@@ -29,7 +29,9 @@
 //
 // A step's footprint (what it reads and writes, for a reduction that
 // knows which steps commute) goes with its submission: SendTouching and a
-// Touch (touch.go). A step sent without one touches everything.
+// Touch (touch.go). A step sent without one touches everything. A time
+// step's is the store's to say, as a TimeToucher; a store that says
+// nothing has it touch everything.
 //
 // A store whose connections carry state across operations sends them on
 // a Conn: the connection stays busy between an operation's answer and the

@@ -229,8 +229,10 @@ func TestPostgresUndeclared(t *testing.T) {
 // a counterexample as short, and its runs fall into as many traces as the
 // plain walk's (up to the violation, where a run stops at one): it
 // reaches every one. In all it runs fewer schedules. With the cut-off
-// sessions left out of the footprint (a time step that ends nothing),
-// the reduced walk misses traces of pg-for-update × partitioned-holder.
+// sessions left out of the footprint (a time step that ends nothing), or
+// only the names they hold, the reduced walk misses traces of
+// pg-for-update × partitioned-holder; with the clock left out, traces of
+// pg-lock-table's cells (docs/reduction.md, "Time").
 func TestTimeStepsCommute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on PostgreSQL twice")
