@@ -8,6 +8,7 @@ package harness
 import (
 	"slices"
 	"strconv"
+	"time"
 )
 
 // The names the harness adds to a step's Touch: the critical section
@@ -39,7 +40,8 @@ func touchNet(id int) string { return "harness:net:c" + strconv.Itoa(id) }
 type stepEffect struct {
 	// client is the step's client (0 for an event: an event conflicts
 	// with every step, but an isolate, a rejoin or a pause, which writes
-	// only its client's reach, and with another event always).
+	// only its client's reach, and a time step its store says what it
+	// touches of (timeTouch), and with another event always).
 	client int
 	// touch is what the step read and wrote, its store's declaration and
 	// the harness's together; nil: everything.
@@ -87,6 +89,9 @@ func forgotten(t *Touch) *Touch {
 type effectMarks struct {
 	clockReads, holderChanges, writes, crashes int
 	inRelease                                  bool // the step's client was releasing
+	// time is what a time step touches, said before it ran (timeTouch);
+	// nil: everything, or not a time step.
+	time *Touch
 }
 
 // markLocked records the counters as a step begins; c is the step's
@@ -116,7 +121,9 @@ func (r *run) markLocked(c *client) {
 //
 // An event conflicts with every step, except an isolate, a rejoin or a
 // pause after which nothing else happened (reachEvent), which writes its
-// client's network and reads whether the run has steps to come.
+// client's network and reads whether the run has steps to come, and a
+// time step after which nothing else happened on a store that says what
+// it touches (timeTouch).
 func (r *run) noteEffectLocked(enabled []Step) {
 	n := min(len(r.hist.Events), len(r.steps))
 	for len(r.effects) < n-1 {
@@ -159,8 +166,55 @@ func (r *run) noteEffectLocked(enabled []Step) {
 		}
 	} else if reachEvent(st.Kind) && r.quietSince(m) {
 		eff.touch = &Touch{Reads: []string{touchRunning}, Writes: []string{touchNet(st.Client)}}
+	} else if st.Kind == StepTime && m.time != nil && r.quietSince(m) {
+		eff.touch = m.time
 	}
 	r.effects = append(r.effects, eff)
+}
+
+// timeTouch is what a time step of d touches, asked before it runs: nil
+// (everything) unless the store says (TimeToucher). Beside the store's
+// names, the step
+//   - writes the clock: every clock read after it is d later, so a step
+//     after which a client reads its clock keeps its order with it (a step
+//     that reads none commutes with it: the ticks depend on the steps
+//     that read, not on the time steps between them, run.clock);
+//   - writes the holders: a lease that ends on its holder's clock within d
+//     leaves the critical section, so the holders after a step that takes
+//     or leaves the lock, or the victim a release's check sees, depend on
+//     which side of the time step it falls;
+//   - writes the reach (touchNet) of each client whose steps the store
+//     says it changes otherwise (their sessions end);
+//   - reads whether the run has steps to come, as every fault does
+//     (touchRunning).
+//
+// The store is not asked, and the step touches everything, where the run
+// renews leases as time passes (renew.go: the renewals send requests of
+// their own), or a client waits for an event of its store (Client.Wait),
+// which what the step does may bring. And it touches everything where
+// something else happened in it after all (quietSince, noteEffectLocked).
+func (r *run) timeTouch(d time.Duration) *Touch {
+	tt, ok := r.slot.store.(TimeToucher)
+	if !ok || r.spec.renew {
+		return nil
+	}
+	r.mu.Lock()
+	waiting := slices.ContainsFunc(r.cls, func(c *client) bool { return c.waiting && !c.done && !c.crashed })
+	r.mu.Unlock()
+	if waiting {
+		return nil
+	}
+	st, cut := tt.TimeTouch(d)
+	if st == nil {
+		return nil
+	}
+	t := r.unsuffixed(&Touch{Reads: slices.Clone(st.Reads), Writes: slices.Clone(st.Writes)})
+	t.Reads = append(t.Reads, touchRunning)
+	t.Writes = append(t.Writes, touchClock, touchHolders)
+	for _, c := range cut {
+		t.Writes = append(t.Writes, touchNet(c.ID()))
+	}
+	return t
 }
 
 // reachEvent reports whether an event of kind k changes only whether its

@@ -85,6 +85,10 @@ func (r *run) event(st Step) error {
 		if d == 0 {
 			d = r.spec.ttl + 2*time.Second
 		}
+		t := r.timeTouch(d)
+		r.mu.Lock()
+		r.marks.time = t
+		r.mu.Unlock()
 		err = r.advance(d)
 	case StepExpire:
 		var n int

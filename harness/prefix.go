@@ -257,8 +257,9 @@ func (pr *prefixRun) branchLocked(r *run, enabled []Step) (Step, bool, int) {
 // (child: its index among them), which learns whether def sleeps in it.
 //
 // The steps asleep at the choice stay asleep after the fault, if it turns
-// out independent of them (an isolate or a rejoin of another client,
-// effect.go): the fault costs no preemption and leaves the last client as
+// out independent of them (an isolate, a rejoin or a pause of another
+// client, a time step that touches none of what they did: effect.go):
+// the fault costs no preemption and leaves the last client as
 // it was, so keeps' argument holds with it among the steps taken before
 // the sleeper.
 func (e *explorer) faultAlternatives(base Schedule, enabled []Step, def Step, ok bool, cost func(Step) int, asleep []sleeper, preem, faults int, used []int) ([]prefix, []pendingFault) {

@@ -29,7 +29,9 @@
 //
 // A step's footprint (what it reads and writes, for a reduction that
 // knows which steps commute) goes with its submission: SendTouching and a
-// Touch (touch.go). A step sent without one touches everything.
+// Touch (touch.go). A step sent without one touches everything. A time
+// step's is the store's to say, as a TimeToucher; a store that says
+// nothing has it touch everything.
 //
 // A store whose connections carry state across operations sends them on
 // a Conn: the connection stays busy between an operation's answer and the
@@ -360,6 +362,22 @@ type Store interface {
 type Renewer interface {
 	Unscheduled(cfg *locklab.Config)
 	Renewed(lease locklab.Lease)
+}
+
+// TimeToucher is a Store that says what a time step does on it, for the
+// explorer's reduction: a time step then commutes with the client steps
+// that touch none of it (effect.go, docs/reduction.md). A store that is
+// not one has its time steps conflict with every step.
+type TimeToucher interface {
+	// TimeTouch is what Advance of d on every node would do if it ran
+	// now, said before it runs: the names of the store's it reads and
+	// writes, as its steps' Touch names them, and the clients whose own
+	// steps it changes otherwise (it ends their sessions: their next
+	// request fails), whose reach the harness names. A nil Touch says it
+	// may touch anything. Nothing else may change what it does: another
+	// client's step, whatever it touches outside the names, leaves both
+	// the same.
+	TimeTouch(d time.Duration) (*Touch, []*Client)
 }
 
 // Terminator is a store whose server can end a client's sessions from its

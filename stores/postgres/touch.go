@@ -54,6 +54,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -405,4 +406,61 @@ func (h *pgSession) answered(s stmt, err error, value string) {
 			clear(h.locks)
 		}
 	}
+}
+
+// TimeTouch is what a time step of d does on the server (Advance): it ends
+// the sessions of the clients cut off (isolated, not crashed), which
+// releases what each holds, as the server's ROLLBACK of its transaction
+// and its end would: it writes the names each session's statements write
+// for what it holds (declare: the open transaction's names, the session
+// advisory locks) and reads the tables its transaction read; and those
+// clients' next statements on them fail, which the harness names as their
+// reach. A step of less than a second ends nothing: it touches nothing.
+// Nothing else of the server keeps time: the lock table's expiry is the
+// clients' clocks', which the harness names.
+//
+// What a cut-off client's sessions hold changes only with its own
+// statements, which read its reach, or a crash, an event: another
+// client's step leaves the footprint as it is, and the footprint is what
+// the step does wherever the step falls among the steps that touch none
+// of it. A session that ran a statement the store could not declare may
+// hold anything: the step touches everything.
+var _ harness.TimeToucher = (*pgStore)(nil)
+
+func (s *pgStore) TimeTouch(d time.Duration) (*harness.Touch, []*harness.Client) {
+	if d < time.Second {
+		return &harness.Touch{}, nil
+	}
+	s.mu.Lock()
+	clients := maps.Clone(s.clients)
+	s.mu.Unlock()
+	// Isolated and Crashed take the run's lock: asked outside the
+	// store's.
+	var cut []*harness.Client
+	for c := range clients {
+		if c.Isolated() && !c.Crashed() {
+			cut = append(cut, c)
+		}
+	}
+	slices.SortFunc(cut, func(a, b *harness.Client) int { return a.ID() - b.ID() })
+	reads, writes := map[string]bool{}, map[string]bool{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range cut {
+		for _, h := range clients[c].tracer.sessions {
+			if h.unknown {
+				return nil, nil
+			}
+			for n := range h.tx {
+				writes[n] = true
+			}
+			for n := range h.locks {
+				writes[n] = true
+			}
+			for n := range h.txTables {
+				reads[n] = true
+			}
+		}
+	}
+	return &harness.Touch{Reads: slices.Sorted(maps.Keys(reads)), Writes: slices.Sorted(maps.Keys(writes))}, cut
 }
