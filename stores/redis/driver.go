@@ -7,6 +7,7 @@
 // starts them, and its Driver's StartNodes).
 //
 //	driver.go  the store's Driver
+//	known.go   the schedules each cell replays before its search (Driver.Known)
 //	store.go   a slot's store: its pools, emptying, time, probing the lock
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
 //	nodes.go   the servers a matrix of its strategies and play's levels run on
@@ -48,6 +49,7 @@ func init() {
 		},
 		Audit:      startAudit,
 		NA:         na,
+		Known:      known,
 		PlayLevels: playLevels,
 		PlayServers: func(nodes int, replica bool) string {
 			s := fmt.Sprintf("%d Redis nodes", nodes)
