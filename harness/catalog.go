@@ -68,9 +68,6 @@ var catalog = []*Scenario{
 		Faults:    []string{"crash(c1)"},
 		MaxFaults: 1,
 		Several:   &Several{Schedule: "c1 c1@n1 crash(c1)", NoPreemption: true},
-		Known: map[string][]string{
-			"setnx-expire-always": {"c2 c2 c2 c2 c1 crash(c1)"},
-		},
 	},
 	{
 		Name:  "ttl-pushed-by-waiters",
@@ -101,14 +98,6 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 time c2 c2@n1 c2@n2 c2@n3 c1 c1@n1 c1@n2 c1@n3",
 			MaxPreemptions: 1},
-		Known: map[string][]string{
-			"incr-expire-lua":  {"c1 c1 time c2 c1"},
-			"set-nx-px":        {"c1 c1 c1 time c2 c1"},
-			"set-nx-px-del":    {"c1 c1 time c2 c1"},
-			"set-nx-px-getdel": {"c1 c1 c1 time c2 c1"},
-			"setnx-getset":     {"c1 c1 c1 time c2 c2 c2 c1"},
-			"setnx-getset-lua": {"c1 c1 c1 time c2 c2 c2 c1"},
-		},
 	},
 	{
 		Name:  "pause-in-release",
@@ -126,9 +115,6 @@ var catalog = []*Scenario{
 		MaxFaults:  3,
 		FaultAfter: map[string]string{"time": "pause(c1)", "resume(c1)": "time"},
 		Several:    &Several{NoPreemption: true},
-		Known: map[string][]string{
-			"set-nx-px-getdel": {"c1 c1 c1 pause(c1) time c2 resume(c1) c1"},
-		},
 	},
 	{
 		Name:  "clock-skew",
@@ -143,9 +129,6 @@ var catalog = []*Scenario{
 		Faults:    []string{"skew(c2,+32s)"},
 		MaxFaults: 1,
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 skew(c2,+32s) c2 c2@n1 c2@n2 c2@n3", MaxPreemptions: 1},
-		Known: map[string][]string{
-			"setnx-getset": {"c1 skew(c2,+32s) c2 c2 c2"},
-		},
 	},
 	{
 		Name:  "pause-past-ttl",
@@ -159,9 +142,6 @@ var catalog = []*Scenario{
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
-		Known: map[string][]string{
-			"set-nx-px": {"c1 c1 c2 c2 c1"},
-		},
 	},
 	{
 		Name:  "pause-past-ttl-fenced",
@@ -175,11 +155,6 @@ var catalog = []*Scenario{
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Fenced:   true,
 		Several:  &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1", MaxPreemptions: 1},
-		Known: map[string][]string{
-			"hash-reentrant": {"c1 c1 c2 c2 c1"},
-			"set-nx-px":      {"c1 c1 c2 c2 c1"},
-			"set-nx-px-del":  {"c1 c1 c2 c2 c1"},
-		},
 	},
 	{
 		Name:  "partitioned-holder",
@@ -195,9 +170,6 @@ var catalog = []*Scenario{
 		MaxFaults:  2,
 		Several: &Several{Schedule: "c1 c1@n1 c1@n2 c1@n3 c1 isolate(c1) time c2 c2@n1 c2@n2 c2@n3 c2 c1",
 			MaxPreemptions: 1},
-		Known: map[string][]string{
-			"set-nx-px": {"c1 isolate(c1) time c2 c2 c1 c1 rejoin(c1) c1"},
-		},
 	},
 	{
 		Name:  "pause-past-ttl-guarded",
@@ -219,10 +191,6 @@ var catalog = []*Scenario{
 		Property: Fencing,
 		Programs: progs("acquire sleep(32s) write release", "acquire write release"),
 		Guarded:  true,
-		Known: map[string][]string{
-			"set-nx-px":       {"c1 c1 c2 c2 c1"},
-			"incr-expire-lua": {"c1 c1 c2 c2 c1"},
-		},
 	},
 	{
 		Name:  "partitioned-holder-guarded",
@@ -307,9 +275,6 @@ var catalog = []*Scenario{
 		Faults:    []string{"lose(c1)"},
 		MaxFaults: 1,
 		Several:   &Several{NoPreemption: true},
-		Known: map[string][]string{
-			"incr-expire": {"lose(c1) c1 c1 c2"},
-		},
 	},
 	{
 		Name:  "pause-session-killed",
@@ -449,9 +414,6 @@ var catalog = []*Scenario{
 		Programs:  progs("acquire sleep(32s) write release", "acquire write release"),
 		Fenced:    true,
 		MultiNode: true,
-		Known: map[string][]string{
-			"redlock": {"c1 c1@n1 c1@n2 c1@n3 c1 c2 c2@n1 c2@n2 c2@n3 c2 c1"},
-		},
 	},
 	{
 		Name:  "failover-loses-lock",
@@ -472,9 +434,6 @@ var catalog = []*Scenario{
 		MaxFaults: 1,
 		Needs:     []fault.Fault{fault.Failover},
 		Several:   &Several{Schedule: "c1 c1@n1 c1@n2 c2 failover(n1) c2@n1 c2@n2 c2@n3 c1@n3", NoPreemption: true},
-		Known: map[string][]string{
-			"set-nx-px-wait": {"c1 c1 failover(n1) c1 c1 c2"},
-		},
 	},
 	{
 		Name:  "restart-loses-lock",

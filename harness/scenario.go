@@ -40,7 +40,9 @@ type Scenario struct {
 	// ones the documentation replays. A matrix cell runs each of them,
 	// after the scenario's own schedule and before its bounded search, so a
 	// counterexample the docs show is never one the cell's search stopped
-	// short of.
+	// short of. The catalog gives none: each store gives its strategies'
+	// (Driver.Known), which the scenario resolved for a strategy holds
+	// (On).
 	Known map[string][]string `json:"-"`
 	// Faults are the events the explorer may insert, each at most once per
 	// occurrence in the list ("time", "crash(c1)", "restart(n2)").

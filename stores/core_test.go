@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/strategies"
@@ -23,8 +25,8 @@ import (
 // vocabulary every store's nodes implement (harness/fault), import no
 // store's client (pgx, etcd's client, gRPC, ZooKeeper's client) and no
 // package of stores/, and their code names no registered store (Redis's
-// "redis" among them) and no strategy of a store other than Redis in a
-// string. What differs by store is asked of the store's harness.Driver
+// "redis" among them) and no registered strategy (Redis's among them) in
+// a string (names.in: a scenario's name, "redlock-pause", names none). What differs by store is asked of the store's harness.Driver
 // (stress.StoreDriver in stress mode). A package the core depends on that
 // imports one of stores/ is named: Redis's store and its servers
 // (stores/redis/redisnode) too, which the core reaches through the
@@ -204,24 +206,67 @@ func TestCodeWordsCatches(t *testing.T) {
 	}
 }
 
-// storeNames are the names of the registered stores and of the strategies
-// of the stores other than Redis.
-func storeNames() []string {
-	var out []string
+// names are what TestCoreKnowsNoStore looks for in the core's strings:
+// the registered stores' names, the Main one's among them, and every
+// registered strategy's, the Main store's too.
+type names struct{ stores, strategies []string }
+
+// storeNames are the names of the registered stores and strategies.
+func storeNames() names {
+	var n names
 	for _, d := range harness.Stores() {
-		out = append(out, d.Name)
+		n.stores = append(n.stores, d.Name)
 	}
 	for _, d := range strategies.All() {
-		if Of(d.Name) != "" {
-			out = append(out, d.Name)
+		n.strategies = append(n.strategies, d.Name)
+	}
+	return n
+}
+
+// in returns the names string s names: a store's or a strategy's name
+// that is all of s (a map's key, a value compared with), and a
+// strategy's name that s holds as a whole word, between characters that
+// are no letter, digit, '-' or '_' (a message that names it). A
+// scenario's name holds no strategy's name as a whole word ("redlock-pause"
+// is not "redlock"), and neither does a strategy's longer name
+// ("set-nx-px-del" is not "set-nx-px"). A store's name in prose is not
+// looked for: the catalog's stories and sources cite the stores'
+// documentation ("etcd, v3lock API") and tell how a store guards a write.
+func (n names) in(s string) []string {
+	var out []string
+	if slices.Contains(n.stores, s) {
+		out = append(out, s)
+	}
+	for _, w := range n.strategies {
+		if holdsWord(s, w) {
+			out = append(out, w)
 		}
 	}
 	return out
 }
 
-// storeWords returns where the Go files of dirs (tests aside) name one of
-// words in a string.
-func storeWords(t *testing.T, dirs, words []string) []string {
+// holdsWord reports whether s holds w between characters that are no
+// letter, digit, '-' or '_', or its ends.
+func holdsWord(s, w string) bool {
+	inWord := func(r rune) bool { return r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(w)
+		before, _ := utf8.DecodeLastRuneInString(s[:start])
+		after, _ := utf8.DecodeRuneInString(s[end:])
+		if (start == 0 || !inWord(before)) && (end == len(s) || !inWord(after)) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// storeWords returns where the Go files and scripts of dirs (tests aside)
+// name one of n in a string (names.in).
+func storeWords(t *testing.T, dirs []string, n names) []string {
 	t.Helper()
 	var found []string
 	fset := token.NewFileSet()
@@ -233,17 +278,18 @@ func storeWords(t *testing.T, dirs, words []string) []string {
 				continue
 			}
 			if strings.HasSuffix(f, ".js") {
-				found = append(found, scriptWords(t, f, words)...)
+				found = append(found, scriptWords(t, f, n)...)
 				continue
 			}
 			af, err := parser.ParseFile(fset, f, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ast.Inspect(af, func(n ast.Node) bool {
-				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, _ := strconv.Unquote(lit.Value); slices.Contains(words, s) {
-						found = append(found, fmt.Sprintf("%s names %q", fset.Position(lit.Pos()), s))
+			ast.Inspect(af, func(node ast.Node) bool {
+				if lit, ok := node.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					s, _ := strconv.Unquote(lit.Value)
+					for _, w := range n.in(s) {
+						found = append(found, fmt.Sprintf("%s names %q", fset.Position(lit.Pos()), w))
 					}
 				}
 				return true
@@ -257,8 +303,8 @@ func storeWords(t *testing.T, dirs, words []string) []string {
 var jsString = regexp.MustCompile(`"([^"\\\n]*)"|'([^'\\\n]*)'`)
 
 // scriptWords is storeWords for a script of play's page: its string
-// literals that are one of words.
-func scriptWords(t *testing.T, file string, words []string) []string {
+// literals that name one of n.
+func scriptWords(t *testing.T, file string, n names) []string {
 	t.Helper()
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -267,7 +313,7 @@ func scriptWords(t *testing.T, file string, words []string) []string {
 	var found []string
 	for i, line := range strings.Split(string(src), "\n") {
 		for _, m := range jsString.FindAllStringSubmatch(line, -1) {
-			if w := m[1] + m[2]; slices.Contains(words, w) {
+			for _, w := range n.in(m[1] + m[2]) {
 				found = append(found, fmt.Sprintf("%s:%d names %q", file, i+1, w))
 			}
 		}
@@ -276,8 +322,10 @@ func scriptWords(t *testing.T, file string, words []string) []string {
 }
 
 // TestStoreWordsCatches: the check of TestCoreKnowsNoStore finds a store's
-// name and a store's strategy's name planted in a file, and nothing in a
-// test file or a comment.
+// name and a strategy's name planted in a file, the Main store's and its
+// strategies' too, a strategy's name in a message, and nothing in a test
+// file or a comment, in a scenario's name, in a longer strategy's name or
+// in prose that names a store.
 func TestStoreWordsCatches(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, src string) {
@@ -286,11 +334,23 @@ func TestStoreWordsCatches(t *testing.T) {
 		}
 	}
 	write("planted.go", "package p\n\n// zookeeper in a comment is fine.\nvar a, b = \"zookeeper\", \"pg-advisory\"\n")
+	write("planted_main.go", "package p\n\n// set-nx-px in a comment is fine.\n"+
+		"var known = map[string][]string{\"set-nx-px\": {\"c1 c2\"}}\n"+
+		"var msg = \"multi-node scenarios are for redlock, the others for single-node strategies\"\n"+
+		"var store = \"redis\"\n"+
+		"var fine = []string{\"redlock-pause\", \"set-nx-px-getdel-ish\", \"Redlock's masters\", \"on etcd a Txn\", \"Redis locks page\"}\n")
 	write("planted_test.go", "package p\n\nvar c = \"etcd-lease\"\n")
 	write("planted.js", "// postgres in a comment is fine.\nif (l.store === 'etcd') return \"x\";\n")
 	found := storeWords(t, []string{dir}, storeNames())
-	if len(found) != 3 || !strings.Contains(found[0], `"zookeeper"`) || !strings.Contains(found[1], `"pg-advisory"`) ||
-		!strings.Contains(found[2], `planted.js:2 names "etcd"`) {
-		t.Errorf("found %q; want the planted store and strategy names, and nothing else", found)
+	want := []string{`planted.go:4:12 names "zookeeper"`, `planted.go:4:25 names "pg-advisory"`,
+		`planted_main.go:4:33 names "set-nx-px"`, `planted_main.go:5:11 names "redlock"`, `planted_main.go:6:13 names "redis"`,
+		`planted.js:2 names "etcd"`}
+	if len(found) != len(want) {
+		t.Fatalf("found %q; want the planted store and strategy names (%q), and nothing else", found, want)
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(found[i], w) {
+			t.Errorf("found %q; want it to end with %q", found[i], w)
+		}
 	}
 }

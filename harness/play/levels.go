@@ -12,6 +12,7 @@ import (
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/strategies"
 )
 
 // Level is one challenge: a scenario of the catalog on one strategy, and a
@@ -125,7 +126,7 @@ func CustomLevel(scenario, strategy string) (Level, error) {
 	}
 	sc, d := cs.Scenario, cs.Strategy
 	if !sc.AppliesTo(d) {
-		return Level{}, fmt.Errorf("scenario %s does not apply to %s (multi-node scenarios are for redlock, the others for single-node strategies)", scenario, strategy)
+		return Level{}, fmt.Errorf("scenario %s does not apply to %s; it applies to %s", scenario, strategy, strings.Join(applicable(sc), ", "))
 	}
 	store := harness.StoreOfStrategy(strategy)
 	if why := harness.StoreNA(store, sc); why != "" {
@@ -138,6 +139,17 @@ func CustomLevel(scenario, strategy string) (Level, error) {
 		Title: fmt.Sprintf("%s on %s", scenario, strategy),
 		Goal:  fmt.Sprintf("%s. Break %s (%s) by choosing the steps.", capitalize(told.Title), strategy, sc.Property)}
 	return l.of(cs), nil
+}
+
+// applicable names the registered strategies scenario sc applies to.
+func applicable(sc *harness.Scenario) []string {
+	var out []string
+	for _, d := range strategies.All() {
+		if sc.AppliesTo(d) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
 }
 
 func capitalize(s string) string {

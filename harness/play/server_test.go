@@ -430,7 +430,8 @@ func TestEveryLevelPlays(t *testing.T) {
 // listed first and solved like the others.
 func TestCustomLevel(t *testing.T) {
 	_, err := CustomLevel("redlock-pause", "setnx-del")
-	assert.ErrorContains(t, err, "does not apply")
+	assert.ErrorContains(t, err, "scenario redlock-pause does not apply to setnx-del; it applies to redlock",
+		"the strategies it applies to, from the registry")
 	_, err = CustomLevel("nope", "setnx-del")
 	assert.ErrorContains(t, err, "unknown scenario")
 	_, err = CustomLevel("clock-skew", "nope")

@@ -214,13 +214,20 @@ func (o *Options) defaults() error {
 // node faults a run on it does not inject (saying which store's servers
 // the store's own faults strike, StoreDriver.Own).
 func (o *Options) checkStore() error {
-	own := storeOf(o.desc.Family)
-	if own == nil {
-		return lockkit.Invalid("stress: strategy %s locks on a store no package registered (family %s): import its package under stores/", o.Strategy, o.desc.Family)
+	own, err := storeOf(o.desc.Family)
+	if err != nil {
+		return lockkit.Invalid("stress: strategy %s: %v", o.Strategy, err)
 	}
 	d := o.sd
 	if d == nil {
+		if own == nil {
+			return lockkit.Invalid("stress: strategy %s (family %s, which no registered store claims) locks on the store whose servers Options.Store gives: Options.Store is required", o.Strategy, o.desc.Family)
+		}
 		return lockkit.Invalid("stress: strategy %s locks on %s: Options.Store is required", o.Strategy, own.Title)
+	}
+	if own == nil {
+		// A lock of one's own: the store of the servers given.
+		own = d
 	}
 	if own != d {
 		return lockkit.Invalid("stress: strategy %s does not lock on %s", o.Strategy, d.Title)

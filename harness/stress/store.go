@@ -7,7 +7,8 @@
 // (RegisterStore). This package imports none of the stores and names
 // none. A run locks on the store whose servers Options.Store holds; a
 // strategy locks on the store whose Name, or one of whose Families, is its
-// family (strategies.Description.Family).
+// family (strategies.Description.Family); a strategy whose store is not
+// registered is refused, with the package to import.
 //
 // The store's part of a run (StoreRun) connects each client on its own,
 // empties the servers before the clients start, strikes them with the
@@ -29,6 +30,7 @@ import (
 
 	"github.com/locklab/locklab"
 	"github.com/locklab/locklab/harness/fault"
+	"github.com/locklab/locklab/strategies"
 )
 
 // StoreServers are the servers of the store that a run locks on
@@ -263,23 +265,27 @@ func LookupStore(name string) *StoreDriver {
 }
 
 // storeOf returns the registered store that strategies of family lock
-// on: the one named family, or the one of whose Families it is, else the
-// Main one, as a strategy of one's own whose family names no store locks
-// on the harness's main store; nil when none of those is registered.
-func storeOf(family string) *StoreDriver {
+// on: the one named family, or the one of whose Families it is. A family
+// whose store the registry knows the package of (strategies.StorePackage)
+// and no package registered with stress mode is an error naming that
+// package, as the harness's is. Any other family (a lock of one's own,
+// registered with a family of its own) gives nil and no error: it locks
+// on the store whose servers the run is given (Options.Store). Nothing
+// falls back to a store the family does not name.
+func storeOf(family string) (*StoreDriver, error) {
 	if d := LookupStore(family); d != nil {
-		return d
+		return d, nil
 	}
-	var main *StoreDriver
 	for _, d := range Stores() {
 		if slices.Contains(d.Families, family) {
-			return d
-		}
-		if d.Main {
-			main = d
+			return d, nil
 		}
 	}
-	return main
+	if pkg, ok := strategies.StorePackage(family); ok {
+		return nil, fmt.Errorf("the strategies of family %q lock on a store that is not registered with stress mode: import _ %q "+
+			"(its harness.Driver's Stress registers it)", family, pkg)
+	}
+	return nil, nil
 }
 
 // Stores returns the registered stores, the Main one first, then by

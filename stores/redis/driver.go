@@ -7,6 +7,7 @@
 // starts them, and its Driver's StartNodes).
 //
 //	driver.go  the store's Driver
+//	known.go   the schedules each cell replays before its search (Driver.Known)
 //	store.go   a slot's store: its pools, emptying, time, probing the lock
 //	conn.go    the connection wrapper: every command a step, on a harness.Conn
 //	nodes.go   the servers a matrix of its strategies and play's levels run on
@@ -31,15 +32,19 @@ import (
 // Name is the Redis store's name, as redisnode's nodes say it.
 const Name = redisnode.StoreName
 
+// families are the families of the strategies that lock on Redis: the
+// store's Driver and its part of stress mode each claim them.
+var families = []string{strategies.FamilySetNXGetSet, strategies.FamilyIncrExpire, strategies.FamilySetNXEx,
+	strategies.FamilyRedlock, strategies.FamilyReentrant}
+
 func init() {
 	harness.RegisterStore(&harness.Driver{
-		Name:  Name,
-		Title: "Redis",
-		Families: []string{strategies.FamilySetNXGetSet, strategies.FamilyIncrExpire, strategies.FamilySetNXEx,
-			strategies.FamilyRedlock, strategies.FamilyReentrant},
-		Main:    true,
-		Stress:  stressDriver,
-		Workers: true,
+		Name:     Name,
+		Title:    "Redis",
+		Families: families,
+		Main:     true,
+		Stress:   stressDriver,
+		Workers:  true,
 		StartNodes: func(ctx context.Context, o harness.NodesOptions) (*harness.StartedNodes, error) {
 			return startNodes(ctx, redisnode.Options{Backend: o.Backend, Image: o.Image, N: o.N, Label: o.Label}, o.Replica)
 		},
@@ -48,6 +53,7 @@ func init() {
 		},
 		Audit:      startAudit,
 		NA:         na,
+		Known:      known,
 		PlayLevels: playLevels,
 		PlayServers: func(nodes int, replica bool) string {
 			s := fmt.Sprintf("%d Redis nodes", nodes)

@@ -46,9 +46,10 @@ var StressClusterFaults = []fault.Fault{fault.ClusterFailover}
 
 // stressDriver is the store's part of stress mode (its Driver's Stress).
 var stressDriver = &stress.StoreDriver{
-	Faults: slices.Concat(StressNodeFaults, StressSentinelFaults, StressClusterFaults),
-	Start:  startStress,
-	Worker: stressWorker,
+	Families: families,
+	Faults:   slices.Concat(StressNodeFaults, StressSentinelFaults, StressClusterFaults),
+	Start:    startStress,
+	Worker:   stressWorker,
 }
 
 // StressFaultNode is a Redis node a stress run may fault.

@@ -108,8 +108,9 @@ func pagesAgreeWithMatrix(t *testing.T, runs []docgen.PageRun, m *harness.Matrix
 }
 
 // TestPinnedSchedulesAreKnown: every schedule a page pins for a run is the
-// scenario's own or one of the scenario's Known schedules for that
-// strategy, so that the strategy's matrix cell runs it before its search.
+// scenario's own or one of the Known schedules of that strategy's store
+// for the scenario (harness.Driver.Known), so that the strategy's matrix
+// cell runs it before its search.
 func TestPinnedSchedulesAreKnown(t *testing.T) {
 	files, err := docgen.Files("../..")
 	require.NoError(t, err)
@@ -130,7 +131,7 @@ func TestPinnedSchedulesAreKnown(t *testing.T) {
 			require.NoError(t, err, "%s:%d", f, r.Line)
 			sc := cs.Scenario
 			assert.True(t, text == sc.Schedule || slices.Contains(sc.Known[d.Args[1]], text),
-				"%s:%d pins %q for %s on %s: add it to the scenario's Known schedules in harness/catalog.go (on another store, its Driver's Known)",
+				"%s:%d pins %q for %s on %s: add it to the Known schedules of the strategy's store (its Driver's Known: stores/<store>/)",
 				f, r.Line, text, d.Args[1], d.Args[0])
 		}
 	}
