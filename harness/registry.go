@@ -122,7 +122,9 @@ type PlayLevel struct {
 	Why, Docs, Story   string
 	// Answer is a schedule known to break the level, run once for its
 	// first hint before the explorer is asked: on another store a fault
-	// cell's exploration takes minutes. A test plays it.
+	// cell's exploration takes minutes. A test plays it. It is the
+	// player's steps: where the level is a deadlock, the liveness probe
+	// runs after them.
 	Answer string
 }
 

@@ -39,4 +39,10 @@ var playLevels = []harness.PlayLevel{
 	{ID: "failover", Scenario: "failover-loses-lock", Strategy: "set-nx-px", Docs: "setnxex.md",
 		Title: "The replica never saw it",
 		Goal:  "n1 has an asynchronous replica. Make C1 and C2 both hold set-nx-px by failing over at the right moment."},
+	{ID: "lost-reply", Scenario: "lost-reply", Strategy: "setnx-expire", Docs: "setnxex.md",
+		Title: "Locked out by a lost reply",
+		Goal: "Make setnx-expire refuse everyone, for ever, with no client crashed. You may lose the reply to one of " +
+			"C1's requests (lose(c1)): Redis carries it out, and C1's connection drops before the answer comes. " +
+			"C1 tries again once.",
+		Answer: "lose(c1) c1 c1 c2"},
 }
