@@ -50,7 +50,12 @@ type MemberWipe[M Member] struct {
 	note    string // what the last step did (Note)
 }
 
-// Lag kills a follower (SIGKILL): it misses every write until Wipe.
+// Lag kills a follower (SIGKILL): it misses every write until Wipe. It
+// is the last follower in the cluster's order, never the first member
+// when another follower runs: a run's clients are served by the first
+// server that answers them (ZooKeeper's store pins them there), so the
+// lag leaves them where they were, whichever member leads, and a
+// schedule's steps are the same each time it runs.
 func (l *MemberWipe[M]) Lag(ctx context.Context) error {
 	leader, err := l.Quorum.Leader(ctx)
 	if err != nil {
@@ -62,8 +67,9 @@ func (l *MemberWipe[M]) Lag(ctx context.Context) error {
 	if l.lagging != none {
 		return fmt.Errorf("member loss: %s lags already", l.lagging)
 	}
-	for _, m := range l.Members() {
-		if m != leader && m.Running() {
+	members := l.Members()
+	for i := len(members) - 1; i >= 0; i-- {
+		if m := members[i]; m != leader && m.Running() {
 			m.Kill()
 			l.lagging = m
 			l.note = fmt.Sprintf("%s (a follower) is killed: it lags; %s leads", m, leader)

@@ -92,11 +92,11 @@ func TestMemberWipe(t *testing.T) {
 	if err := End(ctx, w, MemberLoss); err != nil {
 		t.Fatal(err)
 	}
-	want := "kill a, kill c, kill b, empty c, restart a, restart b"
+	want := "kill c, kill a, kill b, empty a, restart c, restart b"
 	if got := strings.Join(c.log, ", "); got != want {
 		t.Errorf("the steps: %s; want %s", got, want)
 	}
-	if n := w.Note(); !strings.Contains(n, "c starts with an emptied data directory") || !strings.Contains(n, "b rejoins") {
+	if n := w.Note(); !strings.Contains(n, "a starts with an emptied data directory") || !strings.Contains(n, "b rejoins") {
 		t.Errorf("note %q", n)
 	}
 	c.log = nil
@@ -112,8 +112,20 @@ func TestMemberWipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.log = nil
-	if reset, err := w.Recover(ctx); err != nil || reset || strings.Join(c.log, ", ") != "restart a" {
+	if reset, err := w.Recover(ctx); err != nil || reset || strings.Join(c.log, ", ") != "restart c" {
 		t.Errorf("Recover after a Lag alone: reset %v, %v, %v", reset, err, c.log)
+	}
+
+	// The lag strikes the last follower in the cluster's order, never the
+	// first member while another follower runs: a run's clients stay on
+	// the first server.
+	c, w = newFake(false)
+	c.leaders = []string{"c", "a", "b"}
+	if err := w.Lag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.log, ", "); got != "kill b" {
+		t.Errorf("with c leading, Lag did %q; want kill b", got)
 	}
 }
 
