@@ -30,19 +30,25 @@ func Tries(n int) func(error) bool {
 
 // Relaunch starts the process again, as after a crash: it kills it if it
 // runs, then calls start, which launches it (Launch) and waits until it
-// serves, until start succeeds. A failed start leaves the process killed;
-// while retry(err) says yes and ctx lasts, start is called again after a
-// pause that doubles from 5ms to 200ms: a port the killed process held
-// may linger a moment.
+// serves, until start succeeds (Retry). A failed start leaves the process
+// killed.
 func (p *Proc) Relaunch(ctx context.Context, start func() error, retry func(error) bool) error {
 	p.Kill()
+	return Retry(ctx, start, p.Kill, retry)
+}
+
+// Retry calls start until it succeeds. After each failure it calls kill,
+// which kills what start started; while retry(err) says yes and ctx
+// lasts, start is called again after a pause that doubles from 5ms to
+// 200ms: a port a killed process held may linger a moment.
+func Retry(ctx context.Context, start func() error, kill func(), retry func(error) bool) error {
 	delay := 5 * time.Millisecond
 	for {
 		err := start()
 		if err == nil {
 			return nil
 		}
-		p.Kill()
+		kill()
 		if !retry(err) || ctx.Err() != nil {
 			return err
 		}

@@ -165,26 +165,11 @@ func (c *Cluster) Reset(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		err := c.reset(wctx)
-		if err == nil {
-			return nil
-		}
+	return serverproc.Retry(wctx, func() error { return c.reset(wctx) }, func() {
 		for _, m := range c.members {
 			m.Kill()
 		}
-		// A port a killed member held may linger a moment.
-		if !serverproc.PortTaken(err) || wctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-wctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
+	}, serverproc.PortTaken)
 }
 
 func (c *Cluster) reset(ctx context.Context) error {

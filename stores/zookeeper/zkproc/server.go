@@ -89,26 +89,11 @@ func (e *Ensemble) Reset(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, e.opts.StartTimeout)
 	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		err := e.reset(wctx)
-		if err == nil {
-			return nil
-		}
+	return serverproc.Retry(wctx, func() error { return e.reset(wctx) }, func() {
 		for _, s := range e.servers {
 			s.Kill()
 		}
-		// A port a killed server held may linger a moment.
-		if !serverproc.PortTaken(err) || wctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-wctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
+	}, serverproc.PortTaken)
 }
 
 func (e *Ensemble) reset(ctx context.Context) error {
