@@ -96,7 +96,7 @@ func TestMemberWipe(t *testing.T) {
 	if got := strings.Join(c.log, ", "); got != want {
 		t.Errorf("the steps: %s; want %s", got, want)
 	}
-	if n := w.Note(); !strings.Contains(n, "a starts with an emptied data directory") || !strings.Contains(n, "b rejoins") {
+	if n := w.Note(); !strings.Contains(n, "C starts with an emptied data directory, then A, which lagged: C leads") || !strings.Contains(n, "B rejoins") {
 		t.Errorf("note %q", n)
 	}
 	c.log = nil
@@ -140,7 +140,7 @@ func TestMemberWipeLeavesStuckLeaderDown(t *testing.T) {
 	if err := w.Wipe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.Note(); !strings.Contains(n, "b does not rejoin within 50ms, and is left down") {
+	if n := w.Note(); !strings.Contains(n, "B does not rejoin within 50ms, and is left down") {
 		t.Errorf("note %q", n)
 	}
 	if c.ms[1].running || !c.ms[0].running || !c.ms[2].running {
