@@ -144,6 +144,10 @@ var tellings = map[string]harness.Telling{
 // scenario and then strategy (harness.Driver.Known): each cell replays
 // them before its search, and the pages pin them.
 var known = map[string]map[string][]string{
+	"member-loses-data": {
+		"etcd-lease": {"lag(n1) c1 c1 c1 wipe(n1) c2 c2"},
+		"etcd-mutex": {"lag(n1) c1 c1 c1 wipe(n1) c2 c2"},
+	},
 	"pause-past-ttl-guarded": {
 		"etcd-lease": {"c1 c1 c1 c2 c2 c2 c1"},
 	},

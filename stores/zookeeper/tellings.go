@@ -143,6 +143,11 @@ var tellings = map[string]harness.Telling{
 // scenario and then strategy (harness.Driver.Known): each cell replays
 // them before its search, and the pages pin them.
 var known = map[string]map[string][]string{
+	"member-loses-data": {
+		"zk-ephemeral": {"lag(n1) c1 c1 c1 wipe(n1) c2 c2"},
+		"zk-golib":     {"lag(n1) c1 c1 c1 c1 c1 wipe(n1) c2 c2"},
+		"zk-recipe":    {"lag(n1) c1 c1 c1 c1 wipe(n1) c2 c2 c2"},
+	},
 	"lost-reply": {
 		"zk-golib": {"c2 c1 lose(c1) c1 c1 c1 c1 c2 c2 c2"},
 	},
