@@ -17,7 +17,9 @@ import (
 // reaches the plain walk's verdict with a counterexample as short, and
 // its runs fall into as many traces as the plain walk's (up to the
 // violation, where a run stops at one): it reaches every one. In all it
-// runs fewer schedules.
+// runs fewer schedules. With the footprint left empty (a time step that
+// ends nothing), the reduced walk misses traces of zk-recipe ×
+// partitioned-holder.
 func TestTimeStepsCommute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on ZooKeeper twice")
@@ -31,6 +33,7 @@ func TestTimeStepsCommute(t *testing.T) {
 	}
 	var plainRuns, reducedRuns int
 	for _, cell := range []struct{ strategy, scenario string }{
+		{"zk-recipe", "partitioned-holder"},
 		{"zk-ephemeral", "stale-recovery"},
 		{"zk-ephemeral", "partitioned-holder"},
 		{"zk-ephemeral", "release-after-expiry"},
