@@ -18,8 +18,8 @@ import (
 // its runs fall into as many traces as the plain walk's (up to the
 // violation, where a run stops at one): it reaches every one. In all it
 // runs fewer schedules. With the footprint left empty (a time step that
-// ends nothing), the reduced walk misses traces of zk-recipe ×
-// partitioned-holder.
+// ends nothing), or only the nodes and the zxid left out, the reduced
+// walk misses traces of zk-recipe × partitioned-holder.
 func TestTimeStepsCommute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on ZooKeeper twice")
