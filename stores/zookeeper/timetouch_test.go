@@ -11,8 +11,8 @@ import (
 // TestTimeStepsCommute: a time step on ZooKeeper touches the zxid and the
 // ephemeral nodes of the sessions it ends (the silent clients'), those
 // clients' reach, the clock and the holders (TimeTouch), and commutes
-// with the steps that touch none of it. On cells of the three locks whose
-// scenarios take time steps (the holder crashed or cut off in some, whose
+// with the steps that touch none of it. On two cells whose scenarios take
+// time steps (the holder crashed or cut off in some, whose
 // session the step ends), the reduced walk
 // reaches the plain walk's verdict with a counterexample as short, and
 // its runs fall into as many traces as the plain walk's (up to the
@@ -33,12 +33,12 @@ func TestTimeStepsCommute(t *testing.T) {
 	}
 	var plainRuns, reducedRuns int
 	for _, cell := range []struct{ strategy, scenario string }{
+		// The cell a footprint too small fails, and a safe one. Four
+		// more (zk-ephemeral × stale-recovery and partitioned-holder,
+		// zk-recipe and zk-golib × release-after-expiry) passed too, at
+		// minutes more under -race.
 		{"zk-recipe", "partitioned-holder"},
-		{"zk-ephemeral", "stale-recovery"},
-		{"zk-ephemeral", "partitioned-holder"},
 		{"zk-ephemeral", "release-after-expiry"},
-		{"zk-recipe", "release-after-expiry"},
-		{"zk-golib", "release-after-expiry"},
 	} {
 		cs, err := harness.Resolve(cell.scenario, cell.strategy)
 		if err != nil {
