@@ -60,7 +60,10 @@ func (s *Server) restart(ctx context.Context, empty bool) error {
 		if err := s.launch(); err != nil {
 			return err
 		}
-		return s.e.waitHealthy(wctx, s.e.running(s))
+		// The running servers are asked again at each poll: a member
+		// loss starts another server beside this one (StartEmpty), and
+		// this one may follow it.
+		return s.e.waitHealthyOf(wctx, func() []*Server { return s.e.running(s) })
 	}, serverproc.PortTaken)
 }
 
@@ -266,12 +269,19 @@ func isLeader(mode string) bool { return mode == "leader" || mode == "standalone
 // waitHealthy polls ss until every one of them serves and exactly one of
 // them leads, ctx ends, or one of them exits.
 func (e *Ensemble) waitHealthy(ctx context.Context, ss []*Server) error {
-	if len(ss) == 0 {
-		return errors.New("zkproc: no server running")
-	}
+	return e.waitHealthyOf(ctx, func() []*Server { return ss })
+}
+
+// waitHealthyOf is waitHealthy on the servers set returns, asked at each
+// poll.
+func (e *Ensemble) waitHealthyOf(ctx context.Context, set func() []*Server) error {
 	delay := 5 * time.Millisecond
 	var last error
 	for {
+		ss := set()
+		if len(ss) == 0 {
+			return errors.New("zkproc: no server running")
+		}
 		for _, s := range ss {
 			select {
 			case <-s.Exited():
