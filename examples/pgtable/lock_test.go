@@ -79,9 +79,9 @@ func TestGetThenDel(t *testing.T) {
 		t.Fatal("no cell for release-after-expiry")
 	}
 	t.Log(locklabtest.Failure(cell))
-	// c2 takes the lock; time passes the TTL; c2 writes and SELECTs its
+	// c2 takes the lock and writes; time passes the TTL; c2 SELECTs its
 	// token; c1 takes the expired row over; c2's DELETE deletes c1's row.
-	const schedule, message = "c2 time c2 c2 c1 c2", "c2's release deleted c1's lock on n1 at step 6"
+	const schedule, message = "c2 c2 time c2 c1 c2", "c2's release deleted c1's lock on n1 at step 6"
 	if cell.Schedule != schedule || cell.Message != message {
 		t.Errorf("counterexample %q (%s), want %q (%s)", cell.Schedule, cell.Message, schedule, message)
 	}
