@@ -63,6 +63,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -177,6 +178,16 @@ func (s signalled) Error() string { return s.sig.String() }
 // Run). The first SIGINT or SIGTERM ends the command, which then removes
 // the servers it started, and the process exits with 130 or 143.
 func Main() {
+	// A matrix opens and closes client connections by the ten thousand,
+	// and their buffers are much of what it allocates: at Go's default
+	// (GOGC=100) the collector runs every few runs. Between collections
+	// the heap may grow to five times what is live (zk-recipe's cells that
+	// fault no server, back to back: 7% less CPU, servers included, the
+	// largest process 255 MB where it was 123); GOGC, when set, says
+	// otherwise.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	// The first SIGINT or SIGTERM cancels the run, which then removes what
 	// it started; later ones are ignored while it does.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -191,6 +202,9 @@ func Main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// gcPercent is the collector's target Main sets where GOGC is not set.
+const gcPercent = 400
 
 // Run runs the command line args (without the program's name: "matrix",
 // "-s", "my-lock") in this process, writing to stdout and stderr, and
