@@ -44,7 +44,7 @@ type MatrixOptions struct {
 	// a database of its own (default 1).
 	Workers int
 	// Pool is the most schedules that run at once across the cells
-	// (0: DefaultPool, two per core). Each cell starts with one worker
+	// (0: DefaultPool, four per core). Each cell starts with one worker
 	// and takes more, up to Workers, while the pool has room and the cell
 	// has schedules waiting (pool.go): the last long cells use the cores
 	// the finished ones left.
