@@ -83,9 +83,15 @@ func newStore(n *Node) (*zkStore, error) {
 // dialAdmin opens the store's own connection to n's ensemble.
 func dialAdmin(n *Node) (*zk.Conn, error) {
 	hosts := newHosts(n)
-	admin, _, err := zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
-		zk.WithHostProvider(hosts), zk.WithDialer(hosts.dial), zk.WithMaxBufferSize(maxResponse))
+	admin, _, err := connect(n, hosts, hosts.dial)
 	return admin, err
+}
+
+// connect opens a connection to n's ensemble, to the servers hosts
+// gives, dialed by dial: the store's and its clients' alike.
+func connect(n *Node, hosts *fixedHosts, dial zk.Dialer) (*zk.Conn, <-chan zk.Event, error) {
+	return zk.Connect(n.Ensemble.Addrs(), sessionTimeout, zk.WithLogger(nopLogger{}),
+		zk.WithHostProvider(hosts), zk.WithDialer(dial), zk.WithMaxBufferSize(maxResponse))
 }
 
 var _ harness.Store = (*zkStore)(nil)
@@ -126,8 +132,7 @@ type zkClient struct {
 func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	cl := &zkClient{s: s, c: c, bound: true, hosts: newHosts(s.node)}
 	cl.changed = sync.NewCond(&cl.mu)
-	conn, events, err := zk.Connect(s.node.Ensemble.Addrs(), sessionTimeout, zk.WithDialer(cl.dial),
-		zk.WithLogger(nopLogger{}), zk.WithHostProvider(cl.hosts), zk.WithMaxBufferSize(maxResponse))
+	conn, events, err := connect(s.node, cl.hosts, cl.dial)
 	if err != nil {
 		return err
 	}
