@@ -128,15 +128,20 @@ func (s *zkStore) renew(ctx context.Context, cl *zkClient, sess session, wait bo
 
 // expire ends session sess on the ensemble: a connection of its own with
 // the session's id and password, and a closeSession request on it. A
-// server may close that connection first: the client's own reconnection
-// moved the session meanwhile, or the server serves no client while its
-// ensemble elects a leader, which on a loaded machine can take seconds.
-// The store tries every server again, waiting longer each round, until a
-// server says the session is gone or expirePatience has passed.
+// server may close that connection before it answers the close: the
+// server the session was on closes every connection of a session it ends,
+// and answers none (ZooKeeper's FinalRequestProcessor); the client's own
+// connection, which the handshake cut, may come back on the session first
+// and cut this one; or the server serves no client while its ensemble
+// elects a leader, which on a loaded machine can take seconds. So the
+// store tries every server again until a handshake says the session is
+// gone (session id 0) or expirePatience has passed: the first round again
+// at once (a handshake tells a close that ended the session from one cut
+// short), the later ones waiting longer each round.
 func (s *zkStore) expire(ctx context.Context, sess session) error {
 	var last error
 	give := time.Now().Add(expirePatience)
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	for delay := time.Duration(0); ; delay = min(max(2*delay, 50*time.Millisecond), time.Second) {
 		for _, addr := range s.node.Ensemble.Addrs() {
 			if last = closeSession(ctx, addr, sess); last == nil {
 				return nil
@@ -157,7 +162,9 @@ func (s *zkStore) expire(ctx context.Context, sess session) error {
 // than an election of the ensemble takes on a loaded machine.
 const expirePatience = 30 * time.Second
 
-// closeSession closes session sess through the server at addr.
+// closeSession closes session sess through the server at addr: the
+// handshake and the close go out together, so that the close is read
+// before the client's own connection can come back on the session.
 func closeSession(ctx context.Context, addr string, sess session) error {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -171,7 +178,7 @@ func closeSession(ctx context.Context, addr string, sess session) error {
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
 	}
 	sess.timeout = int32(sessionTimeout / time.Millisecond)
-	if _, err := nc.Write(connectRequest(sess)); err != nil {
+	if _, err := nc.Write(append(connectRequest(sess), closeRequest(1)...)); err != nil {
 		return err
 	}
 	resp, err := readFrame(nc)
@@ -184,9 +191,6 @@ func closeSession(ctx context.Context, addr string, sess session) error {
 	}
 	if got.id == 0 {
 		return nil // expired already
-	}
-	if _, err := nc.Write(closeRequest(1)); err != nil {
-		return err
 	}
 	_, err = readFrame(nc) // the close's answer
 	return err
