@@ -38,18 +38,21 @@ shortest counterexample), DEADLOCK, STARVATION, or n/a.
 
 Without --strategy it runs the Redis strategies, and those of PostgreSQL,
 etcd and ZooKeeper too where their servers are installed (make servers
-installs them): it starts a throwaway PostgreSQL server, a three-member
-etcd cluster and a three-server ZooKeeper ensemble on the Redis nodes'
-backend (containers of images built from those binaries on docker, local
-processes on process) while the Redis nodes start. Their cells run beside
-the Redis cells, one store after another (the next store begins once
-every cell of the one before has begun), three at a time, bounded by
---store-preemptions and --store-max-schedules (every statement or request
-is a round trip to a database or a quorum). The cells that kill, restart
-or fail over a server run on servers of their own, started when a cell
-first needs one and stopped once the store's last such cell is done: up
-to --fault-servers of each store at once, each cell, or worker of one, on
-one of them.
+installs them): it starts a throwaway PostgreSQL server, one etcd member
+and one ZooKeeper server on the Redis nodes' backend (containers of
+images built from those binaries on docker, local processes on process)
+while the Redis nodes start. Their cells run beside the Redis cells, one
+store after another (the next store begins once every cell of the one
+before has begun), three at a time, bounded by --store-preemptions and
+--store-max-schedules (every statement or request is a round trip to a
+database or a quorum). A cell that faults no server sees one etcd member
+or ZooKeeper server answer as a three-member cluster would, for a third
+of the work (docs/reduction.md, "One server for the cells that fault
+none"). The cells that kill, restart or fail over a server run on
+servers of their own, three-member clusters and ensembles, started when
+a cell first needs one and stopped once the store's last such cell is
+done: up to --fault-servers of each store at once, each cell, or worker
+of one, on one of them.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
@@ -313,7 +316,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 	started := make(chan struct{})
 	go func() {
 		defer close(started)
-		others, serr = stores.Start(ctx, backend, names, func(line string) { said = append(said, line) })
+		others, serr = stores.StartShared(ctx, backend, names, func(line string) { said = append(said, line) })
 	}()
 	c, ns, err := g.cluster(ctx, errw, nodes)
 	if err == nil {

@@ -86,6 +86,15 @@ type Driver struct {
 	// "docker"), each one Node of the harness (a cluster is one node; its
 	// faults strike the member they say). Each node's Close stops it.
 	Start func(ctx context.Context, backend string, count int) ([]StoreNode, error)
+	// StartShared, when set, starts the node that the matrix's cells that
+	// fault no server share, smaller than Start's: one etcd member, one
+	// ZooKeeper server standalone. A store sets it only where that node
+	// answers every request of those cells as Start's does, so that every
+	// cell explores the same schedules to the same verdict on either
+	// (docs/reduction.md, "One server for the cells that fault none");
+	// the cells that kill, restart or fail over a server run on Start's
+	// (MatrixOptions.StartFaultServer), never on this one.
+	StartShared func(ctx context.Context, backend string) (StoreNode, error)
 	// StartNodes starts servers of the Main store as nodes of their own,
 	// as a run that takes several of them (Redlock's independent masters)
 	// or fails one over needs them: o.N servers, the first with a replica

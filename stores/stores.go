@@ -94,6 +94,19 @@ func Backend(ctx context.Context, redis string) (string, error) {
 // none when no strategy of another store is named. say, when set, is told
 // each store's servers started, in a line. The caller closes them.
 func Start(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
+	return start(ctx, backend, names, say, false)
+}
+
+// StartShared is Start for a matrix whose cells that kill, restart or
+// fail over a server run on servers of their own
+// (harness.MatrixOptions.StartFaultServer, FaultServer): a store that
+// offers a smaller node for the other cells (harness.Driver.StartShared:
+// one etcd member, one ZooKeeper server) starts that one.
+func StartShared(ctx context.Context, backend string, names []string, say func(string)) (*Servers, error) {
+	return start(ctx, backend, names, say, true)
+}
+
+func start(ctx context.Context, backend string, names []string, say func(string), shared bool) (*Servers, error) {
 	s := &Servers{Nodes: map[string][]harness.Node{}}
 	want := map[string]string{} // store: the first strategy named that locks there
 	for _, name := range names {
@@ -115,7 +128,15 @@ func Start(ctx context.Context, backend string, names []string, say func(string)
 		}
 		wg.Go(func() {
 			var err error
-			if started[i], err = d.Start(ctx, backend, 1); err != nil {
+			if shared && d.StartShared != nil {
+				var n harness.StoreNode
+				if n, err = d.StartShared(ctx, backend); err == nil {
+					started[i] = []harness.StoreNode{n}
+				}
+			} else {
+				started[i], err = d.Start(ctx, backend, 1)
+			}
+			if err != nil {
 				errs[i] = fmt.Errorf("starting %s for %s: %w", d.Title, name, err)
 			}
 		})

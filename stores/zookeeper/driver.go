@@ -45,13 +45,14 @@ var serverConfig = []string{"maxSessionTimeout=60000"}
 
 func init() {
 	harness.RegisterStore(&harness.Driver{
-		Stress:    stressDriver,
-		Name:      Name,
-		Title:     "ZooKeeper",
-		Rank:      3,
-		Installed: zkproc.Installed,
-		Start:     start,
-		Describe:  describe,
+		Stress:      stressDriver,
+		Name:        Name,
+		Title:       "ZooKeeper",
+		Rank:        3,
+		Installed:   zkproc.Installed,
+		Start:       start,
+		StartShared: startShared,
+		Describe:    describe,
 		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
 			return newStore(nodes[0].(*Node))
 		},
@@ -94,6 +95,20 @@ func start(ctx context.Context, backend string, count int) ([]harness.StoreNode,
 		}
 		return NewNode("n1", e), nil
 	})
+}
+
+// startShared starts the server, standalone, that the cells that fault no
+// server share: every client of a run is served by one server of an
+// ensemble (fixedHosts), which answers and notifies in the order the
+// ensemble commits, so a server alone answers each request as an ensemble
+// does, for a third of the work (docs/reduction.md, "One server for the
+// cells that fault none").
+func startShared(ctx context.Context, backend string) (harness.StoreNode, error) {
+	e, err := zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig, Servers: 1})
+	if err != nil {
+		return nil, err
+	}
+	return NewNode("n1", e), nil
 }
 
 // describe names the first ensemble, and the others' servers.

@@ -135,9 +135,15 @@ func (c *Cluster) Backend() string {
 // Describe tells what runs the members: "3 member processes
 // http://127.0.0.1:p1,... (etcd 3.4.23)" or "3 containers ... ".
 func (c *Cluster) Describe() string {
-	what := "member processes"
+	what := "member process"
 	if c.net != nil {
-		what = "containers (network " + c.net.Name + ")"
+		what = "container"
+	}
+	if len(c.members) != 1 {
+		what += "s"
+	}
+	if c.net != nil {
+		what += " (network " + c.net.Name + ")"
 	}
 	return fmt.Sprintf("%d %s %s (%s)", len(c.members), what, strings.Join(c.Endpoints(), ","), Version(c.Bin))
 }

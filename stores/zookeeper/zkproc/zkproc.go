@@ -361,11 +361,21 @@ func (e *Ensemble) Backend() string {
 }
 
 // Describe tells what runs the servers: "3 server processes
-// 127.0.0.1:p1,... (ZooKeeper 3.8.0)" or "3 containers (network ...) ...".
+// 127.0.0.1:p1,... (ZooKeeper 3.8.0)", "1 server process, standalone,
+// ..." or "3 containers (network ...) ...".
 func (e *Ensemble) Describe() string {
-	what := "server processes"
+	what := "server process"
 	if e.net != nil {
-		what = "containers (network " + e.net.Name + ")"
+		what = "container"
+	}
+	if len(e.servers) != 1 {
+		what += "s"
+	}
+	if e.net != nil {
+		what += " (network " + e.net.Name + ")"
+	}
+	if len(e.servers) == 1 {
+		what += ", standalone,"
 	}
 	return fmt.Sprintf("%d %s %s (ZooKeeper %s)", len(e.servers), what, strings.Join(e.Addrs(), ","), versionOf(e.Jar))
 }

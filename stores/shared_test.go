@@ -1,0 +1,132 @@
+package stores
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/internal/tooling/backends"
+	"github.com/locklab/locklab/stores/etcd"
+	"github.com/locklab/locklab/stores/zookeeper"
+)
+
+// sharedCells are, by store, cells that fault no server, among them
+// violations, a crash, a partition, paused clients, waiters, time steps
+// and sessions ended on the run's clock.
+var sharedCells = map[string]struct{ strategies, scenarios []string }{
+	etcd.Name: {[]string{"etcd-lease", "etcd-mutex"},
+		[]string{"partitioned-holder", "pause-past-ttl", "crash-before-expire", "release-after-expiry"}},
+	zookeeper.Name: {[]string{"zk-recipe", "zk-ephemeral", "zk-golib"},
+		[]string{"pause-past-ttl", "pause-past-ttl-fenced", "release-after-expiry", "ttl-pushed-by-waiters"}},
+}
+
+// TestSharedAnswersAlike is the evidence for Driver.StartShared
+// (docs/reduction.md, "One server for the cells that fault none"): on
+// every store that offers a smaller node for the cells that fault no
+// server, cells of every kind explore the same schedules to the same
+// verdict and the same shortest counterexample on it as on Start's
+// cluster.
+func TestSharedAnswersAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores cells on etcd and ZooKeeper twice")
+	}
+	for _, d := range harness.Stores() {
+		if d.StartShared == nil {
+			continue
+		}
+		cells, ok := sharedCells[d.Name]
+		if !ok {
+			t.Errorf("%s offers a shared node, and no cells here compare it with its cluster", d.Name)
+			continue
+		}
+		t.Run(d.Name, func(t *testing.T) {
+			if err := Installed(d.Name); err != nil {
+				t.Skip(err)
+			}
+			ctx := context.Background()
+			run := func(n harness.StoreNode) *harness.MatrixResult {
+				t.Helper()
+				defer n.Close()
+				m, err := harness.Matrix(ctx, harness.MatrixOptions{
+					Strategies: cells.strategies, Scenarios: cells.scenarios,
+					Stores:           map[string][]harness.Node{d.Name: {n}},
+					StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			ns, err := d.Start(ctx, backends.Process, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cluster := run(ns[0])
+			one, err := d.StartShared(ctx, backends.Process)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shared := run(one)
+			for _, diff := range cellDiffs(cluster.Cells, shared.Cells) {
+				t.Error(diff)
+			}
+			ran := 0
+			for _, c := range shared.Cells {
+				if c.Outcome != harness.NA {
+					ran++
+				}
+			}
+			if ran < len(cells.scenarios) {
+				t.Errorf("%d cells ran; the comparison wants more", ran)
+			}
+		})
+	}
+}
+
+// cellDiffs lists where the cells of two runs of the same matrix differ
+// in what a matrix reports: verdict, property, shortest counterexample,
+// schedules explored and completeness (not the times, nor a message's
+// fence numbers, which differ from one run to the next on any server).
+func cellDiffs(a, b []harness.Cell) []string {
+	var out []string
+	if len(a) != len(b) {
+		return []string{fmt.Sprintf("%d cells against %d", len(a), len(b))}
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Strategy != y.Strategy || x.Scenario != y.Scenario || x.Outcome != y.Outcome || x.Property != y.Property ||
+			x.Schedule != y.Schedule || x.Schedules != y.Schedules || x.Complete != y.Complete {
+			out = append(out, fmt.Sprintf("%s × %s: %s %s in %d schedules (complete %t) %q, against %s × %s: %s %s in %d (complete %t) %q",
+				x.Strategy, x.Scenario, x.Outcome, x.Property, x.Schedules, x.Complete, x.Schedule,
+				y.Strategy, y.Scenario, y.Outcome, y.Property, y.Schedules, y.Complete, y.Schedule))
+		}
+	}
+	return out
+}
+
+// TestCellDiffsCatches: the comparison TestSharedAnswersAlike rests on
+// reports a cell that differs in any of what it compares.
+func TestCellDiffsCatches(t *testing.T) {
+	base := harness.Cell{Strategy: "etcd-lease", Scenario: "pause-past-ttl", Outcome: harness.Violated,
+		Property: harness.Fencing, Schedule: "c1 c2", Schedules: 14, Complete: true}
+	if d := cellDiffs([]harness.Cell{base}, []harness.Cell{base}); len(d) != 0 {
+		t.Fatalf("equal cells differ: %v", d)
+	}
+	for name, change := range map[string]func(*harness.Cell){
+		"verdict":        func(c *harness.Cell) { c.Outcome = harness.Safe },
+		"counterexample": func(c *harness.Cell) { c.Schedule = "c2 c1" },
+		"schedules":      func(c *harness.Cell) { c.Schedules++ },
+		"complete":       func(c *harness.Cell) { c.Complete = false },
+		"property":       func(c *harness.Cell) { c.Property = harness.MutualExclusion },
+	} {
+		other := base
+		change(&other)
+		if d := cellDiffs([]harness.Cell{base}, []harness.Cell{other}); len(d) != 1 {
+			t.Errorf("a different %s: %d differences reported, want 1", name, len(d))
+		}
+	}
+	if d := cellDiffs([]harness.Cell{base}, nil); len(d) != 1 {
+		t.Errorf("a missing cell: %d differences reported, want 1", len(d))
+	}
+}
