@@ -135,15 +135,14 @@ func (c *Cluster) Backend() string {
 // Describe tells what runs the members: "3 member processes
 // http://127.0.0.1:p1,... (etcd 3.4.23)" or "3 containers ... ".
 func (c *Cluster) Describe() string {
-	what := "member process"
-	if c.net != nil {
-		what = "container"
-	}
-	if len(c.members) != 1 {
-		what += "s"
-	}
-	if c.net != nil {
-		what += " (network " + c.net.Name + ")"
+	what := "member processes"
+	switch {
+	case c.net != nil && len(c.members) == 1:
+		what = "container (network " + c.net.Name + ")"
+	case c.net != nil:
+		what = "containers (network " + c.net.Name + ")"
+	case len(c.members) == 1:
+		what = "member process"
 	}
 	return fmt.Sprintf("%d %s %s (%s)", len(c.members), what, strings.Join(c.Endpoints(), ","), Version(c.Bin))
 }

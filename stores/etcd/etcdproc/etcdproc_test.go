@@ -67,6 +67,7 @@ func TestStartClose(t *testing.T) {
 
 	eps := c.Endpoints()
 	require.Len(t, eps, etcdproc.DefaultMembers)
+	assert.Contains(t, c.Describe(), "3 member processes http://127.0.0.1:")
 	ids := map[uint64]bool{}
 	for i, m := range c.Members() {
 		assert.Equal(t, m, c.Member(i))
@@ -264,4 +265,16 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// TestOneMember: a cluster of one member serves alone, and says so in
+// the singular.
+func TestOneMember(t *testing.T) {
+	c, err := etcdproc.Start(ctxFor(t), etcdproc.Options{Members: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Contains(t, c.Describe(), "1 member process http://127.0.0.1:")
+	leader, err := c.Leader(ctxFor(t))
+	require.NoError(t, err)
+	assert.Same(t, c.Member(0), leader)
 }

@@ -364,18 +364,15 @@ func (e *Ensemble) Backend() string {
 // 127.0.0.1:p1,... (ZooKeeper 3.8.0)", "1 server process, standalone,
 // ..." or "3 containers (network ...) ...".
 func (e *Ensemble) Describe() string {
-	what := "server process"
-	if e.net != nil {
-		what = "container"
-	}
-	if len(e.servers) != 1 {
-		what += "s"
-	}
-	if e.net != nil {
-		what += " (network " + e.net.Name + ")"
-	}
-	if len(e.servers) == 1 {
-		what += ", standalone,"
+	what := "server processes"
+	switch {
+	case e.net != nil:
+		what = "containers (network " + e.net.Name + ")"
+		if len(e.servers) == 1 {
+			what = "container (network " + e.net.Name + "), standalone,"
+		}
+	case len(e.servers) == 1:
+		what = "server process, standalone,"
 	}
 	return fmt.Sprintf("%d %s %s (ZooKeeper %s)", len(e.servers), what, strings.Join(e.Addrs(), ","), versionOf(e.Jar))
 }

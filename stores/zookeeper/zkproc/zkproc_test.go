@@ -134,6 +134,7 @@ func TestStartClose(t *testing.T) {
 	mode, err := s.Mode(ctxFor(t))
 	require.NoError(t, err)
 	assert.Equal(t, "standalone", mode)
+	assert.Contains(t, e.Describe(), "1 server process, standalone, 127.0.0.1:")
 	leader, err := e.Leader(ctxFor(t))
 	require.NoError(t, err)
 	assert.Same(t, s, leader)
