@@ -138,8 +138,9 @@ func (s *zkStore) Connect(c *harness.Client, cfg *locklab.Config) error {
 	}
 	cl.conn = conn
 	// The run starts once the client has its session: the handshake is
-	// no step, and a request must not wait for it.
-	ctx, cancel := context.WithTimeoutCause(context.Background(), sessionWait,
+	// no step, and a request must not wait for it. The wait ends with the
+	// run too: an interrupt closes the servers, and a session never comes.
+	ctx, cancel := context.WithTimeoutCause(c.Context(), sessionWait,
 		fmt.Errorf("none after %v", sessionWait))
 	defer cancel()
 	if err := awaitSession(ctx, events); err != nil {
