@@ -85,12 +85,17 @@ func init() {
 // start starts count three-member clusters on backend, side by side.
 func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
 	return harness.StartEach(ctx, count, func(ctx context.Context) (harness.StoreNode, error) {
-		cl, err := etcdproc.Start(ctx, etcdproc.Options{Backend: backend})
-		if err != nil {
-			return nil, err
-		}
-		return NewNode("n1", cl), nil
+		return startCluster(ctx, etcdproc.Options{Backend: backend})
 	})
+}
+
+// startCluster starts one cluster with o, as a node.
+func startCluster(ctx context.Context, o etcdproc.Options) (harness.StoreNode, error) {
+	cl, err := etcdproc.Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return NewNode("n1", cl), nil
 }
 
 // startShared starts the one-member cluster the cells that fault no
@@ -99,11 +104,7 @@ func start(ctx context.Context, backend string, count int) ([]harness.StoreNode,
 // third of the work (docs/reduction.md, "One server for the cells that
 // fault none").
 func startShared(ctx context.Context, backend string) (harness.StoreNode, error) {
-	cl, err := etcdproc.Start(ctx, etcdproc.Options{Backend: backend, Members: 1})
-	if err != nil {
-		return nil, err
-	}
-	return NewNode("n1", cl), nil
+	return startCluster(ctx, etcdproc.Options{Backend: backend, Members: 1})
 }
 
 // describe names the first cluster, and the others' endpoints.

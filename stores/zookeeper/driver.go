@@ -89,12 +89,17 @@ func init() {
 // start starts count three-server ensembles on backend, side by side.
 func start(ctx context.Context, backend string, count int) ([]harness.StoreNode, error) {
 	return harness.StartEach(ctx, count, func(ctx context.Context) (harness.StoreNode, error) {
-		e, err := zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig})
-		if err != nil {
-			return nil, err
-		}
-		return NewNode("n1", e), nil
+		return startEnsemble(ctx, zkproc.Options{Backend: backend, Config: serverConfig})
 	})
+}
+
+// startEnsemble starts one ensemble with o, as a node.
+func startEnsemble(ctx context.Context, o zkproc.Options) (harness.StoreNode, error) {
+	e, err := zkproc.Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return NewNode("n1", e), nil
 }
 
 // startShared starts the server, standalone, that the cells that fault no
@@ -104,11 +109,7 @@ func start(ctx context.Context, backend string, count int) ([]harness.StoreNode,
 // does, for a third of the work (docs/reduction.md, "One server for the
 // cells that fault none").
 func startShared(ctx context.Context, backend string) (harness.StoreNode, error) {
-	e, err := zkproc.Start(ctx, zkproc.Options{Backend: backend, Config: serverConfig, Servers: 1})
-	if err != nil {
-		return nil, err
-	}
-	return NewNode("n1", e), nil
+	return startEnsemble(ctx, zkproc.Options{Backend: backend, Config: serverConfig, Servers: 1})
 }
 
 // describe names the first ensemble, and the others' servers.
