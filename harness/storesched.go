@@ -19,15 +19,20 @@ import (
 // store's on its own servers (o.Stores and o.FaultStores), bounded by
 // o.StorePreemptions and o.StoreSchedules; wg counts what runs.
 //
-// The stores take turns (storeTurns): the next store's cells start once
-// every cell of the one before has started, so that at most two stores'
-// cells run at once, the last long cells of one beside the first of the
-// next. All of them at once had every store's lanes and fault servers
-// (a dozen JVMs, etcd clusters, PostgreSQL backends) share the cores,
-// and waits sized for a quiet machine (an election, a session's
-// heartbeat, a JVM's start) stretch under load: on two cores the whole
-// matrix took a fifth more CPU and wall time than with the turns
-// (docs/matrix.md, "Where the time goes").
+// The stores' cells that fault no server take turns (storeTurns): the
+// next store's start once every such cell of the one before has started,
+// so that at most two stores' lanes run at once, the last long cells of
+// one beside the first of the next. All of them at once had every
+// store's lanes and fault servers (a dozen JVMs, etcd clusters,
+// PostgreSQL backends) share the cores, and waits sized for a quiet
+// machine (an election, a session's heartbeat, a JVM's start) stretch
+// under load: on two cores the whole matrix took a fifth more CPU and
+// wall time than with the turns. The cells that kill, restart or fail
+// over a server start at once, every store's, each on fault servers of
+// its own: they wait on restarts and elections for most of their time,
+// and when they waited for their store's turn, the last store's ended
+// the run with the cores part idle (docs/matrix.md, "Where the time
+// goes": 9m10s, then 7m52s).
 func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, storeJobs []cellJob, r *cellResults) {
 	byStore := map[string][]cellJob{}
 	for _, j := range storeJobs {
@@ -41,17 +46,13 @@ func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, sto
 	if o.StoreSchedules > 0 {
 		so.MaxSchedules = o.StoreSchedules
 	}
-	wg.Go(func() {
-		for _, st := range storeTurns(byStore) {
-			started := make(chan struct{})
-			wg.Go(func() { runStore(ctx, so, st, byStore[st], r, started) })
-			select {
-			case <-started:
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
+	turn := make(chan struct{})
+	close(turn)
+	for _, st := range storeTurns(byStore) {
+		prev, started := turn, make(chan struct{})
+		wg.Go(func() { runStore(ctx, so, st, byStore[st], r, prev, started) })
+		turn = started
+	}
 }
 
 // storeTurns orders the stores of byStore for their turns: the one with
@@ -81,17 +82,26 @@ func storeTurns(byStore map[string][]cellJob) []string {
 // its own (faultpool.go), as many at once as the store has fault servers.
 // Without fault servers, those run on the store's own server, alone,
 // once the others are done: a fault ends the sessions and leases of
-// every cell beside it. started is closed once every cell has started,
-// or runStore returns; runStore returns when every cell is done.
-func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *cellResults, started chan<- struct{}) {
+// every cell beside it. The cells that fault a server start at once;
+// the others once turn is closed. started is closed once every cell that
+// waits for the turn has started, or runStore returns; runStore returns
+// when every cell is done.
+func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *cellResults, turn <-chan struct{}, started chan<- struct{}) {
 	var once sync.Once
 	allStarted := func() { once.Do(func() { close(started) }) }
 	defer allStarted()
-	var left atomic.Int64
-	left.Store(int64(len(js)))
 	fp := newFaultPool(st, o.FaultStores[st], o.StartFaultServer, o.faultServers())
+	var left atomic.Int64
+	for _, j := range js {
+		if len(j.cs.Scenario.Needs) == 0 || fp.empty() {
+			left.Add(1)
+		}
+	}
+	if left.Load() == 0 {
+		allStarted()
+	}
 	run := func(j cellJob, nodes []Node, more *faultPool) bool {
-		if left.Add(-1) == 0 {
+		if (len(j.cs.Scenario.Needs) == 0 || more == nil && fp.empty()) && left.Add(-1) == 0 {
 			allStarted()
 		}
 		r.start(j, false)
@@ -113,6 +123,11 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	defer fw.Wait()
 	if !fp.empty() && len(alone) > 0 {
 		fw.Go(func() { runFaultCells(ctx, fp, alone, run, r) })
+	}
+	select {
+	case <-turn:
+	case <-ctx.Done():
+		return
 	}
 	// The cells that fault no server lock keys of their own (each run
 	// empties its key only, and reads its own sessions), so StoreLanes
