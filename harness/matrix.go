@@ -22,6 +22,18 @@ import (
 // marked safe*.
 const MatrixSchedules = 5000
 
+// MatrixWorkers is the most workers of one cell the documented matrix and
+// locklab matrix run by default (MatrixOptions.Workers): the long cells
+// that end a store's turn, or the run, run mostly alone, and a run on
+// etcd or ZooKeeper waits on its server for most of its time, so a cell
+// with eight workers keeps cores busy that one with four leaves idle,
+// where the pool (DefaultPool) has room for them. Back to back, the whole
+// matrix on 2 cores took 8m03s with four workers and a pool of 8, 8m11s
+// with eight and a pool of 8, 8m01s with four and a pool of 16, and
+// 7m17s with eight and a pool of 16: the same cells, verdicts, counts and
+// counterexamples (docs/matrix.md, "Where the time goes").
+const MatrixWorkers = 8
+
 // MatrixOptions bound the verdict matrix.
 type MatrixOptions struct {
 	// Nodes: at least 3 for the multi-node scenarios (they are n/a with
@@ -44,7 +56,7 @@ type MatrixOptions struct {
 	// a database of its own (default 1).
 	Workers int
 	// Pool is the most schedules that run at once across the cells
-	// (0: DefaultPool, four per core). Each cell starts with one worker
+	// (0: DefaultPool, eight per core). Each cell starts with one worker
 	// and takes more, up to Workers, while the pool has room and the cell
 	// has schedules waiting (pool.go): the last long cells use the cores
 	// the finished ones left.

@@ -21,13 +21,16 @@ func newWorkerPool(n int) *workerPool {
 	return &workerPool{sem: make(chan struct{}, n)}
 }
 
-// DefaultPool is the runs a matrix has under way at once by default: four
+// DefaultPool is the runs a matrix has under way at once by default: eight
 // per core. A Redis run's client and server take turns on the CPU, but a
-// run on ZooKeeper or etcd waits on a round among three servers for most
-// of its time: at two per core, ZooKeeper's cells alone kept the cores
-// half busy (zk-recipe's cells that fault no server, back to back: 208 s
-// at two per core, 172 s and 11% less CPU at four, the same schedules).
-func DefaultPool() int { return 4 * runtime.NumCPU() }
+// run on ZooKeeper or etcd waits on its servers for most of its time: at
+// two per core, ZooKeeper's cells alone kept the cores half busy
+// (zk-recipe's cells that fault no server, back to back: 208 s at two per
+// core, 172 s and 11% less CPU at four, the same schedules), and at four
+// the last long cells of a turn, with eight workers each (MatrixWorkers),
+// left them part idle again (the whole matrix 8m11s, then 7m17s at
+// eight).
+func DefaultPool() int { return 8 * runtime.NumCPU() }
 
 // acquire waits for room in the pool.
 func (p *workerPool) acquire(ctx context.Context) error {

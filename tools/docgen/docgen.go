@@ -143,7 +143,8 @@ type Generator struct {
 	// Root is the repository root, for file directives.
 	Root string
 	// Workers run each matrix cell's schedules on that many databases at
-	// once (default 2); Parallel cells explore at once (default 4).
+	// once (default harness.MatrixWorkers); Parallel cells explore at once
+	// (default 4).
 	Workers  int
 	Parallel int
 	// Keep, when set, names directives whose regions stay as they are:
@@ -279,7 +280,7 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 	}
 	w := g.Workers
 	if w <= 0 {
-		w = 4
+		w = harness.MatrixWorkers
 	}
 	par := g.Parallel
 	if par <= 0 {
