@@ -192,7 +192,7 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 	intFlag(f, &o.MaxSchedules, "max-schedules", "", harness.MatrixSchedules, atLeast(1), "most schedules per cell (a cell that reaches it is marked safe*)")
 	intFlag(f, &o.Workers, "workers", "", harness.MatrixWorkers, intRange{min: 1, max: harness.MaxWorkers},
 		"most schedules of one cell run at once, each on its own database (on another store, a key of its own) (1 to 16)")
-	intFlag(f, &o.Parallel, "parallel", "", 4, atLeast(1), "cells explored at once")
+	intFlag(f, &o.Parallel, "parallel", "", harness.MatrixParallel, atLeast(1), "cells explored at once")
 	intFlag(f, &o.Pool, "pool", "", 0, atLeast(0).orZero(fmt.Sprintf("eight per core, %d here", harness.DefaultPool())),
 		"most schedules run at once across the cells: each cell starts with one and takes more, up to --workers, while the pool has room")
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")

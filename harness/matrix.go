@@ -34,6 +34,11 @@ const MatrixSchedules = 5000
 // counterexamples (docs/matrix.md, "Where the time goes").
 const MatrixWorkers = 8
 
+// MatrixParallel is how many Redis cells the documented matrix and locklab
+// matrix explore at once by default (MatrixOptions.Parallel), beside the
+// other stores' cells (storesched.go).
+const MatrixParallel = 4
+
 // MatrixOptions bound the verdict matrix.
 type MatrixOptions struct {
 	// Nodes: at least 3 for the multi-node scenarios (they are n/a with

@@ -144,7 +144,7 @@ type Generator struct {
 	Root string
 	// Workers run each matrix cell's schedules on that many databases at
 	// once (default harness.MatrixWorkers); Parallel cells explore at once
-	// (default 4).
+	// (default harness.MatrixParallel).
 	Workers  int
 	Parallel int
 	// Keep, when set, names directives whose regions stay as they are:
@@ -284,7 +284,7 @@ func (g *Generator) Matrix(ctx context.Context) (*harness.MatrixResult, error) {
 	}
 	par := g.Parallel
 	if par <= 0 {
-		par = 4
+		par = harness.MatrixParallel
 	}
 	stores := g.Stores
 	if g.RedisMatrix {
