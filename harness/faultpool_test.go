@@ -85,3 +85,57 @@ func TestFaultPool(t *testing.T) {
 
 	assert.True(t, newFaultPool("postgres", nil, nil, 3).empty(), "nothing given and nothing to start with")
 }
+
+// TestFaultCellsOneAfterAnother: a store's cells that fault a server run
+// one after another, each starting on a server of the pool, so that the
+// servers its workers ask for are free for them (a cell on each server
+// kept each to the one it started on); every server is given back, and
+// those started are stopped once the last cell is done.
+func TestFaultCellsOneAfterAnother(t *testing.T) {
+	var started []*closer
+	start := func(_ context.Context, store string) (Node, error) {
+		c := &closer{AddrNode: AddrNode{NodeName: fmt.Sprintf("%s-%d", store, len(started))}}
+		started = append(started, c)
+		return c, nil
+	}
+	p := newFaultPool("zookeeper", nil, start, 3)
+	js := []cellJob{{index: 0}, {index: 1}, {index: 2}}
+	var running, most atomic.Int32
+	var ran []int
+	var lent []int // servers the running cell's other workers got
+	run := func(j cellJob, nodes []Node, more *faultPool) bool {
+		now := running.Add(1)
+		defer running.Add(-1)
+		if now > most.Load() {
+			most.Store(now)
+		}
+		require.Len(t, nodes, 1)
+		assert.Same(t, p, more, "the cell's workers take more from the same pool")
+		// Were another cell to start beside this one, it would within
+		// this wait.
+		time.Sleep(50 * time.Millisecond)
+		var got []Node
+		for {
+			n, ok, err := more.take(context.Background(), false)
+			require.NoError(t, err)
+			if !ok {
+				break
+			}
+			got = append(got, n)
+		}
+		for _, n := range got {
+			more.put(n)
+		}
+		ran = append(ran, j.index)
+		lent = append(lent, len(got))
+		return true
+	}
+	runFaultCells(context.Background(), p, js, run, &cellResults{m: &MatrixResult{}})
+	assert.Equal(t, []int{0, 1, 2}, ran, "every cell, in order")
+	assert.EqualValues(t, 1, most.Load(), "one cell at a time")
+	assert.Equal(t, []int{2, 2, 2}, lent, "each cell's other workers get every other server")
+	require.Len(t, started, 3)
+	for _, c := range started {
+		assert.EqualValues(t, 1, c.closed.Load(), "%s stopped once the cells are done", c.Name())
+	}
+}

@@ -28,8 +28,8 @@ import (
 // machine (an election, a session's heartbeat, a JVM's start) stretch
 // under load: on two cores the whole matrix took a fifth more CPU and
 // wall time than with the turns. The cells that kill, restart or fail
-// over a server start at once, every store's, each on fault servers of
-// its own: they wait on restarts and elections for most of their time,
+// over a server start at once, every store's first (runFaultCells), on
+// fault servers of their own: they wait on restarts and elections for most of their time,
 // and when they waited for their store's turn, the last store's ended
 // the run with the cores part idle (docs/matrix.md, "Where the time
 // goes": 9m10s, then 7m52s).
@@ -79,11 +79,11 @@ func storeTurns(byStore map[string][]cellJob) []string {
 // runStore explores one store's cells js: those that fault no server on
 // the store's own (o.Stores), StoreLanes at a time, and beside them those
 // that kill, restart or fail over the server, each on a fault server of
-// its own (faultpool.go), as many at once as the store has fault servers.
-// Without fault servers, those run on the store's own server, alone,
-// once the others are done: a fault ends the sessions and leases of
-// every cell beside it. The cells that fault a server start at once;
-// the others once turn is closed. started is closed once every cell that
+// its own (faultpool.go): one cell after another, from the start, its
+// workers spread over the store's fault servers. Without fault servers,
+// those run on the store's own server, alone, once the others are done:
+// a fault ends the sessions and leases of every cell beside it. The
+// cells that fault no server start once turn is closed. started is closed once every cell that
 // waits for the turn has started, or runStore returns; runStore returns
 // when every cell is done.
 func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *cellResults, turn <-chan struct{}, started chan<- struct{}) {
@@ -187,35 +187,31 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	}
 }
 
-// runFaultCells explores the cells that fault the server, each on a
-// server fp lends it, as many at once as fp has servers; a cell's other
-// workers take more of them while fp has room (exploreStoreCell). The
-// servers fp started are stopped once the last cell is done.
+// runFaultCells explores the cells that fault the server one after
+// another, each starting on a server fp lends it, its other workers
+// taking more while fp has room (exploreStoreCell), so that a cell's
+// schedules spread over every server of the store. With a cell on each
+// server instead, each cell kept the one server it started on (the
+// servers its workers gave back went to the next cell's start), and the
+// longest, one schedule after another on its one cluster, took four
+// tenths of the whole matrix (docs/matrix.md, "Where the time goes").
+// The servers fp started are stopped once the last cell is done.
 func runFaultCells(ctx context.Context, fp *faultPool, js []cellJob, run func(cellJob, []Node, *faultPool) bool, r *cellResults) {
-	next := make(chan cellJob, len(js))
+	defer func() {
+		if err := fp.close(); err != nil {
+			r.put(js[0], Cell{}, err)
+		}
+	}()
 	for _, j := range js {
-		next <- j
-	}
-	close(next)
-	var lw sync.WaitGroup
-	for range min(len(js), fp.max) {
-		lw.Go(func() {
-			for j := range next {
-				n, ok, err := fp.take(ctx, true)
-				if !ok {
-					r.put(j, Cell{}, cmp.Or(err, ctx.Err()))
-					return
-				}
-				ok = ctx.Err() == nil && run(j, []Node{n}, fp)
-				fp.put(n)
-				if !ok {
-					return
-				}
-			}
-		})
-	}
-	lw.Wait()
-	if err := fp.close(); err != nil {
-		r.put(js[0], Cell{}, err)
+		n, ok, err := fp.take(ctx, true)
+		if !ok {
+			r.put(j, Cell{}, cmp.Or(err, ctx.Err()))
+			return
+		}
+		ok = ctx.Err() == nil && run(j, []Node{n}, fp)
+		fp.put(n)
+		if !ok {
+			return
+		}
 	}
 }
