@@ -52,8 +52,8 @@ none"). The cells that kill, restart or fail over a server run on
 servers of their own, three-member clusters and ensembles, started when
 a cell first needs one and stopped once the store's last such cell is
 done: up to --fault-servers of each store at once, each worker on one of
-them. Each store's run one after another from the start, so that one
-cell's workers spread over all of them.
+them. A store's such cells run one after another from the start, so
+that a cell's workers spread over all of its servers.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on

@@ -28,11 +28,12 @@ import (
 // machine (an election, a session's heartbeat, a JVM's start) stretch
 // under load: on two cores the whole matrix took a fifth more CPU and
 // wall time than with the turns. The cells that kill, restart or fail
-// over a server start at once, every store's first (runFaultCells), on
-// fault servers of their own: they wait on restarts and elections for most of their time,
-// and when they waited for their store's turn, the last store's ended
-// the run with the cores part idle (docs/matrix.md, "Where the time
-// goes": 9m10s, then 7m52s).
+// over a server do not wait for the turns: every store's first starts
+// at once, its others one after another (runFaultCells), on fault
+// servers of their own. They wait on restarts and elections for most of
+// their time, and when they waited for their store's turn, the last
+// store's ended the run with the cores part idle (docs/matrix.md, "Where
+// the time goes": 9m10s, then 7m52s).
 func runStoreCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, storeJobs []cellJob, r *cellResults) {
 	byStore := map[string][]cellJob{}
 	for _, j := range storeJobs {
@@ -83,9 +84,9 @@ func storeTurns(byStore map[string][]cellJob) []string {
 // workers spread over the store's fault servers. Without fault servers,
 // those run on the store's own server, alone, once the others are done:
 // a fault ends the sessions and leases of every cell beside it. The
-// cells that fault no server start once turn is closed. started is closed once every cell that
-// waits for the turn has started, or runStore returns; runStore returns
-// when every cell is done.
+// cells that fault no server start once turn is closed. started is
+// closed once every cell that waits for the turn has started, or
+// runStore returns; runStore returns when every cell is done.
 func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *cellResults, turn <-chan struct{}, started chan<- struct{}) {
 	var once sync.Once
 	allStarted := func() { once.Do(func() { close(started) }) }
