@@ -57,8 +57,10 @@ that a cell's workers spread over all of its servers.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
-another store, a key of its own), while the pool has room. A cell runs the
-same schedules to the same verdict whatever the parallelism. The addrs
+another store, a key of its own), while the pool has room. A cell that
+faults a server takes its workers outside the pool, one on each of the
+store's fault servers free. A cell runs the same schedules to the same
+verdict whatever the parallelism. The addrs
 backend (--addr) gives Redis only.
 
 Once the cells are done, it asks the servers it started (not the ones
@@ -195,7 +197,7 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 		"most schedules of one cell run at once, each on its own database (on another store, a key of its own) (1 to 16)")
 	intFlag(f, &o.Parallel, "parallel", "", harness.MatrixParallel, atLeast(1), "cells explored at once")
 	intFlag(f, &o.Pool, "pool", "", 0, atLeast(0).orZero(fmt.Sprintf("eight per core, %d here", harness.DefaultPool())),
-		"most schedules run at once across the cells: each cell starts with one and takes more, up to --workers, while the pool has room")
+		"most schedules run at once across the cells: each cell starts with one and takes more, up to --workers, while the pool has room (a cell that faults a server: one on each fault server, outside the pool)")
 	f.BoolVar(&o.Naive, "naive", false, "count the plain enumeration's schedules in every cell, running it where the reduction skipped some")
 	f.BoolVar(&o.NoSymmetry, "no-symmetry", false, "explore clients that run the same program as if they differed: no schedule is left to its mirror image (docs/reduction.md)")
 	intFlag(f, nodes, "nodes", "", 3, atLeast(1), "Redis nodes to start (multi-node scenarios need 3)")

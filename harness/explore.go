@@ -43,13 +43,15 @@ type explorer struct {
 	twin []int
 	// The workers (worker): their context and nodes, the most that run,
 	// which of their databases are in use, which of them hold room in
-	// the pool, how many run, and the pool they take room in (nil: all
+	// the pool, which run on servers lent to them alone (moreNodes) in
+	// its stead, how many run, and the pool they take room in (nil: all
 	// of them run from the start).
 	ctx     context.Context
 	nodes   []Node
 	workers int
 	inUse   []bool
 	pooled  []bool
+	lent    []bool
 	running int
 	wg      sync.WaitGroup
 	pool    *workerPool
@@ -175,7 +177,7 @@ func (e *explorer) placeWorkers(ctx context.Context) (int, error) {
 		workers = 1
 	}
 	e.ctx, e.nodes, e.workers, e.pool = ctx, nodes, workers, opts.pool
-	e.inUse, e.pooled = make([]bool, workers), make([]bool, workers)
+	e.inUse, e.pooled, e.lent = make([]bool, workers), make([]bool, workers), make([]bool, workers)
 	if e.pool != nil {
 		// One worker to begin with, more as the pool has room (pool.go);
 		// a cell whose nodes keep an append-only file for it runs one.
@@ -264,10 +266,10 @@ func (e *explorer) next(w int) (prefix, bool) {
 			e.busy++
 			return p, true
 		}
-		if e.pooled[w] && e.busy > 0 {
-			// Nothing waits: the worker gives its room back to the pool,
-			// and the one still running goes on (a busy worker comes
-			// back here).
+		if (e.pooled[w] || e.lent[w]) && e.busy > 0 {
+			// Nothing waits: the worker gives its room in the pool (or
+			// its server) back, and the one still running goes on (a
+			// busy worker comes back here).
 			return prefix{}, false
 		}
 		if e.busy == 0 {
@@ -400,7 +402,7 @@ func (e *explorer) worker(w int) {
 	defer func() {
 		e.mu.Lock()
 		pooled := e.pooled[w]
-		e.inUse[w], e.pooled[w] = false, false
+		e.inUse[w], e.pooled[w], e.lent[w] = false, false, false
 		e.running--
 		e.cond.Broadcast()
 		e.mu.Unlock()
@@ -409,7 +411,7 @@ func (e *explorer) worker(w int) {
 		}
 	}()
 	nodes := e.nodes
-	if w > 0 && e.opts.moreNodes != nil && len(e.opts.Case.Scenario.Needs) > 0 {
+	if w > 0 && e.lendsServers() {
 		// A fault strikes every run on its server: this worker's runs
 		// have servers of their own, or it does not start.
 		more, give, ok, err := e.opts.moreNodes(e.ctx)

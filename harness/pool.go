@@ -1,7 +1,9 @@
 // One pool of runs for the whole matrix: every cell starts with one
 // worker and takes more, up to its own most (its lane's databases), while
 // the pool has room and the cell has schedules waiting, so that the last
-// long cells use the cores the finished ones left.
+// long cells use the cores the finished ones left. A cell that faults a
+// server takes its more outside the pool, one on each fault server lent
+// to it (grow).
 
 package harness
 
@@ -56,17 +58,38 @@ func (p *workerPool) release() { <-p.sem }
 
 // grow starts another worker of the exploration when it may have one:
 // fewer than its most are running, schedules wait on its stack beyond one
-// for each worker running, and the pool has room. The caller holds e.mu.
+// for each worker running, and the pool has room, or the worker will run
+// on a server lent to it alone. The caller holds e.mu.
+//
+// A cell that faults a server lends each of its workers one of the
+// store's fault servers (moreNodes), and those are few (MatrixOptions.
+// FaultServers): they bound its workers, not the pool. Its runs wait on
+// elections and restarts for most of their time, a few a second, while
+// the other cells' workers hold the pool's room for as long as their
+// schedules wait and take any room given back within milliseconds: in the
+// pool, a fault cell ran its schedules one at a time on one server, its
+// stack twenty deep, while the store's other fault servers sat idle.
 func (e *explorer) growLocked() {
-	if e.pool == nil || e.running >= e.workers || len(e.stack) <= e.running || e.stopped || !e.pool.tryAcquire() {
+	if e.pool == nil || e.running >= e.workers || len(e.stack) <= e.running || e.stopped {
+		return
+	}
+	lent := e.lendsServers()
+	if !lent && !e.pool.tryAcquire() {
 		return
 	}
 	w := 0
 	for e.inUse[w] {
 		w++
 	}
-	e.inUse[w], e.pooled[w] = true, true
+	e.inUse[w], e.pooled[w], e.lent[w] = true, !lent, lent
 	e.running++
 	e.wg.Add(1)
 	go e.worker(w)
+}
+
+// lendsServers reports whether the workers after the first run on
+// servers lent to them alone (moreNodes), those of a scenario that faults
+// its servers.
+func (e *explorer) lendsServers() bool {
+	return e.opts.moreNodes != nil && len(e.sc.Needs) > 0
 }
