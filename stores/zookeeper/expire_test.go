@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,5 +73,36 @@ func TestExpireOutlastsAnElection(t *testing.T) {
 	}
 	if got := handshake(t, e.Addrs()[0], sess); got.id != 0 {
 		t.Fatalf("session %#x still open after expire", got.id)
+	}
+}
+
+// TestNewSessionEndsWithItsContext: the wait for a client's next session
+// after its session was ended ends with the run's context (an interrupted
+// matrix does not wait out the timeout), and reports neither a new
+// session nor a resumed one; a handshake's answer still ends it at once.
+func TestNewSessionEndsWithItsContext(t *testing.T) {
+	cl := &zkClient{}
+	cl.changed = sync.NewCond(&cl.mu)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan [2]bool)
+	go func() {
+		ok, resumed := cl.newSession(ctx, 7, time.Hour)
+		done <- [2]bool{ok, resumed}
+	}()
+	cancel()
+	if got := <-done; got != [2]bool{} {
+		t.Fatalf("newSession after its context ended: ok, resumed = %v, want false, false", got)
+	}
+
+	go func() {
+		ok, resumed := cl.newSession(context.Background(), 7, time.Hour)
+		done <- [2]bool{ok, resumed}
+	}()
+	cl.mu.Lock()
+	cl.sess = session{id: 8}
+	cl.changed.Broadcast()
+	cl.mu.Unlock()
+	if got := <-done; got != [2]bool{true, false} {
+		t.Fatalf("newSession after a new session's handshake: ok, resumed = %v, want true, false", got)
 	}
 }

@@ -17,20 +17,21 @@ import (
 )
 
 // newSession waits until the client's connection has a session other
-// than old (old expired), or until timeout. resumed says that the
-// connection is back on old instead: it reached a server before the end
-// of old was applied there.
-func (cl *zkClient) newSession(old int64, timeout time.Duration) (ok, resumed bool) {
-	deadline := time.Now().Add(timeout)
-	t := time.AfterFunc(timeout, func() {
+// than old (old expired), or until timeout or ctx ends. resumed says that
+// the connection is back on old instead: it reached a server before the
+// end of old was applied there.
+func (cl *zkClient) newSession(ctx context.Context, old int64, timeout time.Duration) (ok, resumed bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
 		cl.mu.Lock()
 		cl.changed.Broadcast()
 		cl.mu.Unlock()
 	})
-	defer t.Stop()
+	defer stop()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	for cl.sess.id == 0 && time.Now().Before(deadline) {
+	for cl.sess.id == 0 && ctx.Err() == nil {
 		cl.changed.Wait()
 	}
 	return cl.sess.id != 0 && cl.sess.id != old, cl.sess.id == old
@@ -113,9 +114,12 @@ func (s *zkStore) renew(ctx context.Context, cl *zkClient, sess session, wait bo
 		if cur != nil && cur.sessionID() == sess.id {
 			cur.Conn.Close()
 		}
-		ok, resumed := cl.newSession(sess.id, 10*time.Second)
+		ok, resumed := cl.newSession(ctx, sess.id, 10*time.Second)
 		if ok {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if !resumed || try == 5 {
 			return fmt.Errorf("c%d opened no new session after its session %#x expired on %s", cl.c.ID(), sess.id, s.node.Name())
