@@ -1,5 +1,6 @@
 // Package harnesstest holds what the tests of the harness's stores share:
-// resolving a case, reading a history's notes, running a guarded write.
+// resolving a case, reading a history's notes, running a guarded write,
+// checking a reduction against the plain walk.
 package harnesstest
 
 import (
@@ -87,6 +88,58 @@ func WorkersAgree(t *testing.T, nodes []harness.Node, strategy string, bound int
 		}
 		t.Logf("%s on %s: %s after %d schedules; one worker %v, four %v", strategy, sc, one.Outcome, one.Schedules,
 			one.Elapsed.Round(time.Millisecond), four.Elapsed.Round(time.Millisecond))
+	}
+}
+
+// Cell is a strategy and a scenario: a cell of the matrix.
+type Cell struct{ Strategy, Scenario string }
+
+// ReductionKeepsTraces explores each cell on a store's nodes to the end
+// of the bound twice, plainly and reduced (with no symmetry: the cells'
+// traces are counted one by one), and fails the test unless, cell by
+// cell, the reduced walk reaches the plain walk's verdict with a
+// counterexample as short, its runs fall into as many traces as the plain
+// walk's, and it runs no more schedules; and, over all the cells, fewer.
+// Each cell's figures are logged.
+func ReductionKeepsTraces(t *testing.T, nodes []harness.Node, cells ...Cell) {
+	t.Helper()
+	steps := func(h *harness.History) int {
+		if h == nil {
+			return 0
+		}
+		return len(strings.Fields(h.Schedule))
+	}
+	var plainRuns, reducedRuns int
+	for _, cell := range cells {
+		cs := Case(t, cell.Scenario, cell.Strategy)
+		name := cell.Strategy + " × " + cell.Scenario
+		explore := func(plain bool) *harness.ExploreResult {
+			res, err := harness.Explore(t.Context(), harness.ExploreOptions{Case: cs, Nodes: nodes,
+				MaxSchedules: 1 << 20, Workers: 2, NoReduction: plain, NoSymmetry: true})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !res.Complete {
+				t.Fatalf("%s: not complete after %d schedules", name, res.Schedules)
+			}
+			return res
+		}
+		p, r := explore(true), explore(false)
+		plainRuns += p.Schedules
+		reducedRuns += r.Schedules
+		if r.Outcome != p.Outcome || steps(r.Counterexample) != steps(p.Counterexample) {
+			t.Errorf("%s: reduced %s in %d steps, plain %s in %d", name, r.Outcome, steps(r.Counterexample), p.Outcome, steps(p.Counterexample))
+		}
+		if r.Traces != p.Traces {
+			t.Errorf("%s: the reduced walk's runs fall into %d traces, the plain walk's %d", name, r.Traces, p.Traces)
+		}
+		if r.Schedules > p.Schedules {
+			t.Errorf("%s: reduced ran %d schedules, plain %d", name, r.Schedules, p.Schedules)
+		}
+		t.Logf("%-45s %-8s reduced %5d schedules (%5d traces), plain %5d (%5d traces)", name, p.Outcome, r.Schedules, r.Traces, p.Schedules, p.Traces)
+	}
+	if reducedRuns >= plainRuns {
+		t.Errorf("the reduction ran %d schedules, the plain walk %d", reducedRuns, plainRuns)
 	}
 }
 

@@ -238,56 +238,14 @@ func TestTimeStepsCommute(t *testing.T) {
 		t.Skip("explores schedules on PostgreSQL twice")
 	}
 	srv := pgtest.Start(t, pgproc.Options{})
-	nodes := []harness.Node{&Node{NodeName: "n1", Server: srv}}
-	steps := func(h *harness.History) int {
-		if h == nil {
-			return 0
-		}
-		return len(strings.Fields(h.Schedule))
-	}
-	var plainRuns, reducedRuns int
-	for _, cell := range []struct{ strategy, scenario string }{
-		{"pg-advisory", "partitioned-holder-guarded"},
-		{"pg-advisory", "stale-recovery"},
-		{"pg-advisory", "pause-in-release"},
-		{"pg-lock-table", "stale-recovery"},
-		{"pg-lock-table", "partitioned-holder"},
-		{"pg-lock-table", "release-after-expiry"},
-		{"pg-lock-table", "session-replaced"},
-		{"pg-for-update", "release-after-expiry"},
-		{"pg-for-update", "partitioned-holder"},
-	} {
-		cs, err := harness.Resolve(cell.scenario, cell.strategy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		explore := func(plain bool) *harness.ExploreResult {
-			res, err := harness.Explore(context.Background(), harness.ExploreOptions{Case: cs, Nodes: nodes,
-				MaxSchedules: 1 << 20, Workers: 2, NoReduction: plain, NoSymmetry: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Complete {
-				t.Fatalf("%s × %s: not complete after %d schedules", cell.strategy, cell.scenario, res.Schedules)
-			}
-			return res
-		}
-		p, r := explore(true), explore(false)
-		plainRuns += p.Schedules
-		reducedRuns += r.Schedules
-		name := cell.strategy + " × " + cell.scenario
-		if r.Outcome != p.Outcome || steps(r.Counterexample) != steps(p.Counterexample) {
-			t.Errorf("%s: reduced %s in %d steps, plain %s in %d", name, r.Outcome, steps(r.Counterexample), p.Outcome, steps(p.Counterexample))
-		}
-		if r.Traces != p.Traces {
-			t.Errorf("%s: the reduced walk's runs fall into %d traces, the plain walk's %d", name, r.Traces, p.Traces)
-		}
-		if r.Schedules > p.Schedules {
-			t.Errorf("%s: reduced ran %d schedules, plain %d", name, r.Schedules, p.Schedules)
-		}
-		t.Logf("%-45s %-8s reduced %5d schedules (%5d traces), plain %5d (%5d traces)", name, p.Outcome, r.Schedules, r.Traces, p.Schedules, p.Traces)
-	}
-	if reducedRuns >= plainRuns {
-		t.Errorf("the reduction ran %d schedules, the plain walk %d", reducedRuns, plainRuns)
-	}
+	harnesstest.ReductionKeepsTraces(t, []harness.Node{&Node{NodeName: "n1", Server: srv}},
+		harnesstest.Cell{Strategy: "pg-advisory", Scenario: "partitioned-holder-guarded"},
+		harnesstest.Cell{Strategy: "pg-advisory", Scenario: "stale-recovery"},
+		harnesstest.Cell{Strategy: "pg-advisory", Scenario: "pause-in-release"},
+		harnesstest.Cell{Strategy: "pg-lock-table", Scenario: "stale-recovery"},
+		harnesstest.Cell{Strategy: "pg-lock-table", Scenario: "partitioned-holder"},
+		harnesstest.Cell{Strategy: "pg-lock-table", Scenario: "release-after-expiry"},
+		harnesstest.Cell{Strategy: "pg-lock-table", Scenario: "session-replaced"},
+		harnesstest.Cell{Strategy: "pg-for-update", Scenario: "release-after-expiry"},
+		harnesstest.Cell{Strategy: "pg-for-update", Scenario: "partitioned-holder"})
 }

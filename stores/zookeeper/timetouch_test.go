@@ -1,11 +1,9 @@
 package zookeeper
 
 import (
-	"context"
-	"strings"
 	"testing"
 
-	"github.com/locklab/locklab/harness"
+	"github.com/locklab/locklab/harness/harnesstest"
 )
 
 // TestTimeStepsCommute: a time step on ZooKeeper touches the zxid and the
@@ -24,53 +22,11 @@ func TestTimeStepsCommute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores schedules on ZooKeeper twice")
 	}
-	nodes := ensemble(t)
-	steps := func(h *harness.History) int {
-		if h == nil {
-			return 0
-		}
-		return len(strings.Fields(h.Schedule))
-	}
-	var plainRuns, reducedRuns int
-	for _, cell := range []struct{ strategy, scenario string }{
-		// The cell a footprint too small fails, and a safe one. Four
-		// more (zk-ephemeral × stale-recovery and partitioned-holder,
-		// zk-recipe and zk-golib × release-after-expiry) passed too, at
-		// minutes more under -race.
-		{"zk-recipe", "partitioned-holder"},
-		{"zk-ephemeral", "release-after-expiry"},
-	} {
-		cs, err := harness.Resolve(cell.scenario, cell.strategy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		explore := func(plain bool) *harness.ExploreResult {
-			res, err := harness.Explore(context.Background(), harness.ExploreOptions{Case: cs, Nodes: nodes,
-				MaxSchedules: 1 << 20, Workers: 2, NoReduction: plain, NoSymmetry: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Complete {
-				t.Fatalf("%s × %s: not complete after %d schedules", cell.strategy, cell.scenario, res.Schedules)
-			}
-			return res
-		}
-		p, r := explore(true), explore(false)
-		plainRuns += p.Schedules
-		reducedRuns += r.Schedules
-		name := cell.strategy + " × " + cell.scenario
-		if r.Outcome != p.Outcome || steps(r.Counterexample) != steps(p.Counterexample) {
-			t.Errorf("%s: reduced %s in %d steps, plain %s in %d", name, r.Outcome, steps(r.Counterexample), p.Outcome, steps(p.Counterexample))
-		}
-		if r.Traces != p.Traces {
-			t.Errorf("%s: the reduced walk's runs fall into %d traces, the plain walk's %d", name, r.Traces, p.Traces)
-		}
-		if r.Schedules > p.Schedules {
-			t.Errorf("%s: reduced ran %d schedules, plain %d", name, r.Schedules, p.Schedules)
-		}
-		t.Logf("%-40s %-8s reduced %5d schedules (%5d traces), plain %5d (%5d traces)", name, p.Outcome, r.Schedules, r.Traces, p.Schedules, p.Traces)
-	}
-	if reducedRuns >= plainRuns {
-		t.Errorf("the reduction ran %d schedules, the plain walk %d", reducedRuns, plainRuns)
-	}
+	// The cell a footprint too small fails, and a safe one. Four more
+	// (zk-ephemeral × stale-recovery and partitioned-holder, zk-recipe
+	// and zk-golib × release-after-expiry) passed too, at minutes more
+	// under -race.
+	harnesstest.ReductionKeepsTraces(t, ensemble(t),
+		harnesstest.Cell{Strategy: "zk-recipe", Scenario: "partitioned-holder"},
+		harnesstest.Cell{Strategy: "zk-ephemeral", Scenario: "release-after-expiry"})
 }
