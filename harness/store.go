@@ -95,6 +95,14 @@ type Driver struct {
 	// the cells that kill, restart or fail over a server run on Start's
 	// (MatrixOptions.StartFaultServer), never on this one.
 	StartShared func(ctx context.Context, backend string) (StoreNode, error)
+	// StartFault, when set, starts the node that the matrix's cells that
+	// kill, restart or fail over a server run on, in place of Start's
+	// (MatrixOptions.StartFaultServer): a ZooKeeper ensemble whose
+	// servers are peers of one JVM. A store sets it only where that node's
+	// faults leave every cell exploring the same schedules to the same
+	// verdict as on Start's (docs/reduction.md, "Fault servers that stay
+	// up").
+	StartFault func(ctx context.Context, backend string) (StoreNode, error)
 	// StartNodes starts servers of the Main store as nodes of their own,
 	// as a run that takes several of them (Redlock's independent masters)
 	// or fails one over needs them: o.N servers, the first with a replica

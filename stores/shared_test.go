@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/backends"
@@ -11,14 +12,25 @@ import (
 	"github.com/locklab/locklab/stores/zookeeper"
 )
 
+// cellSet is a matrix's strategies and scenarios: the cells of their
+// product.
+type cellSet struct{ strategies, scenarios []string }
+
 // sharedCells are, by store, cells that fault no server, among them
 // violations, a crash, a partition, paused clients, waiters, time steps
 // and sessions ended on the run's clock.
-var sharedCells = map[string]struct{ strategies, scenarios []string }{
+var sharedCells = map[string]cellSet{
 	etcd.Name: {[]string{"etcd-lease", "etcd-mutex"},
 		[]string{"partitioned-holder", "pause-past-ttl", "crash-before-expire", "release-after-expiry"}},
 	zookeeper.Name: {[]string{"zk-recipe", "zk-ephemeral", "zk-golib"},
 		[]string{"pause-past-ttl", "pause-past-ttl-fenced", "release-after-expiry", "ttl-pushed-by-waiters"}},
+}
+
+// faultCells are, by store, the cells of the default matrix that kill,
+// restart or fail over a server: every one of them.
+var faultCells = map[string]cellSet{
+	zookeeper.Name: {[]string{"zk-recipe", "zk-ephemeral", "zk-golib"},
+		[]string{"restart-loses-lock", "failover-loses-lock", "member-loses-data"}},
 }
 
 // TestSharedAnswersAlike is the evidence for Driver.StartShared
@@ -31,13 +43,39 @@ func TestSharedAnswersAlike(t *testing.T) {
 	if testing.Short() {
 		t.Skip("explores cells on etcd and ZooKeeper twice")
 	}
+	answersAlike(t, sharedCells, "a shared node", false, func(d *harness.Driver) func(context.Context, string) (harness.StoreNode, error) {
+		return d.StartShared
+	})
+}
+
+// TestFaultNodeAnswersAlike is the evidence for Driver.StartFault
+// (docs/reduction.md, "Fault servers that stay up"): on every store that
+// offers a node of its own for the cells that fault a server, each of
+// those cells explores the same schedules to the same verdict and the
+// same shortest counterexample on it as on Start's cluster, whose
+// servers die by SIGKILL.
+func TestFaultNodeAnswersAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores the cells that fault a ZooKeeper server twice")
+	}
+	answersAlike(t, faultCells, "a node for the cells that fault a server", true, func(d *harness.Driver) func(context.Context, string) (harness.StoreNode, error) {
+		return d.StartFault
+	})
+}
+
+// answersAlike runs, on every store whose driver offers the node that
+// start picks (what), the store's cells of sets on Start's cluster and on
+// that node, and requires the same answers cell for cell (cellDiffs), and
+// a cell run for each scenario at least (every cell, where all).
+func answersAlike(t *testing.T, sets map[string]cellSet, what string, all bool, start func(*harness.Driver) func(context.Context, string) (harness.StoreNode, error)) {
 	for _, d := range harness.Stores() {
-		if d.StartShared == nil {
+		other := start(d)
+		if other == nil {
 			continue
 		}
-		cells, ok := sharedCells[d.Name]
+		cells, ok := sets[d.Name]
 		if !ok {
-			t.Errorf("%s offers a shared node, and no cells here compare it with its cluster", d.Name)
+			t.Errorf("%s offers %s, and no cells here compare it with its cluster", d.Name, what)
 			continue
 		}
 		t.Run(d.Name, func(t *testing.T) {
@@ -63,18 +101,22 @@ func TestSharedAnswersAlike(t *testing.T) {
 				t.Fatal(err)
 			}
 			cluster := run(ns[0])
-			one, err := d.StartShared(ctx, backends.Process)
+			n, err := other(ctx, backends.Process)
 			if err != nil {
 				t.Fatal(err)
 			}
-			shared := run(one)
-			for _, diff := range cellDiffs(cluster.Cells, shared.Cells) {
+			got := run(n)
+			for _, diff := range cellDiffs(cluster.Cells, got.Cells) {
 				t.Error(diff)
 			}
 			ran := 0
-			for _, c := range shared.Cells {
+			for _, c := range got.Cells {
+				t.Logf("%s × %s: %s in %d schedules, %v (on Start's cluster: %v)", c.Strategy, c.Scenario, c.Outcome, c.Schedules,
+					c.Elapsed.Round(time.Millisecond), cellOf(cluster.Cells, c).Elapsed.Round(time.Millisecond))
 				if c.Outcome != harness.NA {
 					ran++
+				} else if all {
+					t.Errorf("%s × %s is n/a: %s", c.Strategy, c.Scenario, c.Message)
 				}
 			}
 			if ran < len(cells.scenarios) {
@@ -82,6 +124,16 @@ func TestSharedAnswersAlike(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cellOf is the cell of cs of c's strategy and scenario.
+func cellOf(cs []harness.Cell, c harness.Cell) harness.Cell {
+	for _, x := range cs {
+		if x.Strategy == c.Strategy && x.Scenario == c.Scenario {
+			return x
+		}
+	}
+	return harness.Cell{}
 }
 
 // cellDiffs lists where the cells of two runs of the same matrix differ

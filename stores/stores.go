@@ -164,12 +164,15 @@ func start(ctx context.Context, backend string, names []string, say func(string)
 // FaultServer starts one more server of a store on backend, for
 // harness.MatrixOptions.StartFaultServer: the matrix's cells that kill,
 // restart or fail over the server run on such servers, started as they
-// need them.
+// need them (harness.Driver.StartFault's where the store has one).
 func FaultServer(backend string) func(ctx context.Context, store string) (harness.Node, error) {
 	return func(ctx context.Context, store string) (harness.Node, error) {
 		d, err := harness.LookupStore(store)
 		if err != nil {
 			return nil, err
+		}
+		if d.StartFault != nil {
+			return d.StartFault(ctx, backend)
 		}
 		ns, err := d.Start(ctx, backend, 1)
 		if err != nil {

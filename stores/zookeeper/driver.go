@@ -52,6 +52,7 @@ func init() {
 		Installed:   zkproc.Installed,
 		Start:       start,
 		StartShared: startShared,
+		StartFault:  startFault,
 		Describe:    describe,
 		Open: func(nodes []harness.Node, _ harness.OpenOptions) (harness.Store, error) {
 			return newStore(nodes[0].(*Node))
@@ -110,6 +111,15 @@ func startEnsemble(ctx context.Context, o zkproc.Options) (harness.StoreNode, er
 // cells that fault none").
 func startShared(ctx context.Context, backend string) (harness.StoreNode, error) {
 	return startEnsemble(ctx, zkproc.Options{Backend: backend, Config: serverConfig, Servers: 1})
+}
+
+// startFault starts the ensemble that a cell that kills, restarts or
+// fails over a server runs on: on the process backend, its servers are
+// peers of one JVM, which stays up while they are killed and restarted
+// (zkproc.Options.Hosted), for a fifth of the CPU of a JVM started anew
+// each time (docs/reduction.md, "Fault servers that stay up").
+func startFault(ctx context.Context, backend string) (harness.StoreNode, error) {
+	return startEnsemble(ctx, zkproc.Options{Backend: backend, Config: serverConfig, Hosted: backend != zkproc.BackendDocker})
 }
 
 // describe names the first ensemble, and the others' servers.

@@ -73,8 +73,12 @@ func (n *Node) Recover(ctx context.Context) error {
 // Refuses says why the node cannot carry out fault f ("" where it can):
 // on the docker backend a server's data directory lives in its container,
 // which zkproc does not empty (Server.RestartEmpty is the process
-// backend's).
+// backend's); a hosted ensemble's server shares its JVM with its peers,
+// and cannot be paused alone.
 func (n *Node) Refuses(f fault.Fault) string {
+	if f == fault.Pause && n.Ensemble.Hosted() {
+		return "a server of this ensemble shares its JVM with its peers (zkproc.Options.Hosted) and cannot be paused alone"
+	}
 	if f == fault.MemberLoss && n.Ensemble.Backend() == zkproc.BackendDocker {
 		return "a server's loss of its data directory runs on the process backend only: on docker the directory lives in the server's container, which is not emptied"
 	}

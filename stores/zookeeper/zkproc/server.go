@@ -42,7 +42,7 @@ func (s *Server) Restart(ctx context.Context) error { return s.restart(ctx, fals
 // server with a zxid of 0. It returns as Restart does. The process
 // backend only.
 func (s *Server) RestartEmpty(ctx context.Context) error {
-	if s.Box() != nil {
+	if s.e.net != nil {
 		return errors.New("zkproc: RestartEmpty on the docker backend")
 	}
 	return s.restart(ctx, true)
@@ -73,7 +73,7 @@ func (s *Server) restart(ctx context.Context, empty bool) error {
 // served before, so its peers may start in any order. The process
 // backend only.
 func (s *Server) StartEmpty(ctx context.Context) (done <-chan error, err error) {
-	if s.Box() != nil {
+	if s.e.net != nil {
 		return nil, errors.New("zkproc: RestartEmpty on the docker backend")
 	}
 	end := make(chan error, 1)

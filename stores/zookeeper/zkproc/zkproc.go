@@ -8,7 +8,9 @@
 // Faults are first-class: kill a server (SIGKILL), restart it on its data
 // directory or on an emptied one, pause and resume it (SIGSTOP, SIGCONT),
 // find the leader and kill it. Partitions are cut through the harness's TCP proxy in front of
-// a client address, not here.
+// a client address, not here. A hosted ensemble (Options.Hosted, host.go)
+// runs its servers as peers of one JVM, which stays up while they are
+// killed and restarted.
 //
 // The servers are Debian's zookeeper package (ZooKeeper 3.8, its jars in
 // /usr/share/java; scripts/ensure-zookeeper.sh installs it), run as
@@ -89,6 +91,11 @@ type Options struct {
 	// Config are lines ("key=value") added to every server's zoo.cfg after
 	// the ones Start writes; a key given again overrides.
 	Config []string
+	// Hosted runs the servers as peers of one JVM (host.go), on the
+	// process backend: a killed server is shut down inside it and a
+	// restarted one started there again, for a fifth of the CPU of a JVM
+	// of its own. Such a server cannot be paused alone (ErrHosted).
+	Hosted bool
 }
 
 // Ensemble is a running ZooKeeper ensemble. Its methods are safe for
@@ -115,6 +122,8 @@ type Ensemble struct {
 	closeErr  error
 	// net is the docker backend's network, nil on the process backend.
 	net *dockerbox.Network
+	// host is a hosted ensemble's JVM (Options.Hosted), nil otherwise.
+	host *host
 }
 
 // Server is one ZooKeeper server of an Ensemble.
@@ -174,6 +183,9 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 	switch opts.Backend {
 	case "", BackendProcess:
 	case BackendDocker:
+		if opts.Hosted {
+			return nil, errors.New("zkproc: a hosted ensemble runs on the process backend only")
+		}
 		return startDocker(ctx, inst, opts)
 	default:
 		return nil, fmt.Errorf("zkproc: backend %q: want %q or %q", opts.Backend, BackendProcess, BackendDocker)
@@ -225,6 +237,17 @@ func start(ctx context.Context, inst installation, opts Options) (*Ensemble, err
 			return fail(err)
 		}
 	}
+	if opts.Hosted {
+		h, err := e.startHost(filepath.Join(dir, "zookeeper.log"))
+		if err != nil {
+			return fail(err)
+		}
+		e.host = h
+		for _, s := range e.servers {
+			s.LogPath = h.logPath
+			s.SetBox(&peer{h: h, id: s.ID})
+		}
+	}
 	for _, s := range e.servers {
 		if err := s.launch(); err != nil {
 			return fail(err)
@@ -254,7 +277,7 @@ func (s *Server) config() []string {
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=*",
 	}
-	if s.Box() == nil {
+	if s.e.net == nil {
 		lines = append(lines, "clientPortAddress="+s.host)
 	}
 	if len(s.e.servers) > 1 {
@@ -277,18 +300,39 @@ func (s *Server) config() []string {
 // is a constant of ZooKeeper 3.8's FastLeaderElection (finalizeWait) that
 // no property changes.
 func (s *Server) javaArgs() []string {
-	return append(slices.Clone(jvmFlags), "-Xshare:auto",
+	return s.e.jvmArgs(s.e.classpath, filepath.Dir(s.ConfigPath), "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.ConfigPath)
+}
+
+// jvmArgs are the arguments of a java that runs main (with args) on the
+// class path cp, its log's directory logDir: a server's, or a hosted
+// ensemble's JVM.
+func (e *Ensemble) jvmArgs(cp, logDir string, main ...string) []string {
+	return append(append(slices.Clone(jvmFlags), "-Xshare:auto",
 		"-XX:-UsePerfData", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
 		"-Dzookeeper.snapshot.trust.empty=true",
-		"-Dzookeeper.fastleader.maxNotificationInterval="+strconv.FormatInt(max(1000, 5*s.e.opts.TickTime.Milliseconds()), 10),
+		"-Dzookeeper.fastleader.maxNotificationInterval="+strconv.FormatInt(max(1000, 5*e.opts.TickTime.Milliseconds()), 10),
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.jmx.log4j.disable=true",
-		"-Dzookeeper.log.dir="+filepath.Dir(s.ConfigPath),
+		"-Dzookeeper.log.dir="+logDir,
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-		"-cp", s.e.classpath,
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.ConfigPath,
-	)
+		"-cp", cp,
+	), main...)
+}
+
+// javaOptions reports the variables the JVM reads as options: none of
+// this process's.
+func javaOptions(kv string) bool {
+	return strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") || strings.HasPrefix(kv, "JDK_JAVA_OPTIONS=") || strings.HasPrefix(kv, "_JAVA_OPTIONS=")
+}
+
+// inBox is what starts s in its box from its java's args: java and them
+// in a container, its zoo.cfg alone in a hosted ensemble's JVM.
+func (s *Server) inBox(args []string) []string {
+	if s.e.host != nil {
+		return []string{s.ConfigPath}
+	}
+	return append([]string{s.e.Java}, args...)
 }
 
 // launch starts s's process (and returns at once: a server alone cannot
@@ -302,12 +346,8 @@ func (s *Server) launch() error {
 			}
 			return nil
 		},
-		Local: append(append([]string{s.e.Java}, s.e.archive.flags(s.e.inst)...), args...), InBox: append([]string{s.e.Java}, args...),
-		Dir: filepath.Dir(s.ConfigPath), LogPath: s.LogPath,
-		// The JVM reads these as options: none of this process's.
-		DropEnv: func(kv string) bool {
-			return strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") || strings.HasPrefix(kv, "JDK_JAVA_OPTIONS=") || strings.HasPrefix(kv, "_JAVA_OPTIONS=")
-		},
+		Local: append(append([]string{s.e.Java}, s.e.archive.flags(s.e.inst)...), args...), InBox: s.inBox(args),
+		Dir: filepath.Dir(s.ConfigPath), LogPath: s.LogPath, DropEnv: javaOptions,
 	})
 }
 
@@ -329,7 +369,7 @@ func (e *Ensemble) identify(ctx context.Context) error {
 		if id, ok := conf["serverId"]; ok && len(e.servers) > 1 && id != strconv.Itoa(s.ID) { // 0 standalone
 			return fmt.Errorf("%w: zookeeper on %s is server %s, not %s (id %d): another ensemble holds the port", serverproc.ErrPortTaken, s.Addr(), id, s.Name(), s.ID)
 		}
-		if d := conf["dataDir"]; s.Box() == nil && !strings.HasPrefix(d, s.DataDir) {
+		if d := conf["dataDir"]; e.net == nil && !strings.HasPrefix(d, s.DataDir) {
 			return fmt.Errorf("%w: zookeeper on %s keeps its data in %q, not %s: another ensemble holds the port", serverproc.ErrPortTaken, s.Addr(), d, s.DataDir)
 		}
 	}
@@ -360,6 +400,10 @@ func (e *Ensemble) Backend() string {
 	return BackendProcess
 }
 
+// Hosted reports whether the servers are peers of one JVM
+// (Options.Hosted).
+func (e *Ensemble) Hosted() bool { return e.host != nil }
+
 // Describe tells what runs the servers: "3 server processes
 // 127.0.0.1:p1,... (ZooKeeper 3.8.0)", "1 server process, standalone,
 // ..." or "3 containers (network ...) ...".
@@ -370,6 +414,11 @@ func (e *Ensemble) Describe() string {
 		what = "containers (network " + e.net.Name + ")"
 		if len(e.servers) == 1 {
 			what = "container (network " + e.net.Name + "), standalone,"
+		}
+	case e.host != nil:
+		what = "servers in one JVM"
+		if len(e.servers) == 1 {
+			what = "server in a JVM, standalone,"
 		}
 	case len(e.servers) == 1:
 		what = "server process, standalone,"
@@ -393,6 +442,9 @@ func (e *Ensemble) Closed() bool { return e.closed.Load() }
 func (e *Ensemble) close() error {
 	e.closed.Store(true)
 	defer cleanup.Untrack(e)
+	if e.host != nil { // every peer with it
+		e.host.kill()
+	}
 	var wg sync.WaitGroup
 	for _, s := range e.servers {
 		wg.Add(1)

@@ -192,21 +192,35 @@ func kept(t *testing.T, before, after map[string]uint64) {
 // TestKillRestart: a killed follower leaves a healthy ensemble with the
 // same leader; a killed leader is replaced; each restarts on its data
 // directory (its files kept, not made anew) as a follower; one server of
-// three does not serve.
+// three does not serve. So on a hosted ensemble, whose servers are killed
+// and restarted inside one JVM.
 func TestKillRestart(t *testing.T) {
 	t.Parallel()
+	for _, hosted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "processes", true: "hosted"}[hosted], func(t *testing.T) {
+			t.Parallel()
+			killRestart(t, hosted)
+		})
+	}
+}
+
+// killRestart is TestKillRestart on servers that are processes of their
+// own, or hosted: peers of one JVM.
+func killRestart(t *testing.T, hosted bool) {
 	ctx := ctxFor(t)
-	e := zktest.Start(t, zkproc.Options{})
+	e := zktest.Start(t, zkproc.Options{Hosted: hosted})
 	leader, err := e.Leader(ctx)
 	require.NoError(t, err)
 	f := e.Server((leader.Index + 1) % 3)
 	f.Kill()
 	assert.False(t, f.Running())
 	assert.Zero(t, f.Pid())
-	select {
-	case <-f.Exited():
-	default:
-		t.Fatal("Kill returns once the process exited")
+	if !hosted {
+		select {
+		case <-f.Exited():
+		default:
+			t.Fatal("Kill returns once the process exited")
+		}
 	}
 	require.NoError(t, e.WaitHealthy(ctx), "two of three serve")
 	now, err := e.Leader(ctx)
