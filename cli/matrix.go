@@ -49,9 +49,11 @@ database or a quorum). A cell that faults no server sees one etcd member
 or ZooKeeper server answer as a three-member cluster would, for a third
 of the work (docs/reduction.md, "One server for the cells that fault
 none"). The cells that kill, restart or fail over a server run on
-servers of their own, three-member clusters and ensembles, started when
-a cell first needs one and stopped once the store's last such cell is
-done: up to --fault-servers of each store at once, each worker on one of
+servers of their own, three-member clusters and ensembles (on the
+process backend a ZooKeeper ensemble's three servers are peers of one
+JVM, which stays up while they are killed and restarted: docs/reduction.md,
+"Fault servers that stay up"), started when a cell first needs one and
+stopped once the store's last such cell is done: up to --fault-servers of each store at once, each worker on one of
 them. A store's such cells run one after another from the start, so
 that a cell's workers spread over all of its servers.
 
@@ -205,8 +207,20 @@ func matrixFlags(f *pflag.FlagSet, o *harness.MatrixOptions, nodes *int) {
 		"most preemptions per schedule in the PostgreSQL, etcd and ZooKeeper cells")
 	intFlag(f, &o.StoreSchedules, "store-max-schedules", "", harness.StoreSchedules, atLeast(1),
 		"most schedules per PostgreSQL, etcd or ZooKeeper cell (a cell that reaches it is marked safe*)")
-	intFlag(f, &o.FaultServers, "fault-servers", "", harness.DefaultFaultServers, atLeast(1),
+	intFlag(f, &o.FaultServers, "fault-servers", "", 0, atLeast(1).orZero(faultServersDefaults()),
 		"most servers (a cluster each) of each store, beyond the first, for the cells that kill, restart or fail over a server; started as those cells need them")
+}
+
+// faultServersDefaults says how many fault servers each store takes
+// by default: "3 of each store, 6 of etcd".
+func faultServersDefaults() string {
+	out := fmt.Sprintf("%d of each store", harness.DefaultFaultServers)
+	for _, d := range harness.Stores() {
+		if n := harness.FaultServersOf(d.Name); n != harness.DefaultFaultServers {
+			out += fmt.Sprintf(", %d of %s", n, d.Title)
+		}
+	}
+	return out
 }
 
 // checkMatrix checks the names a matrix is restricted to, and turns a

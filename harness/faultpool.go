@@ -12,8 +12,9 @@ import (
 	"sync"
 )
 
-// DefaultFaultServers is how many servers of each store at most the cells
-// that fault a server run on at once (MatrixOptions.FaultServers).
+// DefaultFaultServers is how many servers of a store at most the cells
+// that fault a server run on at once (MatrixOptions.FaultServers), where
+// its Driver does not say (Driver.FaultServers).
 const DefaultFaultServers = 3
 
 // faultPool lends the servers of one store to the cells that fault them,

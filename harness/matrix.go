@@ -114,8 +114,8 @@ type MatrixOptions struct {
 	// runs one cell, or one worker of one, at a time.
 	StartFaultServer func(ctx context.Context, store string) (Node, error)
 	// FaultServers bounds the servers of each store that the cells that
-	// fault a server run on at once, FaultStores' included (0:
-	// DefaultFaultServers).
+	// fault a server run on at once, FaultStores' included (0: each
+	// store's own, FaultServersOf).
 	FaultServers int
 	// StorePreemptions and StoreSchedules bound the cells of the stores
 	// other than Redis instead of MaxPreemptions and MaxSchedules when
@@ -184,10 +184,20 @@ func (o MatrixOptions) check() error {
 	return o.Shard.check()
 }
 
-// faultServers is FaultServers or its default.
-func (o MatrixOptions) faultServers() int {
+// faultServers is FaultServers, or store's own.
+func (o MatrixOptions) faultServers(store string) int {
 	if o.FaultServers > 0 {
 		return o.FaultServers
+	}
+	return FaultServersOf(store)
+}
+
+// FaultServersOf is how many servers of store the cells that fault a
+// server run on at once by default: its Driver's FaultServers where set,
+// else DefaultFaultServers.
+func FaultServersOf(store string) int {
+	if d, err := LookupStore(store); err == nil && d.FaultServers > 0 {
+		return d.FaultServers
 	}
 	return DefaultFaultServers
 }

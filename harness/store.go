@@ -103,6 +103,12 @@ type Driver struct {
 	// verdict as on Start's (docs/reduction.md, "Fault servers that stay
 	// up").
 	StartFault func(ctx context.Context, backend string) (StoreNode, error)
+	// FaultServers, when set, is how many servers of the store the
+	// matrix's cells that fault a server run on at once by default, in
+	// place of DefaultFaultServers (MatrixOptions.FaultServers): more for
+	// a store whose servers cost little to keep and whose fault
+	// schedules wait on elections more than they compute.
+	FaultServers int
 	// StartNodes starts servers of the Main store as nodes of their own,
 	// as a run that takes several of them (Redlock's independent masters)
 	// or fails one over needs them: o.N servers, the first with a replica

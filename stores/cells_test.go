@@ -200,3 +200,17 @@ func TestStartFaultServer(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultServersOf: a store's own count of fault servers where its
+// driver gives one (etcd's), the default elsewhere.
+func TestFaultServersOf(t *testing.T) {
+	if got := harness.FaultServersOf(etcd.Name); got != etcd.FaultServers {
+		t.Errorf("etcd: %d fault servers, want its own %d", got, etcd.FaultServers)
+	}
+	if got := harness.FaultServersOf(postgres.Name); got != harness.DefaultFaultServers {
+		t.Errorf("postgres: %d fault servers, want the default %d", got, harness.DefaultFaultServers)
+	}
+	if got := harness.FaultServersOf("no-such-store"); got != harness.DefaultFaultServers {
+		t.Errorf("an unknown store: %d fault servers, want the default %d", got, harness.DefaultFaultServers)
+	}
+}
