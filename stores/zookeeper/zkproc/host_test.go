@@ -1,18 +1,22 @@
 package zkproc_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locklab/locklab/internal/tooling/serverproc"
 	"github.com/locklab/locklab/internal/tooling/serverproc/proctest"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc"
 	"github.com/locklab/locklab/stores/zookeeper/zkproc/zktest"
@@ -113,8 +117,33 @@ func TestHostDies(t *testing.T) {
 	assert.Error(t, e.WaitHealthy(ctxFor(t)))
 }
 
-// TestHostedOnDockerRefused: a hosted ensemble is the process backend's.
-func TestHostedOnDockerRefused(t *testing.T) {
+// TestHostedRefused: a hosted ensemble is the process backend's, and has
+// more than one server.
+func TestHostedRefused(t *testing.T) {
 	_, err := zkproc.Start(ctxFor(t), zkproc.Options{Hosted: true, Backend: zkproc.BackendDocker})
 	require.ErrorContains(t, err, "process backend only")
+	_, err = zkproc.Start(ctxFor(t), zkproc.Options{Hosted: true, Servers: 1})
+	require.ErrorContains(t, err, "more than one server")
+}
+
+// TestHostedPortTaken: a peer whose client port another process holds
+// fails its start as a port in use (serverproc.ErrPortTaken), which a
+// restart tries again.
+func TestHostedPortTaken(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	e := zktest.Start(t, zkproc.Options{Hosted: true})
+	leader, err := e.Leader(ctx)
+	require.NoError(t, err)
+	s := e.Server((leader.Index + 1) % 3)
+	s.Kill()
+	l, err := net.Listen("tcp", s.Addr())
+	require.NoError(t, err)
+	defer l.Close()
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Restart(wctx), serverproc.ErrPortTaken)
+	l.Close()
+	require.NoError(t, s.Restart(ctx), "the port free again")
+	assert.Equal(t, "follower", modes(t, e)[s.Name()])
 }

@@ -165,6 +165,9 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 	if opts.Servers == 0 {
 		opts.Servers = DefaultServers
 	}
+	if opts.Hosted && opts.Servers == 1 {
+		return nil, errors.New("zkproc: a hosted ensemble has more than one server: a server alone runs standalone, in a JVM of its own")
+	}
 	if opts.TickTime <= 0 {
 		opts.TickTime = DefaultTickTime
 	}
