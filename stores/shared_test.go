@@ -111,8 +111,9 @@ func answersAlike(t *testing.T, sets map[string]cellSet, what string, all bool, 
 			}
 			ran := 0
 			for _, c := range got.Cells {
+				on, _ := cluster.Cell(c.Strategy, c.Scenario)
 				t.Logf("%s × %s: %s in %d schedules, %v (on Start's cluster: %v)", c.Strategy, c.Scenario, c.Outcome, c.Schedules,
-					c.Elapsed.Round(time.Millisecond), cellOf(cluster.Cells, c).Elapsed.Round(time.Millisecond))
+					c.Elapsed.Round(time.Millisecond), on.Elapsed.Round(time.Millisecond))
 				if c.Outcome != harness.NA {
 					ran++
 				} else if all {
@@ -124,16 +125,6 @@ func answersAlike(t *testing.T, sets map[string]cellSet, what string, all bool, 
 			}
 		})
 	}
-}
-
-// cellOf is the cell of cs of c's strategy and scenario.
-func cellOf(cs []harness.Cell, c harness.Cell) harness.Cell {
-	for _, x := range cs {
-		if x.Strategy == c.Strategy && x.Scenario == c.Scenario {
-			return x
-		}
-	}
-	return harness.Cell{}
 }
 
 // cellDiffs lists where the cells of two runs of the same matrix differ
