@@ -175,10 +175,7 @@ func (p *peer) Start(ctx context.Context, args ...string) (int, error) {
 		return 0, fmt.Errorf("zkproc: a peer starts from its zoo.cfg alone, not %q", args)
 	}
 	if err := p.h.do(ctx, "start", strconv.Itoa(p.id), args[0]); err != nil {
-		if strings.Contains(err.Error(), "Address already in use") {
-			err = fmt.Errorf("%w: %w", serverproc.ErrPortTaken, err)
-		}
-		return 0, err
+		return 0, portTaken(err.Error(), err)
 	}
 	p.h.mu.Lock()
 	p.h.running[p.id] = true

@@ -129,9 +129,15 @@ func (s *Server) exitError() error {
 			lines = append(lines, l)
 		}
 	}
-	err := fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), procid.TailLines(strings.Join(lines, "\n"), 12))
-	if strings.Contains(all, "Address already in use") {
-		err = fmt.Errorf("%w: %w", serverproc.ErrPortTaken, err)
+	return portTaken(all, fmt.Errorf("zookeeper server %s (%s) exited\n%s", s.Name(), s.Addr(), procid.TailLines(strings.Join(lines, "\n"), 12)))
+}
+
+// portTaken is err, marked serverproc.ErrPortTaken where what the server
+// said (its log, or its JVM's answer) tells of a port in use, for a
+// restart to try again.
+func portTaken(said string, err error) error {
+	if strings.Contains(said, "Address already in use") {
+		return fmt.Errorf("%w: %w", serverproc.ErrPortTaken, err)
 	}
 	return err
 }
