@@ -51,11 +51,12 @@ of the work (docs/reduction.md, "One server for the cells that fault
 none"). The cells that kill, restart or fail over a server run on
 servers of their own, three-member clusters and ensembles (on the
 process backend a ZooKeeper ensemble's three servers are peers of one
-JVM, which stays up while they are killed and restarted: docs/reduction.md,
-"Fault servers that stay up"), started when a cell first needs one and
-stopped once the store's last such cell is done: up to --fault-servers of each store at once, each worker on one of
-them. A store's such cells run one after another from the start, so
-that a cell's workers spread over all of its servers.
+JVM, which stays up while they are killed and restarted:
+docs/reduction.md, "Fault servers that stay up"), started when a cell
+first needs one and stopped once the store's last such cell is done: up
+to --fault-servers of each store at once, each worker on one of them. A
+store's such cells run one after another from the start, so that a
+cell's workers spread over all of its servers.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
