@@ -133,7 +133,7 @@ func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known 
 // fault lies deep in the depth-first order of the full bound. (The level
 // of no preemption is left out: the level of one runs its schedules too,
 // and first.)
-func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool) (_ Cell, err error) {
+func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool, db int) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
 	failover := slices.Contains(sc.Needs, fault.Failover)
@@ -151,7 +151,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		c.Schedule = cut(h)
 		c.Counterexample = h
 	}
-	own, known, runs, err := replayTold(ctx, cs, nodes, 0)
+	own, known, runs, err := replayTold(ctx, cs, nodes, db)
 	if err != nil {
 		return c, err
 	}
@@ -182,7 +182,7 @@ func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Nod
 		// Its first worker runs on the cell's lane, more take room in the
 		// matrix's pool; each locks a key of its own (storeKeySuffix).
 		ex, err := Explore(ctx, ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: mp, MaxSchedules: budget,
-			StopAtFirst: true, Workers: o.Workers, NoSymmetry: o.NoSymmetry, pool: o.pool, poolFree: true, moreNodes: moreNodes})
+			StopAtFirst: true, Workers: o.Workers, DB: db, NoSymmetry: o.NoSymmetry, pool: o.pool, poolFree: true, moreNodes: moreNodes})
 		if err != nil {
 			return nil, err
 		}

@@ -101,17 +101,20 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	if left.Load() == 0 {
 		allStarted()
 	}
-	run := func(j cellJob, nodes []Node, more *faultPool) bool {
+	// runAt explores j on nodes, its workers on the keys of workers db
+	// on (storeKeySuffix); run on the keys of workers 0 on.
+	runAt := func(j cellJob, nodes []Node, more *faultPool, db int) bool {
 		if (len(j.cs.Scenario.Needs) == 0 || more == nil && fp.empty()) && left.Add(-1) == 0 {
 			allStarted()
 		}
 		r.start(j, false)
 		began := time.Now()
-		c, err := exploreStoreCell(ctx, o, j.cs, nodes, more)
+		c, err := exploreStoreCell(ctx, o, j.cs, nodes, more, db)
 		c.Elapsed = time.Since(began)
 		c.storeNodes = nodes
 		return r.put(j, c, err)
 	}
+	run := func(j cellJob, nodes []Node, more *faultPool) bool { return runAt(j, nodes, more, 0) }
 	var alone, shared []cellJob
 	for _, j := range js {
 		if len(j.cs.Scenario.Needs) > 0 {
@@ -132,49 +135,25 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	}
 	// The cells that fault no server lock keys of their own (each run
 	// empties its key only, and reads its own sessions), so StoreLanes
-	// of them run at once. Two cells of one scenario lock the same key
-	// (and emptying it empties it in every table): they never run at
-	// once. A lane takes the first cell left whose scenario no other
-	// lane runs; the cells are taken strategy by strategy, so that those
-	// running together are mostly of different scenarios.
+	// of them run at once: the cell in lane l runs its workers on the
+	// keys of workers l*MaxWorkers on (storeKeySuffix), so that two cells
+	// of one scenario, which lock the same key, run at once too. A lane
+	// takes the first cell left; the cells are taken strategy by
+	// strategy.
 	sort.SliceStable(shared, func(a, b int) bool { return shared[a].cs.Strategy.Name < shared[b].cs.Strategy.Name })
-	var mu sync.Mutex
-	free := sync.NewCond(&mu)
-	locked := map[string]bool{}
-	take := func() (cellJob, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		for len(shared) > 0 && ctx.Err() == nil {
-			for i, j := range shared {
-				if !locked[j.cs.Scenario.Name] {
-					locked[j.cs.Scenario.Name] = true
-					shared = slices.Delete(shared, i, i+1)
-					return j, true
-				}
-			}
-			free.Wait()
-		}
-		return cellJob{}, false
+	queue := make(chan cellJob, len(shared))
+	for _, j := range shared {
+		queue <- j
 	}
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		free.Broadcast()
-		mu.Unlock()
-	})
-	defer stop()
+	close(queue)
 	var lw sync.WaitGroup
-	for range StoreLanes {
+	for l := range StoreLanes {
 		lw.Go(func() {
-			for {
-				j, ok := take()
-				if !ok {
+			for j := range queue {
+				if ctx.Err() != nil {
 					return
 				}
-				run(j, o.Stores[st], nil)
-				mu.Lock()
-				delete(locked, j.cs.Scenario.Name)
-				free.Broadcast()
-				mu.Unlock()
+				runAt(j, o.Stores[st], nil, l*MaxWorkers)
 			}
 		})
 	}
