@@ -173,3 +173,54 @@ func TestCellDiffsCatches(t *testing.T) {
 		t.Errorf("a missing cell: %d differences reported, want 1", len(d))
 	}
 }
+
+// TestLanesAnswerAlike is the evidence for a store's lanes on keys of
+// their own (harness/storesched.go): cells of one scenario that explore
+// at once on one PostgreSQL server, each lane's on keys of its own, give
+// the same answers as each cell explored alone on it.
+func TestLanesAnswerAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores PostgreSQL cells twice")
+	}
+	const store = "postgres"
+	if err := Installed(store); err != nil {
+		t.Skip(err)
+	}
+	d, err := harness.LookupStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns, err := d.Start(ctx, backends.Process, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns[0].Close()
+	// Three strategies, so that the store's three lanes take cells of
+	// one scenario at once (they take the cells strategy by strategy).
+	strategies := []string{"pg-advisory", "pg-lock-table", "pg-lock-table-sync"}
+	scenarios := []string{"crash-before-expire", "lost-reply"}
+	run := func(strategies, scenarios []string) []harness.Cell {
+		t.Helper()
+		m, err := harness.Matrix(ctx, harness.MatrixOptions{
+			Strategies: strategies, Scenarios: scenarios,
+			Stores:           map[string][]harness.Node{store: {ns[0]}},
+			StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Cells
+	}
+	together := run(strategies, scenarios)
+	var alone []harness.Cell
+	for _, c := range together {
+		alone = append(alone, run([]string{c.Strategy}, []string{c.Scenario})...)
+		if c.Outcome == harness.NA {
+			t.Errorf("%s × %s is n/a: %s", c.Strategy, c.Scenario, c.Message)
+		}
+	}
+	for _, diff := range cellDiffs(alone, together) {
+		t.Error(diff)
+	}
+}
