@@ -132,7 +132,8 @@ func replayTold(ctx context.Context, cs Case, nodes []Node, db int) (own, known 
 // stores a step costs a round trip, and a violation that needs an early
 // fault lies deep in the depth-first order of the full bound. (The level
 // of no preemption is left out: the level of one runs its schedules too,
-// and first.)
+// and first.) Its runs lock the keys of workers db on (storeKeySuffix):
+// a cell beside it on the same server locks others.
 func exploreStoreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool, db int) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
