@@ -86,15 +86,7 @@ func answersAlike(t *testing.T, sets map[string]cellSet, what string, all bool, 
 			run := func(n harness.StoreNode) *harness.MatrixResult {
 				t.Helper()
 				defer n.Close()
-				m, err := harness.Matrix(ctx, harness.MatrixOptions{
-					Strategies: cells.strategies, Scenarios: cells.scenarios,
-					Stores:           map[string][]harness.Node{d.Name: {n}},
-					StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
+				return storeMatrix(t, d.Name, n, cells)
 			}
 			ns, err := d.Start(ctx, backends.Process, 1)
 			if err != nil {
@@ -125,6 +117,21 @@ func answersAlike(t *testing.T, sets map[string]cellSet, what string, all bool, 
 			}
 		})
 	}
+}
+
+// storeMatrix explores the cells of store's strategies and scenarios in
+// cells on node n, with the documented matrix's bounds for the stores.
+func storeMatrix(t *testing.T, store string, n harness.Node, cells cellSet) *harness.MatrixResult {
+	t.Helper()
+	m, err := harness.Matrix(context.Background(), harness.MatrixOptions{
+		Strategies: cells.strategies, Scenarios: cells.scenarios,
+		Stores:           map[string][]harness.Node{store: {n}},
+		StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // cellDiffs lists where the cells of two runs of the same matrix differ
@@ -200,22 +207,10 @@ func TestLanesAnswerAlike(t *testing.T) {
 	// one scenario at once (they take the cells strategy by strategy).
 	strategies := []string{"pg-advisory", "pg-lock-table", "pg-lock-table-sync"}
 	scenarios := []string{"crash-before-expire", "lost-reply"}
-	run := func(strategies, scenarios []string) []harness.Cell {
-		t.Helper()
-		m, err := harness.Matrix(ctx, harness.MatrixOptions{
-			Strategies: strategies, Scenarios: scenarios,
-			Stores:           map[string][]harness.Node{store: {ns[0]}},
-			StorePreemptions: harness.StorePreemptions, StoreSchedules: harness.StoreSchedules,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Cells
-	}
-	together := run(strategies, scenarios)
+	together := storeMatrix(t, store, ns[0], cellSet{strategies, scenarios}).Cells
 	var alone []harness.Cell
 	for _, c := range together {
-		alone = append(alone, run([]string{c.Strategy}, []string{c.Scenario})...)
+		alone = append(alone, storeMatrix(t, store, ns[0], cellSet{[]string{c.Strategy}, []string{c.Scenario}}).Cells...)
 		if c.Outcome == harness.NA {
 			t.Errorf("%s × %s is n/a: %s", c.Strategy, c.Scenario, c.Message)
 		}
