@@ -86,6 +86,9 @@ func TestStartSettingsClose(t *testing.T) {
 		assert.Equal(t, want, scalar[string](t, c, "SELECT current_setting($1)", name), name)
 	}
 	assert.Equal(t, int64(0), scalar[int64](t, c, "SELECT count(*) FROM pg_stat_ssl WHERE ssl"))
+	if fi, err := os.Stat(procid.ShmDir); err == nil && fi.IsDir() {
+		assert.Equal(t, procid.ShmDir, filepath.Dir(s.Dir), "the server's directory is in memory where it can be")
+	}
 	if os.Geteuid() == 0 {
 		assert.NotZero(t, uidOf(t, s.Pid()), "the postmaster must not run as root")
 	} else {
@@ -455,7 +458,8 @@ func BenchmarkStandby(b *testing.B) {
 
 // TestPrivateTempDir: run by root under a TMPDIR that only root can enter
 // (as t.TempDir makes them), the server, which runs as an unprivileged
-// user, makes its directory in /tmp instead, starts, and leaves nothing.
+// user, makes its directory in memory or /tmp instead, starts, and leaves
+// nothing.
 func TestPrivateTempDir(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the server runs as this process's user: any TMPDIR it can write works")
@@ -464,7 +468,7 @@ func TestPrivateTempDir(t *testing.T) {
 	require.NoError(t, os.Chmod(private, 0o700))
 	t.Setenv("TMPDIR", private)
 	s := pgtest.Start(t, pgproc.Options{})
-	assert.Equal(t, "/tmp", filepath.Dir(s.Dir), "the directory of a server whose user cannot enter TMPDIR")
+	assert.Contains(t, []string{procid.ShmDir, "/tmp"}, filepath.Dir(s.Dir), "the directory of a server whose user cannot enter TMPDIR")
 	assert.Equal(t, 1, scalar[int](t, connect(t, s), "SELECT 1"))
 	require.NoError(t, s.Close())
 	assert.NoDirExists(t, s.Dir)

@@ -129,34 +129,45 @@ func RemoveStale() []string {
 	return removed
 }
 
-// bases are where a server's directory may be: the temporary directory,
-// and /tmp when that is another.
+// bases are where a server's directory may be, in the order tried: memory
+// (procid.ShmDir, where etcd's, ZooKeeper's and Redis's directories go
+// too), the temporary directory, and /tmp when that is another. On a disk
+// every file postgres, initdb or pg_basebackup creates costs a journaled
+// create: a base backup's thousand files took 0.8 s of system time on
+// ext4 and 0.07 s in memory.
 func bases() []string {
-	if t := os.TempDir(); t != fallbackBase {
-		return []string{t, fallbackBase}
+	var b []string
+	if fi, err := os.Stat(procid.ShmDir); err == nil && fi.IsDir() {
+		b = append(b, procid.ShmDir)
 	}
-	return []string{fallbackBase}
+	if t := os.TempDir(); t != fallbackBase {
+		b = append(b, t)
+	}
+	return append(b, fallbackBase)
 }
 
 // fallbackBase holds the servers' directories when the temporary directory
 // is one the server's user cannot enter.
 const fallbackBase = "/tmp"
 
-// baseDir is the first of bases that the user of cred (this process's, when
-// nil) can reach: postgres, run as an unprivileged user by root, cannot
-// work under a TMPDIR private to root.
+// baseDir is the first of bases that the user of cred can reach (this
+// process's, when nil, can write): postgres, run as an unprivileged user by
+// root, cannot work under a TMPDIR private to root.
 func baseDir(cred *syscall.Credential) (string, error) {
-	if cred == nil {
-		return os.TempDir(), nil
-	}
 	for _, b := range bases() {
-		if canEnter(b, cred) {
+		if cred == nil && writable(b) || cred != nil && canEnter(b, cred) {
 			return b, nil
 		}
+	}
+	if cred == nil {
+		return os.TempDir(), nil
 	}
 	return "", fmt.Errorf("pgproc: user uid %d, which runs postgres, can enter none of %s: "+
 		"set TMPDIR to a directory it can reach", cred.Uid, strings.Join(bases(), ", "))
 }
+
+// writable tells whether this process may make a directory in dir.
+func writable(dir string) bool { return unix.Access(dir, unix.W_OK|unix.X_OK) == nil }
 
 // canEnter tells whether the user of cred may search dir and each of its
 // parents, by their permission bits (supplementary groups are not read).
