@@ -103,12 +103,34 @@ func RemoveStale(base, prefix string, before func(dir string)) []string {
 // costs no disk there.
 const ShmDir = "/dev/shm"
 
+// shmRoom is the free space ShmDir must have for servers' directories to
+// go there: a container's /dev/shm is 64 MB unless it is given more, less
+// than one etcd member's preallocated log or two PostgreSQL data
+// directories.
+const shmRoom = 1 << 30
+
+// ShmUsable reports whether ShmDir is a directory with room for servers'
+// directories (a gigabyte free).
+func ShmUsable() bool { return hasRoom(ShmDir, shmRoom) }
+
+// hasRoom reports whether dir is on a file system with at least need
+// bytes free for this process.
+func hasRoom(dir string, need uint64) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return st.Bavail*uint64(st.Bsize) >= need
+}
+
 // MkdirTemp makes a directory named prefix + Tag() + something, owned by
-// this process: in ShmDir where it can, else in the system's temporary
-// directory. RemoveStaleTemp removes it once its owner is gone.
+// this process: in ShmDir where it can (ShmUsable), else in the system's
+// temporary directory. RemoveStaleTemp removes it once its owner is gone.
 func MkdirTemp(prefix string) (string, error) {
-	if dir, err := os.MkdirTemp(ShmDir, prefix+Tag()); err == nil {
-		return dir, nil
+	if ShmUsable() {
+		if dir, err := os.MkdirTemp(ShmDir, prefix+Tag()); err == nil {
+			return dir, nil
+		}
 	}
 	return os.MkdirTemp("", prefix+Tag())
 }
