@@ -26,19 +26,31 @@ type faultPool struct {
 	// when the pool has only given ones.
 	start func(ctx context.Context, store string) (Node, error)
 	max   int
+	// ctx is the matrix's: a server started for a taker that does not
+	// wait starts under it, whatever becomes of the cell that asked;
+	// close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	free    *sync.Cond
 	idle    []Node
 	started []Node // those start started, which close stops
 	count   int    // servers lent, idle, or starting
+	// err is the first failed start of a server no taker waited for:
+	// the next take returns it.
+	err error
+	// starting counts the starts no taker waits for, which close waits
+	// for.
+	starting sync.WaitGroup
 }
 
 // newFaultPool makes the pool of store: given are servers started by the
 // caller (MatrixOptions.FaultStores), lent first and never stopped here;
-// more are started with start, up to max servers in all.
-func newFaultPool(store string, given []Node, start func(context.Context, string) (Node, error), max int) *faultPool {
+// more are started with start under ctx, up to max servers in all.
+func newFaultPool(ctx context.Context, store string, given []Node, start func(context.Context, string) (Node, error), max int) *faultPool {
 	p := &faultPool{store: store, start: start, max: max, idle: append([]Node(nil), given...), count: len(given)}
+	p.ctx, p.cancel = context.WithCancel(ctx)
 	if p.start == nil || p.max < p.count {
 		p.max = p.count
 	}
@@ -50,9 +62,14 @@ func newFaultPool(store string, given []Node, start func(context.Context, string
 // cells that fault a server then run on the store's own, alone.
 func (p *faultPool) empty() bool { return p.max == 0 }
 
-// take lends a server: an idle one, else one started now while the pool
-// has fewer than its most, else, when wait, the next one given back; ok
-// is false when it lends none (wait unset and none free, or ctx ended).
+// take lends a server: an idle one, else, when wait, one started now
+// while the pool has fewer than its most, or the next one given back; ok
+// is false when it lends none (ctx ended, or wait unset and none idle).
+// A taker that does not wait (a cell's worker beyond its first) starts
+// one in the background while the pool has fewer than its most, for the
+// next take: a cell whose schedules run out before the server is up ends
+// without waiting for it (a Redis pair waits about a second for its
+// replica's first sync), and the server serves the cells after it.
 func (p *faultPool) take(ctx context.Context, wait bool) (n Node, ok bool, err error) {
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -66,11 +83,22 @@ func (p *faultPool) take(ctx context.Context, wait bool) (n Node, ok bool, err e
 			p.mu.Unlock()
 			return nil, false, ctx.Err()
 		}
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return nil, false, err
+		}
 		if k := len(p.idle); k > 0 {
 			n = p.idle[k-1]
 			p.idle = p.idle[:k-1]
 			p.mu.Unlock()
 			return n, true, nil
+		}
+		if p.count < p.max && !wait {
+			p.count++
+			p.starting.Go(p.startIdle)
+			p.mu.Unlock()
+			return nil, false, nil
 		}
 		if p.count < p.max {
 			p.count++
@@ -94,6 +122,24 @@ func (p *faultPool) take(ctx context.Context, wait bool) (n Node, ok bool, err e
 	}
 }
 
+// startIdle starts a server no taker waits for (take) and makes it idle,
+// or keeps its error for the next take, where the matrix goes on.
+func (p *faultPool) startIdle() {
+	n, err := p.start(p.ctx, p.store)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.free.Broadcast()
+	if err != nil {
+		p.count--
+		if p.err == nil && p.ctx.Err() == nil {
+			p.err = fmt.Errorf("starting another %s server for the cells that fault it: %w", p.store, err)
+		}
+		return
+	}
+	p.started = append(p.started, n)
+	p.idle = append(p.idle, n)
+}
+
 // put gives back a server take lent.
 func (p *faultPool) put(n Node) {
 	p.mu.Lock()
@@ -102,8 +148,15 @@ func (p *faultPool) put(n Node) {
 	p.mu.Unlock()
 }
 
-// close stops the servers the pool started, side by side.
+// close stops the servers the pool started, side by side, once the starts
+// no taker waits for have ended (cancelled: no cell is left to take
+// them); a nil pool has none.
 func (p *faultPool) close() error {
+	if p == nil {
+		return nil
+	}
+	p.cancel()
+	p.starting.Wait()
 	p.mu.Lock()
 	started := p.started
 	p.started, p.idle = nil, nil

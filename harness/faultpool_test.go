@@ -33,17 +33,22 @@ func TestFaultPool(t *testing.T) {
 		started = append(started, c)
 		return c, nil
 	}
-	p := newFaultPool("etcd", []Node{given}, start, 2)
+	p := newFaultPool(ctx, "etcd", []Node{given}, start, 2)
 	require.False(t, p.empty())
 
 	a, ok, err := p.take(ctx, false)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Same(t, given, a, "the given server first")
+	_, ok, err = p.take(ctx, false)
+	require.NoError(t, err)
+	assert.False(t, ok, "none idle: a taker that does not wait gets none now")
+	p.starting.Wait()
+	assert.Len(t, started, 1, "one started for the next taker when none was free")
 	b, ok, err := p.take(ctx, false)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Len(t, started, 1, "one started when none was free")
+	assert.Same(t, started[0], b, "the one started meanwhile")
 
 	_, ok, err = p.take(ctx, false)
 	require.NoError(t, err)
@@ -76,14 +81,49 @@ func TestFaultPool(t *testing.T) {
 	assert.EqualValues(t, 0, given.closed.Load(), "the given one is the caller's")
 
 	boom := errors.New("no java")
-	failing := newFaultPool("zookeeper", nil, func(context.Context, string) (Node, error) { return nil, boom }, 1)
+	failing := newFaultPool(ctx, "zookeeper", nil, func(context.Context, string) (Node, error) { return nil, boom }, 1)
 	_, ok, err = failing.take(ctx, true)
 	assert.False(t, ok)
 	assert.ErrorIs(t, err, boom)
 	assert.ErrorContains(t, err, "starting another zookeeper server")
 	assert.Zero(t, failing.count, "a failed start is not counted")
 
-	assert.True(t, newFaultPool("postgres", nil, nil, 3).empty(), "nothing given and nothing to start with")
+	// A start no taker waited for fails the take after it.
+	_, ok, err = failing.take(ctx, false)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	failing.starting.Wait()
+	assert.Zero(t, failing.count, "a failed start is not counted")
+	_, ok, err = failing.take(ctx, false)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, boom, "the next take says why")
+
+	assert.True(t, newFaultPool(ctx, "postgres", nil, nil, 3).empty(), "nothing given and nothing to start with")
+}
+
+// TestFaultPoolCloseEndsStarts: close cancels the starts no taker waits
+// for, waits for them to end, and stops a server that came up all the
+// same, rather than leaving it running; a start that gave up on the
+// cancel is no error.
+func TestFaultPoolCloseEndsStarts(t *testing.T) {
+	ctx := context.Background()
+	c := &closer{AddrNode: AddrNode{NodeName: "slow"}}
+	var calls atomic.Int32
+	p := newFaultPool(ctx, "redis", nil, func(ctx context.Context, _ string) (Node, error) {
+		<-ctx.Done() // up only once close cancels
+		if calls.Add(1) == 1 {
+			return c, nil
+		}
+		return nil, ctx.Err()
+	}, 2)
+	for range 2 {
+		_, ok, err := p.take(ctx, false)
+		require.NoError(t, err)
+		require.False(t, ok, "still starting")
+	}
+	require.NoError(t, p.close())
+	assert.EqualValues(t, 2, calls.Load(), "both starts ended before close returned")
+	assert.EqualValues(t, 1, c.closed.Load(), "the server that came up is stopped")
 }
 
 // TestFaultCellsOneAfterAnother: a store's cells that fault a server run
@@ -98,7 +138,7 @@ func TestFaultCellsOneAfterAnother(t *testing.T) {
 		started = append(started, c)
 		return c, nil
 	}
-	p := newFaultPool("zookeeper", nil, start, 3)
+	p := newFaultPool(context.Background(), "zookeeper", nil, start, 3)
 	js := []cellJob{{index: 0}, {index: 1}, {index: 2}}
 	var running, most atomic.Int32
 	var ran []int
@@ -119,7 +159,11 @@ func TestFaultCellsOneAfterAnother(t *testing.T) {
 			n, ok, err := more.take(context.Background(), false)
 			require.NoError(t, err)
 			if !ok {
-				break
+				// None idle: one may be starting for the next take.
+				more.starting.Wait()
+				if n, ok, err = more.take(context.Background(), false); err != nil || !ok {
+					break
+				}
 			}
 			got = append(got, n)
 		}

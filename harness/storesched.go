@@ -91,7 +91,7 @@ func runStore(ctx context.Context, o MatrixOptions, st string, js []cellJob, r *
 	var once sync.Once
 	allStarted := func() { once.Do(func() { close(started) }) }
 	defer allStarted()
-	fp := newFaultPool(st, o.FaultStores[st], o.StartFaultServer, o.faultServers(st))
+	fp := newFaultPool(ctx, st, o.FaultStores[st], o.StartFaultServer, o.faultServers(st))
 	var left atomic.Int64
 	for _, j := range js {
 		if len(j.cs.Scenario.Needs) == 0 || fp.empty() {
