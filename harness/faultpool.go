@@ -68,8 +68,9 @@ func (p *faultPool) empty() bool { return p.max == 0 }
 // A taker that does not wait (a cell's worker beyond its first) starts
 // one in the background while the pool has fewer than its most, for the
 // next take: a cell whose schedules run out before the server is up ends
-// without waiting for it (a Redis pair waits about a second for its
-// replica's first sync), and the server serves the cells after it.
+// without waiting for it (a ZooKeeper ensemble's JVM takes seconds, a
+// Redis cell's schedules milliseconds), and the server serves the cells
+// after it.
 func (p *faultPool) take(ctx context.Context, wait bool) (n Node, ok bool, err error) {
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
