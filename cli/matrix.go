@@ -5,7 +5,6 @@ package cli
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/harness/render"
 	"github.com/locklab/locklab/stores"
-	"github.com/locklab/locklab/stores/redis"
 	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
@@ -58,9 +56,7 @@ docs/reduction.md, "Fault servers that stay up"), started when a cell
 first needs one and stopped once the store's last such cell is done: up
 to --fault-servers of each store at once, each worker on one of them. A
 store's such cells run one after another from the start, so that a
-cell's workers spread over all of its servers. A Redis cell that fails
-n1 over runs its first worker there and its others on a master and
-replica each of their own, up to --fault-servers of them.
+cell's workers spread over all of its servers.
 
 All the cells share one pool of runs (--pool): a cell starts with one
 worker and takes more, up to --workers, each on a database of its own (on
@@ -360,7 +356,7 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 		fmt.Fprintln(errw, line)
 	}
 	o.Stores = others.Nodes
-	o.StartFaultServer = g.faultServer(backend, c)
+	o.StartFaultServer = stores.FaultServer(backend)
 	aud, err := g.startAudit(ctx, auditNodes(o.Nodes, others.Nodes))
 	if err != nil {
 		closeAndTell(errw, others)
@@ -380,18 +376,4 @@ func (g *globals) runMatrix(cmd *cobra.Command, o *harness.MatrixOptions, nodes 
 		return nil, ar.withRun(o.Strategies, err)
 	}
 	return &matrixRun{result: m, cluster: c, stores: others, audit: ar, said: said, began: began}, nil
-}
-
-// faultServer starts a server for the matrix's cells that fault one
-// (harness.MatrixOptions.StartFaultServer): a Redis master and replica as
-// c's nodes run, on c's backend and image, and the other stores' servers
-// on theirs (backend).
-func (g *globals) faultServer(backend string, c *redisnode.Cluster) func(ctx context.Context, store string) (harness.Node, error) {
-	others := stores.FaultServer(backend)
-	return func(ctx context.Context, store string) (harness.Node, error) {
-		if store != redis.Name {
-			return others(ctx, store)
-		}
-		return redis.StartFailoverPair(ctx, redisnode.Options{Backend: c.Backend(), Image: g.image})
-	}
 }

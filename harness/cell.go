@@ -12,11 +12,8 @@ import (
 	"github.com/locklab/locklab/harness/fault"
 )
 
-// exploreCell runs cs's cell on nodes, in database db. A cell that fails
-// its one node over runs its workers beyond the first on pairs of more
-// (nil: one worker, on nodes), each on one of its own, as a store's fault
-// cells do (exploreStoreCell).
-func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, more *faultPool, db int) (_ Cell, err error) {
+// exploreCell runs cs's cell on nodes, in database db.
+func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, db int) (_ Cell, err error) {
 	sc := cs.Scenario
 	c := Cell{Strategy: cs.Strategy.Name, Scenario: sc.Name, Property: sc.Property, cs: &cs}
 	if slices.Contains(sc.Needs, fault.Failover) {
@@ -53,9 +50,6 @@ func exploreCell(ctx context.Context, o MatrixOptions, cs Case, nodes []Node, mo
 	}
 	eo := ExploreOptions{Case: cs, Nodes: nodes, MaxPreemptions: o.MaxPreemptions, MaxSchedules: maxSched,
 		Workers: o.Workers, DB: db, NoReduction: o.NoReduction, NoSymmetry: o.NoSymmetry, pool: o.pool}
-	if slices.Contains(sc.Needs, fault.Failover) && len(cs.nodesFor(nodes)) == 1 {
-		eo.moreNodes = faultLanes(more, sc, true)
-	}
 	ex, err := Explore(ctx, eo)
 	if err != nil {
 		return c, err

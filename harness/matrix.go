@@ -97,16 +97,14 @@ type MatrixOptions struct {
 	// the server), beside the Redis cells. A strategy whose store has no
 	// nodes here is n/a.
 	Stores map[string][]Node
-	// FaultStores are more servers of each store, a node each
-	// ("postgres": stores/postgres Nodes), started by the caller, on
+	// FaultStores are more servers of each store other than Redis, a node
+	// each ("postgres": stores/postgres Nodes), started by the caller, on
 	// which the cells that fault the server (restart-loses-lock) run,
 	// each cell (or worker of one) on one server at a time, while the
 	// store's other cells run on Stores' nodes. A store with neither
 	// these nor StartFaultServer runs the cells that fault the server on
 	// Stores' nodes, alone, once its other cells are done: a restart
-	// would end the sessions and leases of every cell beside it. Redis's
-	// (a master with its replica, as Nodes' first) serve the workers of
-	// a failover cell beyond its first, which runs on Nodes' first.
+	// would end the sessions and leases of every cell beside it.
 	FaultStores map[string][]Node
 	// StartFaultServer, when set, starts one more server of store (a
 	// Node, as its Driver's Start gives) for the cells that fault it: the
@@ -365,22 +363,9 @@ func (r *cellResults) put(j cellJob, c Cell, err error) bool {
 
 // runRedisCells explores the Redis cells' jobs, Parallel at once, each
 // where the placer puts it (place.go), until every one has run or a cell
-// failed; wg counts the cells running, and the stop of the failover
-// cells' servers once they are done.
+// failed; wg counts the cells running.
 func runRedisCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, jobs []cellJob, r *cellResults) {
 	p := r.p
-	fp := mainFaultPool(ctx, o)
-	var cells sync.WaitGroup
-	defer wg.Go(func() {
-		cells.Wait()
-		if err := fp.close(); err != nil {
-			p.mu.Lock()
-			if r.err == nil {
-				r.err = fmt.Errorf("stopping the servers of the failover cells: %w", err)
-			}
-			p.mu.Unlock()
-		}
-	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(jobs) > 0 && r.err == nil {
@@ -395,39 +380,18 @@ func runRedisCells(ctx context.Context, wg *sync.WaitGroup, o MatrixOptions, job
 			continue
 		}
 		r.start(j, true)
-		cells.Go(func() {
+		wg.Go(func() {
 			began := time.Now()
 			nodes := make([]Node, len(pl.nodes))
 			for i, n := range pl.nodes {
 				nodes[i] = o.Nodes[n]
 			}
-			c, err := exploreCell(ctx, o, j.cs, nodes, fp, pl.db)
+			c, err := exploreCell(ctx, o, j.cs, nodes, pl.db)
 			c.Elapsed = time.Since(began)
 			p.release(j, pl)
 			r.put(j, c, err)
 		})
 	}
-}
-
-// mainFaultPool is the pool of the Main store's servers that a failover
-// cell's workers beyond the first run on, each on one of its own: those
-// FaultStores gives, and more started as they are needed, up to
-// FaultServers, where the store can start them (Driver.StartFault) and
-// StartFaultServer is set. Without either, such a cell runs one worker,
-// on its own node.
-func mainFaultPool(ctx context.Context, o MatrixOptions) *faultPool {
-	d, err := MainStore()
-	if err != nil {
-		return nil
-	}
-	start, given := o.StartFaultServer, o.FaultStores[d.Name]
-	if d.StartFault == nil {
-		start = nil
-	}
-	if start == nil && len(given) == 0 {
-		return nil
-	}
-	return newFaultPool(ctx, d.Name, given, start, o.faultServers(d.Name))
 }
 
 // applicable returns cs's cell with ok=false when the scenario does not

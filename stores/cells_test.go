@@ -6,9 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/locklab/locklab/harness"
 	"github.com/locklab/locklab/internal/tooling/backends"
 	"github.com/locklab/locklab/stores/etcd"
@@ -16,7 +13,6 @@ import (
 	"github.com/locklab/locklab/stores/postgres/pgproc"
 	"github.com/locklab/locklab/stores/postgres/pgproc/pgtest"
 	"github.com/locklab/locklab/stores/redis"
-	"github.com/locklab/locklab/stores/redis/redisnode"
 )
 
 // TestStoreCellsSayWhyNA: on PostgreSQL and etcd, a scenario without
@@ -216,72 +212,5 @@ func TestFaultServersOf(t *testing.T) {
 	}
 	if got := harness.FaultServersOf("no-such-store"); got != harness.DefaultFaultServers {
 		t.Errorf("an unknown store: %d fault servers, want the default %d", got, harness.DefaultFaultServers)
-	}
-}
-
-// TestRedisFailoverPairs: a Redis failover cell runs its workers beyond
-// the first on master-and-replica pairs of their own (the matrix's
-// FaultStores here, and more it starts), to the verdicts, schedule counts
-// and counterexamples of one worker on n1 alone; the pairs it started
-// are stopped once the Redis cells are done, and the ones given are the
-// caller's.
-func TestRedisFailoverPairs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("explores schedules that fail Redis masters over")
-	}
-	ctx := context.Background()
-	nodes, stop, err := redis.StartMatrixNodes(ctx, redisnode.Options{Backend: backends.Process})
-	if err != nil {
-		t.Skip(err) // no redis-server here
-	}
-	defer stop()
-	given, err := redis.StartFailoverPair(ctx, redisnode.Options{Backend: backends.Process})
-	require.NoError(t, err)
-	defer given.Close()
-	start := FaultServer(backends.Process)
-	var mu sync.Mutex
-	var pairs []harness.Node
-	counted := func(ctx context.Context, store string) (harness.Node, error) {
-		n, err := start(ctx, store)
-		if err == nil {
-			mu.Lock()
-			pairs = append(pairs, n)
-			mu.Unlock()
-		}
-		return n, err
-	}
-	opts := harness.MatrixOptions{
-		Strategies:       []string{"incr-expire", "set-nx-px-wait", "set-nx-px"},
-		Scenarios:        []string{"failover-loses-lock"},
-		Nodes:            nodes,
-		FaultStores:      map[string][]harness.Node{redis.Name: {given}},
-		StartFaultServer: counted,
-		FaultServers:     3,
-		Workers:          4,
-	}
-	m, err := harness.Matrix(ctx, opts)
-	require.NoError(t, err)
-	assert.LessOrEqual(t, len(pairs), 2, "at most 3 pairs, the given one included")
-	for i, p := range pairs {
-		for _, n := range p.(interface{ Members() []*redisnode.Node }).Members() {
-			_, err := n.Do(ctx, "PING")
-			assert.Error(t, err, "pair %d's %s outlived the matrix", i, n.Name())
-		}
-	}
-	for _, n := range given.(interface{ Members() []*redisnode.Node }).Members() {
-		_, err := n.Do(ctx, "PING")
-		assert.NoError(t, err, "the given pair's %s is the caller's to stop", n.Name())
-	}
-
-	one := opts
-	one.Workers, one.FaultStores, one.StartFaultServer = 1, nil, nil
-	alone, err := harness.Matrix(ctx, one)
-	require.NoError(t, err)
-	for _, st := range opts.Strategies {
-		got, _ := m.Cell(st, "failover-loses-lock")
-		want, _ := alone.Cell(st, "failover-loses-lock")
-		assert.NotEqual(t, harness.NA, got.Outcome, st)
-		assert.Equal(t, [3]any{want.Outcome, want.Schedules, want.Schedule}, [3]any{got.Outcome, got.Schedules, got.Schedule},
-			"%s × failover-loses-lock on pairs of its own, against one worker on n1", st)
 	}
 }

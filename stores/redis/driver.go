@@ -48,9 +48,6 @@ func init() {
 		StartNodes: func(ctx context.Context, o harness.NodesOptions) (*harness.StartedNodes, error) {
 			return startNodes(ctx, redisnode.Options{Backend: o.Backend, Image: o.Image, N: o.N, Label: o.Label}, o.Replica)
 		},
-		// A failover cell's workers beyond the first fail over pairs of
-		// their own (harness.MatrixOptions.StartFaultServer).
-		StartFault: startFault,
 		Open: func(nodes []harness.Node, o harness.OpenOptions) (harness.Store, error) {
 			return newRedisStore(nodes, o.Worker, o.Direct), nil
 		},
