@@ -107,12 +107,9 @@ func (p *faultPool) take(ctx context.Context, wait bool) (n Node, ok bool, err e
 			n, err := p.start(ctx, p.store)
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			if err != nil {
-				p.count--
-				p.free.Broadcast()
-				return nil, false, fmt.Errorf("starting another %s server for the cells that fault it: %w", p.store, err)
+			if err = p.endStart(n, err); err != nil {
+				return nil, false, err
 			}
-			p.started = append(p.started, n)
 			return n, true, nil
 		}
 		if !wait {
@@ -130,15 +127,26 @@ func (p *faultPool) startIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.free.Broadcast()
-	if err != nil {
-		p.count--
+	if err = p.endStart(n, err); err != nil {
 		if p.err == nil && p.ctx.Err() == nil {
-			p.err = fmt.Errorf("starting another %s server for the cells that fault it: %w", p.store, err)
+			p.err = err
 		}
 		return
 	}
-	p.started = append(p.started, n)
 	p.idle = append(p.idle, n)
+}
+
+// endStart books the end of one start, under p.mu: n, the server start
+// gave, joins those close stops; a failed start gives its place back to
+// the next taker and returns err, wrapped.
+func (p *faultPool) endStart(n Node, err error) error {
+	if err != nil {
+		p.count--
+		p.free.Broadcast()
+		return fmt.Errorf("starting another %s server for the cells that fault it: %w", p.store, err)
+	}
+	p.started = append(p.started, n)
+	return nil
 }
 
 // put gives back a server take lent.
@@ -151,11 +159,8 @@ func (p *faultPool) put(n Node) {
 
 // close stops the servers the pool started, side by side, once the starts
 // no taker waits for have ended (cancelled: no cell is left to take
-// them); a nil pool has none.
+// them).
 func (p *faultPool) close() error {
-	if p == nil {
-		return nil
-	}
 	p.cancel()
 	p.starting.Wait()
 	p.mu.Lock()
